@@ -1,0 +1,229 @@
+"""Batched full-batch training of many runs at once (THEORY.md section 3).
+
+All runs (datasets x starts) live on the leading ``(D, K)`` axes of the parameter tensors and are
+updated by the same tensor operations; a run that meets the gradient-norm tolerance is frozen
+(its parameters stop changing) while the others continue. Stopping rule per run:
+``||grad R||_F / sqrt(d) < tol`` (the gradient of ``R/d`` in the unit-scale coordinates
+``Q / sqrt(d)``) -> ``stop = "tol"``; otherwise ``stop = "max_steps"`` (or ``"diverged"`` when the
+risk stops being finite).
+
+Starts (THEORY.md section 3), per run, for query columns ``Q in R^{d x r}``:
+
+* ``semantic``: ``Q = Q*`` (first ``min(r, r*)`` columns; extra columns ``0.1 N(0, 1)``);
+* ``positional``: first column ``pi_1 / sqrt(d)`` (``= 1_d / sqrt(d)`` by construction), extra columns
+  ``0.1 N(0, 1)``;
+* ``random``: ``0.1 N(0, 1)`` entries.
+
+Untied variants start the key ``K`` equal to ``Q`` for the informed starts and independent for the random one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from attnphase.sim.data import _STREAM_INIT, Dataset, generator
+from attnphase.sim.models import Batch, is_untied, n_columns, objective
+from attnphase.spec.problem import ModelSpec
+
+log = logging.getLogger(__name__)
+
+INITS = ("semantic", "positional", "random")
+OPTIMIZERS = ("gd", "adam")
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Optimiser settings (defaults: THEORY.md section 3).
+
+    ``lr`` ``None`` means 0.15 for GD (on the summed loss ``R``) and 0.01 for Adam. ``momentum`` is an
+    optional heavy-ball term for GD (0 = plain GD, the reference). ``grad``: ``auto`` (analytic for the
+    identity value), ``analytic`` or ``autograd``.
+    """
+
+    optimizer: str = "gd"
+    lr: float | None = None
+    max_steps: int = 5000
+    tol: float = 1e-6
+    momentum: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    grad: str = "auto"
+    dtype: str = "float64"
+    device: str = "cpu"
+    log_every: int = 500
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
+        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if isinstance(self.max_steps, bool) or int(self.max_steps) != self.max_steps or self.max_steps < 0:
+            raise ValueError(f"max_steps must be an integer >= 0, got {self.max_steps}")
+        if not (math.isfinite(self.tol) and self.tol >= 0):
+            raise ValueError(f"tol must be >= 0, got {self.tol}")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"momentum must lie in [0, 1), got {self.momentum}")
+        if self.grad not in ("auto", "analytic", "autograd"):
+            raise ValueError(f"unknown gradient mode {self.grad!r}; choose auto, analytic or autograd")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r}; choose float32 or float64")
+        check_device(self.device)
+
+    @property
+    def learning_rate(self) -> float:
+        return DEFAULT_LR[self.optimizer] if self.lr is None else float(self.lr)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+
+def check_device(device: str) -> None:
+    """``ValueError`` for an unknown device or a CUDA request on a machine without CUDA."""
+    if device == "cpu":
+        return
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but CUDA is not available")
+        return
+    raise ValueError(f"unknown device {device!r}; choose cpu or cuda")
+
+
+def stack_batch(datasets: Sequence[Dataset]) -> Batch:
+    """Stack datasets of one size on a leading axis."""
+    Y = None
+    if all(ds.Y is not None for ds in datasets):
+        Y = torch.stack([ds.Y for ds in datasets])  # type: ignore[misc]
+    return Batch(
+        X=torch.stack([ds.X for ds in datasets]),
+        Sxx=torch.stack([ds.Sxx for ds in datasets]),
+        Syx=torch.stack([ds.Syx for ds in datasets]),
+        yy=torch.stack([ds.yy for ds in datasets]),
+        Y=Y,
+    )
+
+
+def init_params(
+    spec: ModelSpec, datasets: Sequence[Dataset], inits: Sequence[str]
+) -> dict[str, torch.Tensor]:
+    """Starting parameters ``(D, K, d, .)`` for every dataset x start (see the module docstring)."""
+    for name in inits:
+        if name not in INITS:
+            raise ValueError(f"unknown init {name!r}; choose from {', '.join(INITS)} or all")
+    ds0 = datasets[0]
+    d, r, dtype, device = ds0.d, spec.rank, ds0.X.dtype, ds0.X.device
+    c = n_columns(spec)
+    P = torch.empty(len(datasets), len(inits), d, c, dtype=torch.float64)
+    U = W = M = None
+    if spec.value == "lowrank":
+        U = torch.zeros(len(datasets), len(inits), d, spec.value_rank, dtype=torch.float64)
+        W = torch.empty_like(U)
+    elif spec.value == "full":
+        M = torch.zeros(len(datasets), len(inits), d, d, dtype=torch.float64)
+    for i, ds in enumerate(datasets):
+        for k, name in enumerate(inits):
+            gen = generator(ds.seed, _STREAM_INIT, INITS.index(name))
+            noise = 0.1 * torch.randn(d, c, generator=gen, dtype=torch.float64)
+            Q = noise[:, :r].clone()
+            if name == "semantic":
+                j = min(r, spec.teacher_rank)
+                Q[:, :j] = ds.Q_star[:, :j].to(torch.float64).cpu()
+            elif name == "positional":
+                Q[:, 0] = ds.Pi[0].to(torch.float64).cpu() / math.sqrt(d)
+            if is_untied(spec):
+                Kmat = noise[:, r:] if name == "random" else Q
+                P[i, k] = torch.cat([Q, Kmat], dim=1)
+            else:
+                P[i, k] = Q
+            if W is not None:
+                W[i, k] = 0.1 * torch.randn(d, spec.value_rank, generator=gen, dtype=torch.float64)
+    out = {"P": P}
+    if U is not None and W is not None:
+        out.update(U=U, W=W)
+    if M is not None:
+        out["M"] = M
+    return {k: v.to(device=device, dtype=dtype) for k, v in out.items()}
+
+
+@dataclass(frozen=True, eq=False)
+class TrainResult:
+    """Final parameters and per-run diagnostics (tensors of shape ``(D, K)``)."""
+
+    params: dict[str, torch.Tensor]
+    risk: torch.Tensor
+    grad_norm: torch.Tensor
+    steps: torch.Tensor
+    stop: list[list[str]]
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def train(
+    spec: ModelSpec,
+    batch: Batch,
+    params: dict[str, torch.Tensor],
+    settings: TrainSettings,
+) -> TrainResult:
+    """Full-batch GD or Adam on ``R`` for all runs at once (THEORY.md section 3)."""
+    d = batch.X.shape[-1]
+    lr = settings.learning_rate
+    params = {k: v.clone() for k, v in params.items()}
+    D, K = params["P"].shape[:2]
+    active = torch.ones(D, K, dtype=torch.bool, device=params["P"].device)
+    diverged = torch.zeros_like(active)
+    converged = torch.zeros_like(active)
+    steps = torch.zeros(D, K, dtype=torch.long, device=active.device)
+    state: dict[str, dict[str, torch.Tensor]] = {
+        k: {"m": torch.zeros_like(v), "v": torch.zeros_like(v)} for k, v in params.items()
+    }
+    b1, b2 = settings.betas
+    t0 = time.perf_counter()
+    R = gnorm = None
+    for t in range(settings.max_steps + 1):
+        R, grads = objective(spec, batch, params, settings.grad)
+        gnorm = torch.sqrt(sum((g * g).sum(dim=(-1, -2)) for g in grads.values())) / math.sqrt(d)
+        bad = active & ~torch.isfinite(R)
+        diverged |= bad
+        done = active & (gnorm < settings.tol)
+        converged |= done
+        active = active & ~done & ~bad
+        if settings.log_every and t % settings.log_every == 0:
+            log.info("step %d: active %d, max |grad| %.3g, mean R/d %.6g", t, int(active.sum()),
+                     float(gnorm.max()), float(R.mean()) / d)
+        if t == settings.max_steps or not bool(active.any()):
+            break
+        mask = active[:, :, None, None]
+        for k, p in params.items():
+            g = grads[k]
+            if settings.optimizer == "gd":
+                if settings.momentum > 0:
+                    buf = state[k]["m"]
+                    buf.mul_(settings.momentum).add_(g)
+                    g = buf
+                p.sub_(torch.where(mask, lr * g, 0.0))
+            else:
+                s = state[k]
+                s["m"].mul_(b1).add_((1 - b1) * g)
+                s["v"].mul_(b2).add_((1 - b2) * g * g)
+                mhat = s["m"] / (1 - b1 ** (t + 1))
+                vhat = s["v"] / (1 - b2 ** (t + 1))
+                p.sub_(torch.where(mask, lr * mhat / (vhat.sqrt() + settings.eps), 0.0))
+        steps += active.long()
+    seconds = time.perf_counter() - t0
+    assert R is not None and gnorm is not None
+    stop = [
+        [
+            "tol" if bool(converged[i, k]) else ("diverged" if bool(diverged[i, k]) else "max_steps")
+            for k in range(K)
+        ]
+        for i in range(D)
+    ]
+    return TrainResult(params=params, risk=R, grad_norm=gnorm, steps=steps, stop=stop, seconds=seconds)
