@@ -11,7 +11,7 @@ positional} starts, each seed with its own dataset. Both use the same datasets a
 (same seeds); the final overlaps are compared (float64: they must agree to 1e-6).
 Throughput = runs x steps / second; the script prints medians over ``--repeats`` repetitions.
 
-    python benchmarks/bench_sim.py                 # full workload (slow: the baseline takes minutes)
+    python benchmarks/bench_sim.py                 # full workload (the baseline takes minutes)
     python benchmarks/bench_sim.py --steps 200     # shorter
 """
 

@@ -11,14 +11,17 @@ positions, ``h*_l = Q*^T z_l / sqrt(d)``, and the label is ``y = T(h*) z`` with
 Positional embeddings. ``Pi in R^{L x d}`` must satisfy ``Pi Pi^T / d = G`` (``spec.positions``).
 We build it as ``Pi = F W``: ``F`` is the lower-triangular (semi-definite) Cholesky factor of ``G``
 (``F F^T = G``, first row ``(1, 0, ..., 0)``) and ``W`` has ``L`` rows taken from the Walsh
-(Sylvester-Hadamard) functions ``w_j[i] = (-1)^{popcount(i & j)}``, ``j = 0..L-1``, so that ``w_0 = 1_d``.
+(Sylvester-Hadamard) functions ``w_j[i] = (-1)^{popcount(i & j)}``, ``j = 0..L-1``, so that ``w_0 =
+1_d``.
 These rows are exactly orthogonal with entries ``+-1`` whenever ``d`` is a multiple of the
 next power of two ``>= L``; otherwise they are Gram-Schmidt orthogonalised in order
-(``w_0 = 1_d`` is kept) and rescaled to norm ``sqrt(d)``. Consequences: ``pi_1 = 1_d`` always, and for
+(``w_0 = 1_d`` is kept) and rescaled to norm ``sqrt(d)``. Consequences: ``pi_1 = 1_d`` always, and
+for
 ``L = 2`` with the default ``G = [[1, -1], [-1, 1]]`` exactly ``pi_1 = 1_d, pi_2 = -1_d``.
 
 Reproducibility. Every random array comes from its own ``torch.Generator`` whose seed is derived
-from ``(seed, stream, chunk)`` with :class:`numpy.random.SeedSequence`; samples are drawn in chunks of
+from ``(seed, stream, chunk)`` with :class:`numpy.random.SeedSequence`; samples are drawn in chunks
+of
 :data:`CHUNK` sequences in float64 and cast afterwards, so the same seed gives the same numbers for
 any ``dtype``/device, and the test set (stream 2) is independent of the training set (stream 1).
 The test set is never stored: it is regenerated chunk by chunk when it is evaluated.
@@ -72,7 +75,7 @@ def psd_cholesky(G: np.ndarray, tol: float = 1e-10) -> np.ndarray:
                 F[i, j] = (G[i, j] - F[i, :j] @ F[j, :j]) / F[j, j]
         F[i, i] = math.sqrt(max(G[i, i] - F[i, :i] @ F[i, :i], 0.0))
     if not np.allclose(F @ F.T, G, atol=1e-8):
-        raise ValueError("positions Gram matrix cannot be factorised (is it positive semi-definite?)")
+        raise ValueError("positions Gram matrix cannot be factorised (not positive semi-definite?)")
     return F
 
 
@@ -119,7 +122,8 @@ def masked_softmax(scores: torch.Tensor, causal: bool) -> torch.Tensor:
 
 
 def teacher_attention(spec: ModelSpec, h_star: torch.Tensor) -> torch.Tensor:
-    """``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields ``h*`` of shape ``(..., L, r*)``."""
+    """``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields ``h*`` of shape ``(..., L,
+    r*)``."""
     A = torch.as_tensor(spec.A_array, dtype=h_star.dtype, device=h_star.device)
     S = masked_softmax(h_star @ h_star.transpose(-1, -2), spec.causal_target)
     return (1.0 - spec.omega) * S + spec.omega * A
@@ -127,7 +131,8 @@ def teacher_attention(spec: ModelSpec, h_star: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """One training set (tensors in the working dtype/device) plus what is needed to draw its test set.
+    """One training set (tensors in the working dtype/device) plus what is needed to draw its test
+    set.
 
     Attributes
     ----------

@@ -1,26 +1,33 @@
 """Students and the dense linear baseline at finite ``d`` (THEORY.md sections 1, 2.2, 2.3).
 
 Batched layout. Parameters of many runs are stacked on two leading axes ``(D, K)``:
-``D`` datasets (one per seed) and ``K`` runs per dataset (the starts). The query/key columns of a run
+``D`` datasets (one per seed) and ``K`` runs per dataset (the starts). The query/key columns of a
+run
 live in ``P[D, K] in R^{d x c}`` with ``c = r`` (tied, causal) or ``c = 2r`` (untied: ``[Q, K]``).
 
 The per-sample loss never needs the ``d``-dimensional prediction. With ``S`` the student attention
 (``L x L``) and ``x~ = x V^T`` the value-mapped tokens,
 ``||y - S x~||^2 = ||y||^2 - 2 <S, y x~^T> + <S (x~ x~^T), S>``,
-so for the identity value only the ``L x L`` Grams ``x x^T``, ``y x^T`` and ``||y||^2`` (precomputed once)
-and the fields ``h = x P / sqrt(d)`` (one batched matmul per step) enter. The gradient goes back through
-the same matmul, ``dR/dP = X^T dH / sqrt(d) + lambda P``. Peak memory per run is ``O(n L (L + c))`` on
+so for the identity value only the ``L x L`` Grams ``x x^T``, ``y x^T`` and ``||y||^2``
+(precomputed once)
+and the fields ``h = x P / sqrt(d)`` (one batched matmul per step) enter. The gradient goes back
+through
+the same matmul, ``dR/dP = X^T dH / sqrt(d) + lambda P``. Peak memory per run is ``O(n L (L + c))``
+on
 top of the shared ``O(n L d)`` data; nothing of size ``n x d x d`` or ``n x L x L x d`` is formed.
 
 Value matrices (simulation-only, THEORY.md 2.3):
 
 * ``identity``: ``V = I_d`` (THEORY.md section 1).
-* ``lowrank``: ``V = I_d + U W^T / d`` with trainable ``U, W in R^{d x p}``, ``p = spec.value_rank``,
+* ``lowrank``: ``V = I_d + U W^T / d`` with trainable ``U, W in R^{d x p}``, ``p =
+spec.value_rank``,
   ridge ``(lambda / 2)(||U||^2 + ||W||^2)``; start ``U = 0`` (so ``V = I``), ``W = 0.1 N(0, I)``.
   The Grams become ``x~ x~^T = x x^T + (a b^T + b a^T)/d + a U^T U a^T / d^2`` and
   ``y x~^T = y x^T + c a^T / d`` with ``a = x W``, ``b = x U``, ``c = y U``: still ``O(n L d p)``.
-* ``full``: ``V = I_d + M / sqrt(d)`` with trainable ``M in R^{d x d}``, ridge ``(lambda/2) ||M||^2``,
-  start ``M = 0``. It forms ``x~`` (``n x L x d`` per run) and costs ``O(n L d^2)`` per step: small ``d`` only.
+* ``full``: ``V = I_d + M / sqrt(d)`` with trainable ``M in R^{d x d}``, ridge ``(lambda/2)
+||M||^2``,
+  start ``M = 0``. It forms ``x~`` (``n x L x d`` per run) and costs ``O(n L d^2)`` per step: small
+  ``d`` only.
 
 Gradients: an analytic gradient for the identity value (all four attention variants) and autograd
 through the same batched objective for every case; :func:`objective` chooses.
@@ -84,7 +91,8 @@ def back_project(X: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
 
 
 def scores(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
-    """Attention scores from fields ``H (..., L, c)``: ``h h^T`` (tied) or ``h_Q h_K^T`` (untied)."""
+    """Attention scores from fields ``H (..., L, c)``: ``h h^T`` (tied) or ``h_Q h_K^T``
+    (untied)."""
     r = spec.rank
     if is_untied(spec):
         return H[..., :r] @ H[..., r:].transpose(-1, -2)
@@ -99,7 +107,8 @@ def attention(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
 def gram_loss(
     S: torch.Tensor, xx: torch.Tensor, yx: torch.Tensor, yy: torch.Tensor, d: int
 ) -> torch.Tensor:
-    """Per-sample ``||y - S x||^2 / (2d)`` from Grams ``xx = x x^T``, ``yx = y x^T`` and ``yy = ||y||^2``."""
+    """Per-sample ``||y - S x||^2 / (2d)`` from Grams ``xx = x x^T``, ``yx = y x^T`` and ``yy =
+    ||y||^2``."""
     cross = (S * yx).sum(dim=(-1, -2))
     quad = ((S @ xx) * S).sum(dim=(-1, -2))
     return (yy - 2.0 * cross + quad) / (2.0 * d)
@@ -165,13 +174,14 @@ def objective(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Summed risk ``R`` per run (shape ``(D, K)``) and its gradient (THEORY.md section 1).
 
-    ``grad``: ``"analytic"`` (identity value only), ``"autograd"``, or ``"auto"`` (analytic when possible).
+    ``grad``: ``"analytic"`` (identity value only), ``"autograd"``, or ``"auto"`` (analytic when
+    possible).
     """
     if grad == "auto":
         grad = "analytic" if spec.value == "identity" else "autograd"
     if grad == "analytic":
         if spec.value != "identity":
-            raise ValueError("the analytic gradient covers value='identity' only; use grad='autograd'")
+            raise ValueError("the analytic gradient covers value='identity' only; use autograd")
         return _analytic(spec, batch, params)
     if grad != "autograd":
         raise ValueError(f"unknown gradient mode {grad!r}; choose analytic, autograd or auto")
@@ -246,8 +256,10 @@ def test_errors(
 def linear_fit(Sxx: torch.Tensor, Syx: torch.Tensor, d: int, lam_lin: float) -> torch.Tensor:
     """Closed-form ridge for ``yhat = B x`` (THEORY.md section 1).
 
-    Minimises ``sum_mu ||y - B x||^2 / (2d) + (lam_lin / 2) ||B||^2`` (the same convention as ``R``):
-    ``B = (sum y x^T)(sum x x^T + d lam_lin I)^{-1}``. Grams ``(..., n, L, L)`` -> ``B (..., L, L)``.
+    Minimises ``sum_mu ||y - B x||^2 / (2d) + (lam_lin / 2) ||B||^2`` (the same convention as
+    ``R``):
+    ``B = (sum y x^T)(sum x x^T + d lam_lin I)^{-1}``. Grams ``(..., n, L, L)`` -> ``B (..., L,
+    L)``.
     """
     L = Sxx.shape[-1]
     A = Sxx.sum(dim=-3) + d * lam_lin * torch.eye(L, dtype=Sxx.dtype, device=Sxx.device)

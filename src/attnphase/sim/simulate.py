@@ -1,7 +1,9 @@
-"""Simulation driver: datasets x starts trained in one batch, metrics per run (THEORY.md sections 1, 3).
+"""Simulation driver: datasets x starts trained in one batch, metrics per run (THEORY.md sections
+1, 3).
 
 Metrics are in THEORY.md section-1 units: ``m = pi_1^T Q / d`` (the full ``m_l = pi_l^T Q / d`` in
-``overlaps``), ``theta = Q^T Q* / d``, ``q = Q^T Q / d`` (scalars for ``r = r* = 1``, matrices otherwise),
+``overlaps``), ``theta = Q^T Q* / d``, ``q = Q^T Q / d`` (scalars for ``r = r* = 1``, matrices
+otherwise),
 ``train_loss = R(Q) / d`` (ridge term included, ``eps_t``), ``test_error`` the mean per-sample
 ``||y - yhat||^2 / (2d)`` on fresh samples (``eps_g``), ``linear_test_error`` the same for the
 closed-form ridge baseline ``yhat = B x`` fitted on the same training set.
@@ -35,7 +37,8 @@ def _scalar_or_list(a: np.ndarray) -> float | list:
 
 def classify(m: float, theta: float, threshold: float = 0.1) -> str:
     """Which mechanism a rank-1 run landed in: ``semantic`` (``|theta| >= threshold > |m|``),
-    ``positional`` (``|m| >= threshold > |theta|``), ``trivial`` (both below) or ``mixed`` (both above).
+    ``positional`` (``|m| >= threshold > |theta|``), ``trivial`` (both below) or ``mixed`` (both
+    above).
     """
     sem, pos = abs(theta) >= threshold, abs(m) >= threshold
     if sem and not pos:
@@ -132,7 +135,8 @@ class SimulationResult:
 
 
 def parse_inits(text: str | Sequence[str]) -> tuple[str, ...]:
-    """``"all"``, ``"semantic"``, ``"semantic,random"`` or a sequence -> validated tuple of starts."""
+    """``"all"``, ``"semantic"``, ``"semantic,random"`` or a sequence -> validated tuple of
+    starts."""
     names = text.split(",") if isinstance(text, str) else list(text)
     names = [n.strip() for n in names if n.strip()]
     if names == ["all"]:
@@ -157,7 +161,8 @@ def simulate(
     """Train every ``seed x init`` run in one batched computation and measure it (THEORY.md 3).
 
     Each seed has its own dataset (teacher, training set, fresh test set); starts of the same seed
-    share it. ``n = round(alpha d)`` training sequences; ``n_test`` (default ``max(n, 1000)``) test ones.
+    share it. ``n = round(alpha d)`` training sequences; ``n_test`` (default ``max(n, 1000)``) test
+    ones.
     """
     from attnphase import __version__
 
@@ -223,8 +228,11 @@ def simulate(
     )
 
 
-def overlaps(spec: ModelSpec, ds: Dataset, params: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    """``m (L x r)``, ``theta (r x r*)``, ``q (r x r)`` of the query (and ``*_K`` of the key, untied)."""
+def overlaps(
+    spec: ModelSpec, ds: Dataset, params: dict[str, torch.Tensor]
+) -> dict[str, np.ndarray]:
+    """``m (L x r)``, ``theta (r x r*)``, ``q (r x r)`` of the query (and ``*_K`` of the key,
+    untied)."""
     d, r = ds.d, spec.rank
     P = params["P"].to(torch.float64).cpu()
     Pi = ds.Pi.to(torch.float64).cpu()

@@ -10,11 +10,13 @@ risk stops being finite).
 Starts (THEORY.md section 3), per run, for query columns ``Q in R^{d x r}``:
 
 * ``semantic``: ``Q = Q*`` (first ``min(r, r*)`` columns; extra columns ``0.1 N(0, 1)``);
-* ``positional``: first column ``pi_1 / sqrt(d)`` (``= 1_d / sqrt(d)`` by construction), extra columns
+* ``positional``: first column ``pi_1 / sqrt(d)`` (``= 1_d / sqrt(d)`` by construction), extra
+columns
   ``0.1 N(0, 1)``;
 * ``random``: ``0.1 N(0, 1)`` entries.
 
-Untied variants start the key ``K`` equal to ``Q`` for the informed starts and independent for the random one.
+Untied variants start the key ``K`` equal to ``Q`` for the informed starts and independent for the
+random one.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
 class TrainSettings:
     """Optimiser settings (defaults: THEORY.md section 3).
 
-    ``lr`` ``None`` means 0.15 for GD (on the summed loss ``R``) and 0.01 for Adam. ``momentum`` is an
-    optional heavy-ball term for GD (0 = plain GD, the reference). ``grad``: ``auto`` (analytic for the
+    ``lr`` ``None`` means 0.15 for GD (on the summed loss ``R``) and 0.01 for Adam. ``momentum`` is
+    an
+    optional heavy-ball term for GD (0 = plain GD, the reference). ``grad``: ``auto`` (analytic for
+    the
     identity value), ``analytic`` or ``autograd``.
     """
 
@@ -62,17 +66,19 @@ class TrainSettings:
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
+            choices = ", ".join(OPTIMIZERS)
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose from {choices}")
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be > 0, got {self.lr}")
-        if isinstance(self.max_steps, bool) or int(self.max_steps) != self.max_steps or self.max_steps < 0:
+        steps = self.max_steps
+        if isinstance(steps, bool) or int(steps) != steps or steps < 0:
             raise ValueError(f"max_steps must be an integer >= 0, got {self.max_steps}")
         if not (math.isfinite(self.tol) and self.tol >= 0):
             raise ValueError(f"tol must be >= 0, got {self.tol}")
         if not 0.0 <= self.momentum < 1.0:
             raise ValueError(f"momentum must lie in [0, 1), got {self.momentum}")
         if self.grad not in ("auto", "analytic", "autograd"):
-            raise ValueError(f"unknown gradient mode {self.grad!r}; choose auto, analytic or autograd")
+            raise ValueError(f"unknown gradient mode {self.grad!r}; choose auto/analytic/autograd")
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}; choose float32 or float64")
         check_device(self.device)
@@ -221,9 +227,13 @@ def train(
     assert R is not None and gnorm is not None
     stop = [
         [
-            "tol" if bool(converged[i, k]) else ("diverged" if bool(diverged[i, k]) else "max_steps")
+            "tol"
+            if bool(converged[i, k])
+            else ("diverged" if bool(diverged[i, k]) else "max_steps")
             for k in range(K)
         ]
         for i in range(D)
     ]
-    return TrainResult(params=params, risk=R, grad_norm=gnorm, steps=steps, stop=stop, seconds=seconds)
+    return TrainResult(
+        params=params, risk=R, grad_norm=gnorm, steps=steps, stop=stop, seconds=seconds
+    )

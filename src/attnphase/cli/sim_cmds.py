@@ -1,0 +1,176 @@
+"""Commands ``simulate`` (finite-d training) and ``compare`` (theory versus simulation).
+
+THEORY.md sections 1 and 3 define what is trained and measured; see :mod:`attnphase.sim`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from attnphase.cli.common import (
+    add_model_flags,
+    alpha_grid,
+    print_json,
+    spec_from_args,
+    to_float,
+    to_int,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _add_value_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--value", type=str, default="identity",
+                   help="value matrix: identity (default), lowrank or full (docs/simulation.md)")
+    p.add_argument("--value-rank", type=str, default="1", help="rank of the low-rank value")
+    p.add_argument("--lam-lin", type=str, default="1e-4", help="ridge of the linear baseline")
+
+
+def _add_train_flags(p: argparse.ArgumentParser, *, max_steps: str, momentum: str) -> None:
+    p.add_argument("--optimizer", type=str, default="gd", help="gd (default) or adam")
+    p.add_argument("--lr", type=str, default=None, help="step size (default 0.15 gd, 0.01 adam)")
+    p.add_argument("--momentum", type=str, default=momentum,
+                   help=f"heavy-ball momentum for gd (default {momentum}; 0 = plain GD)")
+    p.add_argument("--max-steps", type=str, default=max_steps, help="step cap per run")
+    p.add_argument("--tol", type=str, default="1e-5",
+                   help="stop a run when ||grad R||/sqrt(d) < tol (default 1e-5)")
+    p.add_argument("--device", type=str, default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--dtype", type=str, default="float32", help="float32 (default) or float64")
+    p.add_argument("--threads", type=str, default=None, help="torch CPU threads (default: torch's)")
+
+
+def _spec(args: argparse.Namespace, omega: float | None = None):
+    spec = spec_from_args(args, omega=omega)
+    return spec.replace(
+        value=args.value,
+        value_rank=to_int(args.value_rank, "value-rank"),
+        lam_lin=to_float(args.lam_lin, "lam-lin"),
+    )
+
+
+def _settings(args: argparse.Namespace):
+    from attnphase.sim.train import TrainSettings
+
+    if args.threads is not None:
+        import torch
+
+        threads = to_int(args.threads, "threads")
+        if threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    return TrainSettings(
+        optimizer=args.optimizer,
+        lr=None if args.lr is None else to_float(args.lr, "lr"),
+        momentum=to_float(args.momentum, "momentum"),
+        max_steps=to_int(args.max_steps, "max-steps"),
+        tol=to_float(args.tol, "tol"),
+        device=args.device,
+        dtype=args.dtype,
+        log_every=0,
+    )
+
+
+def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
+    count = to_int(args.seeds, "seeds")
+    first = to_int(args.seed0, "seed0")
+    if count < 1:
+        raise ValueError(f"--seeds must be >= 1, got {count}")
+    return tuple(range(first, first + count))
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """``attnphase simulate``: train the attention layer at finite d (THEORY.md sections 1, 3)."""
+    from attnphase.sim.simulate import parse_inits, simulate
+
+    spec = _spec(args)
+    d = to_int(args.d, "d")
+    if d < 2:
+        raise ValueError(f"--d must be >= 2, got {d}")
+    alpha = to_float(args.alpha, "alpha")
+    inits = parse_inits(args.init)
+    settings = _settings(args)
+    n_test = None if args.n_test is None else to_int(args.n_test, "n-test")
+    res = simulate(spec, d, alpha, seeds=_seeds(args), inits=inits, settings=settings,
+                   n_test=n_test)
+    out = res.to_dict()
+    if args.json:
+        print_json(out)
+        return 0
+    w = sys.stdout.write
+    w(f"d={res.d} alpha={res.alpha:g} n={res.n} n_test={res.n_test} omega={spec.omega:g} "
+      f"sigma={spec.sigma:g} lam={spec.lam:g} variant={spec.variant} value={spec.value} "
+      f"optimizer={settings.optimizer} lr={settings.learning_rate:g}\n")
+    w(f"{'seed':>4} {'init':>10} {'m':>9} {'theta':>9} {'q':>9} {'train':>10} {'test':>10} "
+      f"{'linear':>10} {'steps':>6} {'stop':>9} {'branch':>10}\n")
+    for r in res.runs:
+        w(f"{r.seed:>4} {r.init:>10} {_fmt(r.m):>9} {_fmt(r.theta):>9} {_fmt(r.q):>9} "
+          f"{r.train_loss:>10.6f} {r.test_error:>10.6f} {r.linear_test_error:>10.6f} "
+          f"{r.steps:>6} {r.stop:>9} {r.branch:>10}\n")
+    w(f"batched training: {len(res.runs)} runs in {res.batch_seconds:.2f} s\n")
+    return 0
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else "matrix"
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``attnphase compare``: theory branches vs finite-d simulation (figures PNG/PDF + CSV)."""
+    from attnphase.plots.compare import compare_figure, run_compare
+
+    spec = _spec(args)
+    if spec.rank != 1 or spec.teacher_rank != 1:
+        raise ValueError("compare plots scalar overlaps: use --rank 1 --teacher-rank 1")
+    alphas = alpha_grid(args.alpha)
+    d = to_int(args.d, "d")
+    if d < 2:
+        raise ValueError(f"--d must be >= 2, got {d}")
+    theory_points = to_int(args.theory_points, "theory-points")
+    if theory_points < 2:
+        raise ValueError(f"--theory-points must be >= 2, got {theory_points}")
+    settings = _settings(args)
+    out = Path(args.out)
+    table = run_compare(spec, alphas, d, _seeds(args), settings, theory_points=theory_points)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "compare.csv", index=False)
+    fig = compare_figure(table, spec=spec, d=d)
+    for ext in ("png", "pdf"):
+        fig.savefig(out / f"compare.{ext}", dpi=150)
+    sys.stdout.write(f"wrote {out / 'compare.csv'}, {out / 'compare.png'}, {out / 'compare.pdf'}\n")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``simulate`` and ``compare`` to the ``attnphase`` command line."""
+    p = subparsers.add_parser("simulate", help="train the attention layer at finite d",
+                              description=cmd_simulate.__doc__)
+    p.add_argument("--d", type=str, default="1000", help="embedding dimension (default 1000)")
+    p.add_argument("--alpha", type=str, default="1.0", help="sample complexity n/d (default 1)")
+    add_model_flags(p)
+    _add_value_flags(p)
+    p.add_argument("--init", type=str, default="semantic",
+                   help="semantic, positional, random, a comma list, or all (default semantic)")
+    p.add_argument("--seeds", type=str, default="4", help="number of seeds (default 4)")
+    p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
+    p.add_argument("--n-test", type=str, default=None, help="test sequences (default max(n, 1000))")
+    _add_train_flags(p, max_steps="10000", momentum="0")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_simulate)
+
+    c = subparsers.add_parser("compare", help="theory curves against simulation points",
+                              description=cmd_compare.__doc__)
+    add_model_flags(c)
+    _add_value_flags(c)
+    c.add_argument("--alpha", type=str, default="0.1:2:12", help="alpha grid start:stop:num")
+    c.add_argument("--d", type=str, default="500", help="embedding dimension (default 500)")
+    c.add_argument("--seeds", type=str, default="3", help="seeds per alpha (default 3)")
+    c.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
+    c.add_argument("--theory-points", type=str, default="30",
+                   help="alpha points on the theory curves (default 30)")
+    c.add_argument("--out", type=str, default="compare_out", help="output folder")
+    _add_train_flags(c, max_steps="4000", momentum="0.9")
+    c.set_defaults(func=cmd_compare)
