@@ -125,18 +125,20 @@ def compare_figure(
     if not lin.empty:
         ax_e.plot(lin["alpha"], lin["test_error"], ":", color=COLORS["linear"],
                   label="theory linear baseline")
-    for kind in ("semantic", "positional", "random"):
+    span = float(table["alpha"].max() - table["alpha"].min()) if len(table) else 1.0
+    for j, kind in enumerate(("semantic", "positional", "random")):
         if not (sim["kind"] == kind).any():
             continue
         c, mk = COLORS[kind], MARKERS[kind]
+        shift = (j - 1) * 0.008 * span  # offset so the starts do not hide each other
         mean, std = _sim_stats(sim, kind, "test_error")
-        ax_e.errorbar(mean.index, mean, yerr=std, fmt=mk, color=c, ms=5, capsize=2,
+        ax_e.errorbar(mean.index + shift, mean, yerr=std, fmt=mk, color=c, ms=5, capsize=2,
                       label=f"sim, {kind} start")
         mean, std = _sim_stats(sim, kind, "abs_theta")
-        ax_o.errorbar(mean.index, mean, yerr=std, fmt=mk, color=c, ms=5, capsize=2, mfc="none",
-                      label=f"sim theta, {kind} start")
+        ax_o.errorbar(mean.index + shift, mean, yerr=std, fmt=mk, color=c, ms=5, capsize=2,
+                      mfc="none", label=f"sim theta, {kind} start")
         mean, std = _sim_stats(sim, kind, "abs_m")
-        ax_o.errorbar(mean.index, mean, yerr=std, fmt=mk, color=c, ms=5, capsize=2,
+        ax_o.errorbar(mean.index + shift, mean, yerr=std, fmt=mk, color=c, ms=5, capsize=2,
                       label=f"sim |m|, {kind} start")
     if not sim.empty:
         mean, std = _sim_stats(sim, "semantic", "linear_test_error")

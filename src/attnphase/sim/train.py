@@ -25,7 +25,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -169,7 +169,6 @@ class TrainResult:
     steps: torch.Tensor
     stop: list[list[str]]
     seconds: float
-    history: list[dict[str, float]] = field(default_factory=list)
 
 
 def train(
