@@ -285,6 +285,7 @@ def find_transition(
     settings: SolverSettings | None = None,
     xtol: float = 1e-3,
     progress: Callable[[int, int], None] | None = None,
+    branches: tuple[list[BranchPoint], list[BranchPoint]] | None = None,
 ) -> Transition:
     """``alpha_c``, spinodals and ``alpha_l`` by continuation on a grid, then bisection.
 
@@ -304,8 +305,11 @@ def find_transition(
         if progress is not None:
             progress(done[0], n_total)
 
-    sem = follow_branch(spec, grid[::-1], "semantic", settings, progress=tick)[::-1]
-    pos = follow_branch(spec, grid, "positional", settings, progress=tick)
+    if branches is not None:  # already followed on this grid (e.g. by the curves command)
+        sem, pos = list(branches[0]), list(branches[1])
+    else:
+        sem = follow_branch(spec, grid[::-1], "semantic", settings, progress=tick)[::-1]
+        pos = follow_branch(spec, grid, "positional", settings, progress=tick)
     notes: list[str] = []
     spin: dict[str, float | None] = {"semantic": None, "positional": None}
 
