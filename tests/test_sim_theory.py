@@ -23,9 +23,11 @@ GD = TrainSettings(optimizer="gd", lr=0.15, tol=1e-5, max_steps=20000, dtype="fl
                    log_every=0)
 
 
-def _theory(alpha: float):
-    sem = theory.solve_point(SPEC, alpha, "semantic")
-    pos = theory.solve_point(SPEC, alpha, "positional")
+@pytest.fixture(scope="module")
+def theory_1p5():
+    """Both branches at alpha = 1.5 (solver defaults, no replica error estimate: it is slow)."""
+    sem = theory.solve_point(SPEC, 1.5, "semantic", error_estimate=False)
+    pos = theory.solve_point(SPEC, 1.5, "positional", error_estimate=False)
     assert sem.exists and pos.exists
     return sem, pos
 
@@ -34,10 +36,10 @@ def _runs(res, init):
     return [r for r in res.runs if r.init == init]
 
 
-def test_d1000_alpha_1p5_agrees_with_theory():
+def test_d1000_alpha_1p5_agrees_with_theory(theory_1p5):
     torch.set_num_threads(1)
     alpha = 1.5
-    sem, pos = _theory(alpha)
+    sem, pos = theory_1p5
     res = simulate(SPEC, 1000, alpha, seeds=(0, 1, 2), inits=("semantic", "positional"),
                    settings=GD)
     s, p = _runs(res, "semantic"), _runs(res, "positional")
@@ -53,11 +55,11 @@ def test_d1000_alpha_1p5_agrees_with_theory():
     assert abs(m - abs(pos.m)) <= 0.05 * abs(pos.m)
 
 
-def test_finite_size_deviation_shrinks_with_d():
+def test_finite_size_deviation_shrinks_with_d(theory_1p5):
     """Root-mean-square deviation from the theory over seeds decreases from d = 100 to 400."""
     torch.set_num_threads(1)
     alpha = 1.5
-    sem, pos = _theory(alpha)
+    sem, pos = theory_1p5
     rms_theta, rms_m = [], []
     for d, n_seeds in ((100, 16), (200, 8), (400, 4)):
         res = simulate(SPEC, d, alpha, seeds=tuple(range(n_seeds)),
