@@ -78,7 +78,7 @@ def test_cuda_without_cuda_exits_2(capsys):
     assert rc == 2 and "CUDA is not available" in err and err.count("\n") == 1
 
 
-def _fake_theory(spec, alphas):
+def _fake_theory(spec, alphas, order=None):
     rows = []
     for branch, sign in (("semantic", 1.0), ("positional", -1.0)):
         for a in alphas:

@@ -132,9 +132,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     theory_points = to_int(args.theory_points, "theory-points")
     if theory_points < 2:
         raise ValueError(f"--theory-points must be >= 2, got {theory_points}")
+    order = None if args.theory_order is None else to_int(args.theory_order, "theory-order")
     settings = _settings(args)
     out = Path(args.out)
-    table = run_compare(spec, alphas, d, _seeds(args), settings, theory_points=theory_points)
+    table = run_compare(spec, alphas, d, _seeds(args), settings, theory_points=theory_points,
+                        theory_order=order)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "compare.csv", index=False)
     fig = compare_figure(table, spec=spec, d=d)
@@ -169,8 +171,10 @@ def register(subparsers: Any) -> None:
     c.add_argument("--d", type=str, default="500", help="embedding dimension (default 500)")
     c.add_argument("--seeds", type=str, default="3", help="seeds per alpha (default 3)")
     c.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
-    c.add_argument("--theory-points", type=str, default="30",
-                   help="alpha points on the theory curves (default 30)")
+    c.add_argument("--theory-points", type=str, default="12",
+                   help="alpha points on the theory curves (default 12)")
+    c.add_argument("--theory-order", type=str, default=None,
+                   help="integration order of the theory solver (default: the solver's)")
     c.add_argument("--out", type=str, default="compare_out", help="output folder")
     _add_train_flags(c, max_steps="4000", momentum="0.9")
     c.set_defaults(func=cmd_compare)

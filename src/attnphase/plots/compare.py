@@ -33,16 +33,23 @@ COLUMNS = ["source", "kind", "alpha", "seed", "m", "theta", "q", "train_loss", "
            "linear_test_error", "exists", "branch", "d"]
 
 
-def theory_table(spec: ModelSpec, alphas: Sequence[float]) -> pd.DataFrame:
-    """Theory rows: both branches followed in ``alpha`` plus the linear baseline (THEORY.md 2.1)."""
+def theory_table(
+    spec: ModelSpec, alphas: Sequence[float], order: int | None = None
+) -> pd.DataFrame:
+    """Theory rows: both branches followed in ``alpha`` plus the linear baseline (THEORY.md 2.1).
+
+    ``order``: integration order of the solver (``SolverSettings.order``; ``None``: its default).
+    """
     try:
-        from attnphase.theory import follow_branch, linear_test_error
+        from attnphase.theory import SolverSettings, follow_branch, linear_test_error
     except ImportError as exc:  # until the solver is merged
         raise ValueError(f"the theory solver is not available in this build ({exc})") from None
+    settings = SolverSettings() if order is None else SolverSettings(order=order)
     rows = []
     lin = float(linear_test_error(spec))
     for branch in ("semantic", "positional"):
-        for pt in follow_branch(spec, list(alphas), branch):
+        log.info("theory: following the %s branch over %d points", branch, len(alphas))
+        for pt in follow_branch(spec, list(alphas), branch, settings):
             rows.append({
                 "source": "theory", "kind": branch, "alpha": float(pt.alpha), "seed": -1,
                 "m": float(pt.m), "theta": float(pt.theta), "q": float(pt.q),
@@ -84,11 +91,12 @@ def run_compare(
     d: int,
     seeds: Sequence[int],
     settings,
-    theory_points: int = 30,
+    theory_points: int = 12,
+    theory_order: int | None = None,
 ) -> pd.DataFrame:
-    """Theory curves on a fine grid spanning ``alphas`` and simulations at ``alphas``, one table."""
+    """Theory curves on a grid spanning ``alphas`` and simulations at ``alphas``, one table."""
     fine = np.linspace(float(np.min(alphas)), float(np.max(alphas)), int(theory_points))
-    theory = theory_table(spec, fine)
+    theory = theory_table(spec, fine, order=theory_order)
     sim = simulation_table(spec, alphas, d, seeds, settings)
     return pd.concat([theory, sim], ignore_index=True)
 
