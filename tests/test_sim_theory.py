@@ -19,8 +19,11 @@ if not hasattr(theory, "solve_point"):
 pytestmark = pytest.mark.slow
 
 SPEC = ModelSpec(omega=0.3, sigma=0.5, lam=0.01)
-GD = TrainSettings(optimizer="gd", lr=0.15, tol=1e-5, max_steps=20000, dtype="float64",
-                   log_every=0)
+# GD, lr 0.15, with heavy-ball momentum 0.9: it reaches the minimum of the start's basin in a few
+# thousand steps where plain GD needs 10-20 thousand (docs/simulation.md checks both give the same
+# minima); tol 1e-6 on ||grad R|| / sqrt(d).
+GD = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=8000,
+                   dtype="float64", log_every=0)
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +59,12 @@ def test_d1000_alpha_1p5_agrees_with_theory(theory_1p5):
 
 
 def test_finite_size_deviation_shrinks_with_d(theory_1p5):
-    """Root-mean-square deviation from the theory over seeds decreases from d = 100 to 400."""
+    """Root-mean-square deviation from the theory over 16 seeds decreases from d = 100 to 800."""
     torch.set_num_threads(1)
     alpha = 1.5
     sem, pos = theory_1p5
     rms_theta, rms_m = [], []
-    for d, n_seeds in ((100, 16), (200, 8), (400, 4)):
+    for d, n_seeds in ((100, 16), (200, 16), (400, 16), (800, 16)):
         res = simulate(SPEC, d, alpha, seeds=tuple(range(n_seeds)),
                        inits=("semantic", "positional"), settings=GD)
         th = np.array([r.theta for r in _runs(res, "semantic")])
@@ -70,5 +73,5 @@ def test_finite_size_deviation_shrinks_with_d(theory_1p5):
         rms_m.append(float(np.sqrt(np.mean((mm - abs(pos.m)) ** 2))))
         print(f"\nd={d}: rms(theta - theory) {rms_theta[-1]:.4f}, "
               f"rms(|m| - theory) {rms_m[-1]:.4f}")
-    assert rms_theta[0] > rms_theta[1] > rms_theta[2]
-    assert rms_m[0] > rms_m[1] > rms_m[2]
+    assert rms_theta[0] > rms_theta[1] > rms_theta[2] > rms_theta[3]
+    assert rms_m[0] > rms_m[1] > rms_m[2] > rms_m[3]
