@@ -8,10 +8,13 @@ import logging
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from attnphase.cli.common import _jsonable, print_json
 
 __all__ = ["register", "cmd_histogram"]
+
+_T = TypeVar("_T")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -59,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_histogram)
 
 
-def _pick(value: object, default: object) -> object:
+def _pick(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 

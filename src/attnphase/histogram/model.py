@@ -86,6 +86,8 @@ def attention_mask(attention: str, d: int) -> torch.Tensor:
 class HistogramTransformer(nn.Module):
     """Embedding -> restricted attention (+ skip) -> LayerNorm -> MLP -> ``L+1`` logits."""
 
+    qk_mask: torch.Tensor
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
