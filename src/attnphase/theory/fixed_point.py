@@ -89,7 +89,7 @@ def _valid(op: OrderParams) -> bool:
         return False
     ev_q = np.linalg.eigvalsh(op.q)
     ev_v = np.linalg.eigvalsh(op.V)
-    return bool(ev_q.min() > 0 and ev_v.min() > 0)
+    return bool(ev_q.min() >= 0 and ev_v.min() > 0)
 
 
 def _warm_starts(ds: DataStep) -> np.ndarray:
