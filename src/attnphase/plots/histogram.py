@@ -12,15 +12,16 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from attnphase.histogram.train import ContinuationResult, TrainResult
+from attnphase.plots.curves import COLORS
 
 __all__ = ["VARIANT_COLORS", "plot_training_curves", "plot_attention_maps", "plot_continuation"]
 
-#: Colours of the attention variants (positional / semantic / unrestricted / reference).
+#: Colours of the attention variants, taken from the project palette (plots.curves.COLORS).
 VARIANT_COLORS = {
-    "positional": "#1f77b4",
-    "semantic": "#d62728",
-    "both": "#2ca02c",
-    "reference": "#7f7f7f",
+    "positional": COLORS["positional"],
+    "semantic": COLORS["semantic"],
+    "both": COLORS["linear"],
+    "reference": COLORS["trivial"],
 }
 
 
