@@ -32,6 +32,15 @@ from attnphase.histogram import (
 TINY_DATA = DataConfig(L=6, T=5, n_train=300, n_val=60)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny models: one thread is much faster on a shared machine (docs/histogram.md)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # ---------------------------------------------------------------- labels and data
 @pytest.mark.parametrize(
     ("seq", "expected"),
@@ -298,7 +307,6 @@ def test_plots_return_figures() -> None:
 # ---------------------------------------------------------------- full accuracy (slow)
 @pytest.mark.slow
 def test_quick_configuration_reaches_95_percent() -> None:
-    torch.set_num_threads(1)  # as the CLI default; see docs/histogram.md on threads
     result = run_experiment(replace(QUICK, reference=False, control=False))
     accs = {t.attention: t.final_val_accuracy for t in result.training}
     assert set(accs) == {"positional", "semantic"}
