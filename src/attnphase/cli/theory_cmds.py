@@ -10,7 +10,7 @@ from pathlib import Path
 from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, to_float, to_int
 
 
-def add_solver_flags(p: argparse.ArgumentParser, order: int = 10) -> None:
+def add_solver_flags(p: argparse.ArgumentParser, order: int = 12) -> None:
     p.add_argument("--method", default="qmc", help="integration rule: qmc (default) or gh")
     p.add_argument("--order", default=str(order),
                    help=f"qmc: log2 of the base sample (x4 symmetrised); gh: points per dimension (default {order})")
@@ -85,7 +85,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     for b, p in points.items():
         if p.exists:
             err = p.diagnostics.get("error_estimate")
-            est = f" (rel. error est. {max(err[k] for k in ('q', 'm', 'theta')):.1e})" if err else ""
+            est = (f" (rel. error est. {max(err[k] for k in ('q_user', 'm_user', 'theta_user')):.1e})"
+                   if err else "")
             print(f"{b:<11}{p.q:>10.5f}{p.m:>10.5f}{p.theta:>10.5f}{p.V:>10.4f}"
                   f"{p.train_loss:>12.6f}{p.test_error:>12.6f}  ok, {p.iterations} it{est}")
         else:

@@ -33,7 +33,7 @@ class SolverSettings:
 
     method: str = "qmc"
     order: int = 12
-    warmup_order: int | None = 10
+    warmup_order: int | None = 8
     tol: float = 1e-8
     max_iter: int = 300
     damping: float = 0.7
@@ -42,7 +42,7 @@ class SolverSettings:
     seed: int = 0
     full_starts_every: int = 25
     switch_width: float = 1e-6
-    polish_below: float = 1e-3
+    polish_below: float = 1e-2
     anderson_below: float = 3e-2
     polish_maxfev: int = 80
 
