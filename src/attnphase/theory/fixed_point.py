@@ -29,6 +29,12 @@ class SolverSettings:
     ``method``/``order``: integration rule (``qmc``: ``order`` = log2 of the base sample, 4x
     symmetrised; ``gh``: points per dimension). ``n_replicas``: independent QMC scrambles solved
     to estimate the integration error. ``warmup_order``: a cheaper rule iterated first.
+    ``tol``: relative change of every unknown at convergence. ``switch_width``: width ``tau`` of
+    the split of a node between its two lowest local minima (``tau -> 0`` is the hard global
+    minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at alpha = 2.2). ``polish_below``: switch from
+    the damped/Anderson iteration to Powell's hybrid root finder. ``noise_tol``: when ``tol`` is
+    not reachable after ``max_polish`` polishes (the discretised map is smooth only to ~1e-7 on
+    the semantic branch), a residual below ``noise_tol`` is accepted and said so in ``reason``.
     """
 
     method: str = "qmc"
@@ -41,10 +47,12 @@ class SolverSettings:
     n_replicas: int = 3
     seed: int = 0
     full_starts_every: int = 25
-    switch_width: float = 1e-6
+    switch_width: float = 1e-5
     polish_below: float = 1e-2
     anderson_below: float = 3e-2
     polish_maxfev: int = 80
+    max_polish: int = 3
+    noise_tol: float = 1e-6
 
     def __post_init__(self) -> None:
         if self.method not in ("qmc", "gh"):
@@ -164,7 +172,7 @@ def solve_fixed_point(
     converged = False
     reason = "max_iter reached"
     full_next = True
-    polished = False
+    n_polished = 0
     n_polish = 0
     for it in range(1, settings.max_iter + 1):
         op = OrderParams.from_vector(x, L, F, rs)
@@ -183,8 +191,8 @@ def solve_fixed_point(
         history.append(rel)
         if on_iteration is not None:
             on_iteration(it, rel)
-        if rel < settings.polish_below and not polished:
-            polished = True
+        if rel < settings.polish_below and full and n_polished < settings.max_polish:
+            n_polished += 1
             fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
             x_pol, n_eval, msg = _polish(saddle, fx, settings)
             n_polish += n_eval
@@ -195,6 +203,14 @@ def solve_fixed_point(
                 X.clear()
                 R.clear()
                 continue
+        if full and n_polished >= settings.max_polish and rel < settings.noise_tol:
+            # the discretised map is only smooth down to ~1e-7 on branches where many nodes
+            # have competing local minima; accept that floor explicitly (reported in `reason`)
+            converged = True
+            reason = (f"converged to the rule's noise floor: relative change {rel:.1e} "
+                      f"(< noise_tol {settings.noise_tol:g}; tol {settings.tol:g} not reached)")
+            x = fx
+            break
         if rel < settings.tol:
             if full:
                 converged = True
@@ -203,7 +219,7 @@ def solve_fixed_point(
                 break
             full_next = True  # verify with the full multi-start set
             continue
-        full_next = it % settings.full_starts_every == 0
+        full_next = it % settings.full_starts_every == 0 or rel < settings.polish_below
         rn = float(np.linalg.norm(res / np.maximum(np.abs(x), 1e-3)))
         if rn > 1e3 * best_res:  # diverging: restart acceleration
             X.clear()
