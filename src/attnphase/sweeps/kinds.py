@@ -308,18 +308,21 @@ SIM_INITS = ("semantic", "positional", "random")
 
 
 def _sim_train_params() -> tuple[Param, ...]:
-    """``train_<field>`` for each scalar field of the simulator's training settings, if any."""
+    """``train_<field>`` for each scalar field of :class:`attnphase.sim.TrainSettings`."""
     try:
-        from attnphase import sim
+        from attnphase.sim import TrainSettings
     except ImportError:
         return ()
-    cls = getattr(sim, "TrainSettings", None)
-    if cls is None or not dataclasses.is_dataclass(cls):
+    if not dataclasses.is_dataclass(TrainSettings):
         return ()
     out = []
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(TrainSettings):
+        if f.name in ("device", "log_every"):  # do not change results: not part of the key
+            continue
         default = f.default
         t = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(default))
+        if t is None and default is None and "float" in str(f.type):
+            t = "float"  # e.g. lr: float | None
         if t is not None:
             out.append(Param("train_" + f.name, t, default, "training setting"))
     return tuple(out)
@@ -348,18 +351,23 @@ def _sim_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
-        from attnphase import sim
+        from attnphase.sim import TrainSettings, simulate
     except ImportError:
-        raise RuntimeError("the simulator (attnphase.sim) is not installed in this build") from None
-    runner = getattr(sim, "run_point", None)
-    if runner is None:
-        raise RuntimeError("attnphase.sim has no run_point(spec, alpha, d, init, seed, settings)")
+        raise RuntimeError("the simulator (attnphase.sim) is not available in this build") from None
     spec = model_spec(params)
     train = {k[len("train_"):]: v for k, v in params.items() if k.startswith("train_")}
-    settings = sim.TrainSettings(**train) if train and hasattr(sim, "TrainSettings") else None
-    res = runner(spec, alpha=params["alpha"], d=params["d"], init=params["init"],
-                 seed=params["seed"], settings=settings)
-    return _split_diagnostics(res.to_dict() if hasattr(res, "to_dict") else dict(res))
+    settings = TrainSettings(**train)
+    res = simulate(spec, d=params["d"], alpha=params["alpha"], seeds=(params["seed"],),
+                   inits=(params["init"],), settings=settings)
+    run = res.runs[0].to_dict()
+    diag_keys = ("steps", "converged", "stop", "grad_norm", "seconds", "overlaps")
+    result = {k: v for k, v in run.items() if k not in diag_keys}
+    result.update(n=res.n, n_test=res.n_test, converged=run.get("converged"))
+    diagnostics = {k: run[k] for k in diag_keys if k in run}
+    diagnostics["train_settings"] = {"optimizer": settings.optimizer,
+                                     "lr": settings.learning_rate,
+                                     "max_steps": settings.max_steps, "tol": settings.tol}
+    return result, diagnostics
 
 
 # ----------------------------------------------------------------------------- registry

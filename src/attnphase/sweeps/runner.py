@@ -128,9 +128,18 @@ def _serial(points: Sequence[Point]) -> Iterator[tuple[Point, dict[str, Any]]]:
         yield p, execute_point(p.kind, dict(p.params))
 
 
+def _worker_init() -> None:
+    """One thread per pool process for torch / numba / BLAS (unless the user set them):
+    the parallelism is across processes."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
 def _pool(points: Sequence[Point], workers: int) -> Iterator[tuple[Point, dict[str, Any]]]:
     ctx = multiprocessing.get_context("spawn")  # no fork of a parent holding threads / torch
-    ex = ProcessPoolExecutor(max_workers=min(workers, len(points)), mp_context=ctx)
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(points)), mp_context=ctx,
+                             initializer=_worker_init)
     try:
         futs = {ex.submit(execute_point, p.kind, dict(p.params)): p for p in points}
         for f in as_completed(futs):
