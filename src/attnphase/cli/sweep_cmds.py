@@ -7,7 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
-from attnphase.cli.common import print_json
+from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args
+from attnphase.report.demo import PARTS, DemoSettings
 
 
 def _setup_logging(quiet: bool = False) -> None:
@@ -65,6 +66,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     k = ssub.add_parser("kinds", help="list point kinds and their parameters")
     k.set_defaults(func=cmd_sweep_kinds)
 
+    ph = sub.add_parser("phase-diagram",
+                        help="alpha_c(omega), spinodals, alpha_l(omega); heat maps with --simulate")
+    ph.add_argument("--omega", type=str, default="0:0.45:10", help="omega grid (default 0:0.45:10)")
+    ph.add_argument("--alpha", type=str, default="0.05:2:30",
+                    help="alpha grid of the simulation heat maps (default 0.05:2:30)")
+    ph.add_argument("--simulate", action="store_true", help="add simulation heat maps")
+    ph.add_argument("--d", type=int, default=300, help="dimension of the simulations (default 300)")
+    ph.add_argument("--seeds", type=int, default=2, help="seeds per point (default 2)")
+    ph.add_argument("--max-steps", type=int, default=None, help="GD step limit of simulations")
+    ph.add_argument("--store", type=str, default=None,
+                    help="results store (default OUT/results.sqlite)")
+    ph.add_argument("--out", type=str, default="attnphase-out", help="output folder")
+    ph.add_argument("--json", action="store_true", help="print the lines as JSON")
+    add_model_flags(ph, omega=False)
+    _add_backend_flags(ph)
+    ph.set_defaults(func=cmd_phase_diagram)
+
+    dm = sub.add_parser("demo", help="omega=0.3 curves with simulations, phase diagram, "
+                                     "HTML report (a few minutes)")
+    dm.add_argument("--out", type=str, default="attnphase-out", help="output folder")
+    dm.add_argument("--store", type=str, default=None,
+                    help="results store (default OUT/results.sqlite)")
+    dm.add_argument("--only", choices=PARTS, default=None, help="only one part of the demo")
+    dm.add_argument("--omega", type=float, default=DemoSettings.omega)
+    dm.add_argument("--theory-alpha", type=str, default=DemoSettings.theory_alpha)
+    dm.add_argument("--sim-alpha", type=str, default=DemoSettings.sim_alpha)
+    dm.add_argument("--d", type=int, default=DemoSettings.d)
+    dm.add_argument("--seeds", type=int, default=DemoSettings.seeds)
+    dm.add_argument("--max-steps", type=int, default=None, help="GD step limit of simulations")
+    dm.add_argument("--phase-omega", type=str, default=DemoSettings.phase_omega)
+    _add_backend_flags(dm)
+    dm.set_defaults(func=cmd_demo)
+
 
 def cmd_sweep_run(args: argparse.Namespace) -> int:
     """``attnphase sweep run``: compute the missing points of a grid into ``--store``."""
@@ -120,4 +154,74 @@ def cmd_sweep_kinds(args: argparse.Namespace) -> int:
         sys.stdout.write(f"{k.name}: {k.description}\n")
         for p in k.params():
             sys.stdout.write(f"    {p.name} ({p.type}, default {p.default!r}) {p.help}\n")
+    return 0
+
+
+def _run_kw(args: argparse.Namespace) -> dict:
+    return {"workers": args.workers, "scheduler": args.scheduler,
+            "progress": "none" if args.quiet else args.progress,
+            "connect_timeout_s": args.connect_timeout}
+
+
+def cmd_phase_diagram(args: argparse.Namespace) -> int:
+    """``attnphase phase-diagram``: theory lines (and simulation heat maps), stored, plotted."""
+    from attnphase.plots.phase import plot_phase_heatmaps, plot_phase_lines
+    from attnphase.spec.problem import parse_range
+    from attnphase.sweeps.phase import phase_heatmaps, phase_lines
+
+    omegas = parse_range(args.omega, "--omega")
+    spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
+    base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
+    alphas = alpha_grid(args.alpha) if args.simulate else None
+    if args.simulate and (args.d < 2 or args.seeds < 1):
+        raise ValueError("--d must be >= 2 and --seeds >= 1")
+    out = Path(args.out)
+    store = Path(args.store) if args.store else out / "results.sqlite"
+    _setup_logging(args.quiet)
+    lines = phase_lines(base, omegas, store, **_run_kw(args))
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    fig = plot_phase_lines(lines)
+    for ext in ("png", "pdf"):
+        fig.savefig(out / f"phase_diagram.{ext}", dpi=150)
+        files.append(out / f"phase_diagram.{ext}")
+    lines.to_frame().to_csv(out / "phase_lines.csv", index=False)
+    files.append(out / "phase_lines.csv")
+    if args.simulate:
+        train = {} if args.max_steps is None else {"max_steps": args.max_steps}
+        maps = phase_heatmaps(base, omegas, alphas, args.d, range(args.seeds), store,
+                              train=train, **_run_kw(args))
+        fig = plot_phase_heatmaps(maps, lines)
+        for ext in ("png", "pdf"):
+            fig.savefig(out / f"phase_heatmaps.{ext}", dpi=150)
+            files.append(out / f"phase_heatmaps.{ext}")
+        maps.to_frame().to_csv(out / "phase_heatmaps.csv", index=False)
+        files.append(out / "phase_heatmaps.csv")
+    failed = [f"omega={w:g}: {e}" for w, e in zip(lines.omega, lines.errors, strict=True) if e]
+    for f in failed:
+        logging.getLogger("attnphase.cli").warning("transition failed at %s", f)
+    if args.json:
+        d = lines.to_dict()
+        print_json({"omega": d["omega"], "alpha_c": d["alpha_c"], "alpha_l": d["alpha_l"],
+                    "spinodals": d["spinodals"], "eps_g_lin": d["eps_g_lin"],
+                    "errors": d["errors"], "files": [str(f) for f in files]})
+    else:
+        for f in files:
+            sys.stdout.write(f"wrote {f}\n")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``attnphase demo``: curves + phase diagram + one self-contained HTML report."""
+    from attnphase.report.demo import run_demo
+
+    settings = DemoSettings(
+        omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
+        seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,
+        parts=PARTS if args.only is None else (args.only,))
+    _setup_logging(args.quiet)
+    res = run_demo(args.out, settings, store=args.store, **_run_kw(args))
+    for f in res.files:
+        sys.stdout.write(f"wrote {f}\n")
+    sys.stdout.write(f"demo finished in {res.seconds:.0f} s; open {res.report}\n")
     return 0
