@@ -11,13 +11,26 @@ from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_f
 from attnphase.report.demo import PARTS, DemoSettings
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of the record."""
+
+    _attnphase_cli = True
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
 def _setup_logging(quiet: bool = False) -> None:
     """Log lines of the sweep machinery to stderr (once; nothing when ``quiet``)."""
     log = logging.getLogger("attnphase")
     if not any(getattr(h, "_attnphase_cli", False) for h in log.handlers):
-        h = logging.StreamHandler(sys.stderr)
+        h = _StderrHandler()
         h.setFormatter(logging.Formatter("attnphase: %(message)s"))
-        h._attnphase_cli = True  # type: ignore[attr-defined]
         log.addHandler(h)
     log.setLevel(logging.WARNING if quiet else logging.INFO)
 
