@@ -159,6 +159,25 @@ def test_kill_9_then_rerun_is_complete_without_duplicates(tmp_path, workers):
         assert rows[k] == row  # byte-identical
 
 
+def test_ctrl_c_stops_cleanly_and_rerun_completes(tmp_path):
+    store = tmp_path / "s.sqlite"
+    grid = ["x=0:1:20", "sleep=0.05"]
+    proc = _start_sweep(store, grid, 1)
+    deadline = time.time() + 60
+    while _count(store) < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.decode().strip() == "attnphase: interrupted"
+    before = _rows(store)
+    assert 0 < len(before) < 20
+    r = _cli("sweep", "run", "--kind", "selftest", *sum((["--param", g] for g in grid), []),
+             "--store", str(store), "--workers", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    after = _rows(store)
+    assert len(after) == 20 and all(after[k] == v for k, v in before.items())
+
+
 def test_two_concurrent_sweeps_share_one_store(tmp_path):
     store = tmp_path / "s.sqlite"
     p1 = _start_sweep(store, ["x=0:1:25", "sleep=0.01"], 1)
