@@ -27,7 +27,8 @@ def test_demo_writes_figures_report_and_store(tmp_path, capsys, fake_physics):  
         assert (out / name).stat().st_size > 0, name
     with ResultStore(out / "results.sqlite") as st:
         # 2 alphas x 2 starts x 2 seeds; omega = 0.3 plus 3 phase omegas (0.2 not among them)
-        assert st.counts() == {("simulation", "ok"): 8, ("transition", "ok"): 4}
+        assert st.counts() == {("simulation", "ok"): 8, ("transition", "ok"): 4,
+                               ("curve", "ok"): 2}
     curves = pd.read_csv(out / "curves.csv")
     assert set(curves.branch) == {"semantic", "positional"}
     sim = curves[curves.source.str.startswith("simulation")]

@@ -111,3 +111,12 @@ def test_bad_toml(tmp_path, text, match):
 def test_missing_toml(tmp_path):
     with pytest.raises(ValueError, match="not found"):
         sweep_from_toml(tmp_path / "absent.toml")
+
+
+def test_curve_kind_validates_its_alpha_grid():
+    pts = sweep_from_args("curve", ["branch=semantic,positional", "alphas=0.1:2:5"]).points()
+    assert [p.params["branch"] for p in pts] == ["semantic", "positional"]
+    with pytest.raises(ValueError, match="alphas must be > 0"):
+        sweep_from_args("curve", ["alphas=0:2:5"]).points()
+    with pytest.raises(ValueError, match="cannot parse"):
+        sweep_from_args("curve", ["alphas=0.1:x:5"]).points()

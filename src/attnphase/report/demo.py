@@ -1,14 +1,15 @@
 """The demo (README main job): the headline of the paper in a few minutes on a laptop.
 
 1. ``omega = 0.3`` curves (THEORY.md 2.1 reference parameters): training error, test error and
-   overlaps of the semantic and positional branches from the theory (continuation in
-   ``alpha``), with finite-``d`` simulation points from both informed starts (THEORY.md 3);
+   overlaps of the semantic and positional branches from the theory (``curve`` points:
+   continuation in ``alpha``), with finite-``d`` simulation points from both informed
+   starts (THEORY.md 3);
 2. the theory phase diagram ``alpha_c(omega)``, spinodals, ``alpha_l(omega)``;
 3. one self-contained HTML report with both figures, the parameters, the package version and
    a one-line command reproducing each figure.
 
-Simulation and transition points go through the sweep machinery into one store, so a rerun
-computes only what is missing.
+Theory branches, simulations and transitions all go through the sweep machinery (one pool
+keeps every core busy) into one store, so a rerun computes only what is missing.
 """
 
 from __future__ import annotations
@@ -88,22 +89,24 @@ def _fmt(v: float | None) -> str:
     return "none" if v is None else f"{v:.4g}"
 
 
-def theory_curves(spec: ModelSpec, alphas: Sequence[float],
-                  branches: Sequence[str] = ("semantic", "positional")) -> dict[str, dict]:
-    """Branches followed in ``alpha`` (:func:`attnphase.theory.follow_branch`) as arrays."""
-    from attnphase.theory import follow_branch
+def _curve_points(spec: ModelSpec, s: DemoSettings,
+                  branches: Sequence[str] = ("semantic", "positional")) -> list[Point]:
+    fixed = {**spec.to_dict(), "alphas": s.theory_alpha}
+    return SweepSpec("curve", axes=(("branch", tuple(branches)),), fixed=fixed).points()
 
+
+def _curve_table(points: Sequence[Point], store: ResultStore) -> dict[str, dict]:
+    """Stored theory branches as ``{branch: {"alpha": [...], "train_loss": [...], ...}}``."""
+    res = store.results([p.key for p in points])
     out: dict[str, dict] = {}
-    for b in branches:
-        pts = follow_branch(spec, list(alphas), b)
-        cols: dict[str, list[float]] = {k: [] for k in ("alpha", "train_loss", "test_error",
-                                                        "theta", "m", "q")}
-        for p in pts:
-            ok = bool(getattr(p, "exists", True))
-            cols["alpha"].append(float(p.alpha))
-            for k in ("train_loss", "test_error", "theta", "m", "q"):
-                cols[k].append(_nan(getattr(p, k, None)) if ok else math.nan)
-        out[b] = cols
+    for p in points:
+        r = res.get(p.key)
+        if r is None or r["status"] != "ok":
+            logger.warning("theory branch %s failed: %s", p.params["branch"],
+                           None if r is None else r["error"])
+            continue
+        out[p.params["branch"]] = {k: [_nan(v) for v in vals] for k, vals in r["result"].items()
+                                   if k != "exists"}
     return out
 
 
@@ -174,23 +177,22 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
     # one sweep for everything that is stored: the pool stays busy on every core
     todo: list[Point] = []
     if "curves" in s.parts:
+        curve_pts = _curve_points(spec, s)  # the longest points first
         sim_pts = _sim_points(spec, s)
-        todo += sim_pts
+        todo += curve_pts + sim_pts
         todo += SweepSpec("transition", fixed={**base, "omega": s.omega}).points()
     if "phase" in s.parts:
         todo += SweepSpec("transition", axes=(("omega", omegas),), fixed=base).points()
-    logger.info("demo: %d stored points (simulations at d=%d and transitions)", len(todo), s.d)
+    logger.info("demo: %d points (theory branches, simulations at d=%d, transitions)",
+                len(todo), s.d)
     run_sweep(todo, store, **run_kw)
     common_cmd = f"attnphase demo --out {shlex.quote(str(out))}"
 
     if "curves" in s.parts:
         tr = phase_lines(base, [s.omega], store, progress="none", workers=1)
         alpha_c, alpha_l, lin = tr.alpha_c[0], tr.alpha_l[0], tr.eps_g_lin[0]
-        alphas = parse_range(s.theory_alpha, "--theory-alpha")
-        logger.info("demo: theory curves at omega=%g (%d alphas, 2 branches)", s.omega,
-                    len(alphas))
-        th = theory_curves(spec, alphas)
         with ResultStore(store) as st:
+            th = _curve_table(curve_pts, st)
             sim = _sim_table(sim_pts, st)
         curves = {"theory": th, "simulation": sim, "alpha_c": alpha_c, "alpha_l": alpha_l,
                   "eps_g_lin": lin}

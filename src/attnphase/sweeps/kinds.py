@@ -7,6 +7,8 @@ as JSON-ready dicts. Kinds:
 
 - ``theory``: :func:`attnphase.theory.solve_point` at one ``alpha`` on one branch
   (THEORY.md section 2);
+- ``curve``: :func:`attnphase.theory.follow_branch` over an ``alpha`` grid on one branch
+  (continuation; the result holds lists);
 - ``transition``: :func:`attnphase.theory.find_transition` (``alpha_c``, ``alpha_l``,
   spinodals, ``eps_g_lin``) for one model;
 - ``simulation``: gradient descent at finite ``d`` from an informed or random start
@@ -297,6 +299,59 @@ def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict
     return _split_diagnostics(tr.to_dict())
 
 
+_CURVE_EXTRA = (
+    Param("alphas", "str", "0.1:2.5:49", "alpha grid 'start:stop:num' or 'a,b,c'"),
+    Param("branch", "str", "semantic", "semantic, positional or trivial"),
+)
+_CURVE_KEYS = ("train_loss", "test_error", "theta", "m", "q")
+
+
+def _curve_params() -> tuple[Param, ...]:
+    return MODEL_PARAMS + _CURVE_EXTRA + _solver_params()
+
+
+def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    from attnphase.spec.problem import parse_range
+
+    out = _model_normalize(params)
+    extra = _fill(_CURVE_EXTRA, params)
+    alphas = parse_range(extra["alphas"], "alphas")
+    if min(alphas) <= 0:
+        raise ValueError(f"alphas must be > 0, got {min(alphas)}")
+    _check_branch(extra["branch"])
+    out.update(extra)
+    _normalize_solver(params, out)
+    return out
+
+
+def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    from attnphase.spec.problem import parse_range
+    from attnphase.theory import follow_branch
+
+    spec = model_spec(params)
+    alphas = list(parse_range(params["alphas"], "alphas"))
+    settings = _solver_settings(params)
+    if settings is not None:
+        pts = follow_branch(spec, alphas, params["branch"], settings=settings)
+    else:
+        pts = follow_branch(spec, alphas, params["branch"])
+    result: dict[str, Any] = {"alpha": [], "exists": []}
+    result.update({k: [] for k in _CURVE_KEYS})
+    diag: dict[str, Any] = {"converged": [], "iterations": [], "reason": []}
+    for p in pts:
+        ok = bool(getattr(p, "exists", True))
+        result["alpha"].append(float(p.alpha))
+        result["exists"].append(ok)
+        for k in _CURVE_KEYS:
+            v = getattr(p, k, None)
+            result[k].append(float(v) if ok and isinstance(v, (int, float, np.floating))
+                             else None)
+        diag["converged"].append(bool(getattr(p, "converged", True)))
+        diag["iterations"].append(getattr(p, "iterations", None))
+        diag["reason"].append(str(getattr(p, "reason", "")))
+    return result, diag
+
+
 # ----------------------------------------------------------------------------- simulation
 _SIM_EXTRA = (
     Param("alpha", "float", 1.0, "sample complexity n/d"),
@@ -378,6 +433,8 @@ def builtin_kinds() -> Mapping[str, PointKind]:
                   _theory_params, _theory_normalize, _theory_compute),
         PointKind("transition", "alpha_c, alpha_l and spinodals for one model (THEORY.md 2)",
                   _transition_params, _transition_normalize, _transition_compute),
+        PointKind("curve", "one theory branch followed in alpha (THEORY.md 2)",
+                  _curve_params, _curve_normalize, _curve_compute),
         PointKind("simulation", "gradient descent at finite d (THEORY.md 3)",
                   _sim_params, _sim_normalize, _sim_compute, seeded=True),
         PointKind("selftest", "cheap deterministic test function (store/backends tests)",
