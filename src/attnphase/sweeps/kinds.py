@@ -310,12 +310,22 @@ def _curve_params() -> tuple[Param, ...]:
     return MODEL_PARAMS + _CURVE_EXTRA + _solver_params()
 
 
-def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+def _alpha_list(text: str) -> tuple[float, ...]:
     from attnphase.spec.problem import parse_range
 
+    try:
+        return parse_range(text, "alphas")
+    except ValueError as exc:
+        if "alphas" in str(exc):
+            raise
+        raise ValueError(f"cannot parse alphas {text!r}: expected 'start:stop:num' or "
+                         "'a,b,c'") from None
+
+
+def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     out = _model_normalize(params)
     extra = _fill(_CURVE_EXTRA, params)
-    alphas = parse_range(extra["alphas"], "alphas")
+    alphas = _alpha_list(extra["alphas"])
     if min(alphas) <= 0:
         raise ValueError(f"alphas must be > 0, got {min(alphas)}")
     _check_branch(extra["branch"])
@@ -325,11 +335,10 @@ def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from attnphase.spec.problem import parse_range
     from attnphase.theory import follow_branch
 
     spec = model_spec(params)
-    alphas = list(parse_range(params["alphas"], "alphas"))
+    alphas = list(_alpha_list(params["alphas"]))
     settings = _solver_settings(params)
     if settings is not None:
         pts = follow_branch(spec, alphas, params["branch"], settings=settings)
