@@ -116,6 +116,8 @@ def test_missing_toml(tmp_path):
 def test_curve_kind_validates_its_alpha_grid():
     pts = sweep_from_args("curve", ["branch=semantic,positional", "alphas=0.1:2:5"]).points()
     assert [p.params["branch"] for p in pts] == ["semantic", "positional"]
+    one = sweep_from_args("curve", ["alphas=0.5,1,2"]).points()
+    assert len(one) == 1 and one[0].params["alphas"] == "0.5,1,2"
     with pytest.raises(ValueError, match="alphas must be > 0"):
         sweep_from_args("curve", ["alphas=0:2:5"]).points()
     with pytest.raises(ValueError, match="cannot parse"):

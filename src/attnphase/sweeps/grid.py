@@ -122,6 +122,8 @@ def parse_values(p: Param, text: str) -> tuple[Any, ...]:
                 raise ValueError(f"{label} must be true/false values, got {text!r}")
             out.append(_BOOL_TEXT[t])
         return tuple(out)
+    if p.type == "str" and not p.split:
+        return (text,)
     if p.type == "str":
         vals = tuple(t.strip() for t in text.split(",") if t.strip())
         if not vals:

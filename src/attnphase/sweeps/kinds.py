@@ -46,6 +46,8 @@ class Param:
     type: str
     default: Any
     help: str = ""
+    #: a CLI value is a comma list of values (False: the whole text is one value)
+    split: bool = True
 
 
 @dataclass(frozen=True)
@@ -300,7 +302,8 @@ def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict
 
 
 _CURVE_EXTRA = (
-    Param("alphas", "str", "0.1:2.5:49", "alpha grid 'start:stop:num' or 'a,b,c'"),
+    Param("alphas", "str", "0.1:2.5:49", "alpha grid 'start:stop:num' or 'a,b,c'",
+          split=False),
     Param("branch", "str", "semantic", "semantic, positional or trivial"),
 )
 _CURVE_KEYS = ("train_loss", "test_error", "theta", "m", "q")
