@@ -4,3 +4,26 @@ Glossary (paper convention inside the solver, user units outside):
 ``q`` self overlap, ``m`` positional overlap, ``theta`` semantic overlap, ``V`` variance;
 ``q_hat, m_hat, theta_hat, V_hat`` their conjugates; ``alpha = n/d``.
 """
+
+from attnphase.theory.fixed_point import SolverSettings
+from attnphase.theory.phases import (
+    BRANCHES,
+    BranchPoint,
+    Transition,
+    find_transition,
+    follow_branch,
+    solve_point,
+)
+from attnphase.theory.saddle import OrderParams, linear_test_error
+
+__all__ = [
+    "BRANCHES",
+    "BranchPoint",
+    "OrderParams",
+    "SolverSettings",
+    "Transition",
+    "find_transition",
+    "follow_branch",
+    "linear_test_error",
+    "solve_point",
+]

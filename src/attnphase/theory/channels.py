@@ -1,0 +1,444 @@
+"""Attention maps, the per-sample loss and the batched global proximal solver (THEORY.md 2.1-2.2).
+
+The student map is ``S(h) = rowsoftmax(s)`` with bilinear scores ``s_lj = h_l^T M h_j`` and an
+optional mask (causal: ``j <= l``). A variant is therefore a pair ``(M, mask)``:
+
+* ``tied``: fields ``h_l in R^r``, ``M = I_r``  -> ``S = softmax(h h^T)``;
+* ``untied``: fields ``h_l = (hQ_l, hK_l) in R^{2r}``, ``M = [[0, I], [0, 0]]`` -> ``S = softmax(hQ hK^T)``;
+* ``causal`` / ``untied-causal``: the same with the lower-triangular mask.
+
+The loss of a field configuration is ``ell(h; T) = 1/2 tr((S - T) C (S - T)^T)`` (``C = sigma^2 I``:
+``sigma^2/2 ||S - T||_F^2``). Its gradient and Hessian are written analytically:
+with ``p = S_l``, ``e = ((S - T) C)_l``, ``gamma_lj = p_j (e_j - e.p)`` is ``d ell / d s_lj`` and
+``d^2 ell / d s_lj d s_lk = (J^T C J)_jk + delta_jk gamma_lj - p_j p_k (e_j + e_k - 2 e.p)``,
+``J_aj = p_a (delta_aj - p_j)``.
+
+The proximal problem at a node is ``min_h sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) / 2 + ell(h; T)``.
+It is non-convex; :func:`prox_batch` runs damped (Levenberg-Marquardt) Newton from several starts per
+node, in parallel over nodes (numba), and keeps the lowest objective: the global minimiser
+up to the coverage of the starts (tested against brute-force grid search).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec
+
+
+@dataclass(frozen=True)
+class AttentionMap:
+    """Student attention variant: field dimension per position, bilinear form and mask."""
+
+    name: str
+    field_dim: int
+    M: np.ndarray
+    mask: np.ndarray
+
+    @staticmethod
+    def from_spec(spec: ModelSpec) -> AttentionMap:
+        r, L = spec.rank, spec.L
+        causal = spec.variant in ("causal", "untied-causal")
+        mask = np.tril(np.ones((L, L), dtype=np.bool_)) if causal else np.ones((L, L), dtype=np.bool_)
+        if spec.variant.startswith("untied"):
+            M = np.zeros((2 * r, 2 * r))
+            M[:r, r:] = np.eye(r)
+            return AttentionMap(spec.variant, 2 * r, M, mask)
+        return AttentionMap(spec.variant, r, np.eye(r), mask)
+
+
+def softmax_rows(s: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Row-wise softmax over the last axis, masked entries set to zero."""
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    s = s - s.max(axis=-1, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
+    """Target ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields of shape (N, L, r*)."""
+    s = np.einsum("nla,nka->nlk", hstar, hstar)
+    mask = np.tril(np.ones((spec.L, spec.L), dtype=bool)) if spec.causal_target else None
+    return (1.0 - spec.omega) * softmax_rows(s, mask) + spec.omega * spec.A_array[None]
+
+
+def student_map(h: np.ndarray, amap: AttentionMap) -> np.ndarray:
+    """Student attention ``S(h)`` for fields of shape (N, L, field_dim)."""
+    s = np.einsum("nla,ab,nkb->nlk", h, amap.M, h)
+    return softmax_rows(s, amap.mask)
+
+
+def loss_numpy(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap) -> np.ndarray:
+    """Per-node loss ``ell(h; T) = 1/2 tr((S - T) C (S - T)^T)`` (vectorised reference)."""
+    D = student_map(h, amap) - T
+    return 0.5 * np.einsum("nlj,jk,nlk->n", D, C, D)
+
+
+# --------------------------------------------------------------------------- numba kernels
+# Scratch space is allocated once per chunk of nodes (allocation inside the Newton loop dominated
+# the run time otherwise). ``_work(L, F)`` returns the buffers in the order the kernels expect.
+@nb.njit(cache=True)
+def _work(L, F):  # pragma: no cover - jitted
+    n = L * F
+    return (
+        np.zeros((L, F)), np.zeros((L, F)), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, L)),
+        np.zeros((L, L)), np.zeros(L), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, n)),
+        np.zeros((L, n)),
+    )
+
+
+@nb.njit(cache=True)
+def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no cover - jitted
+    """Loss, gradient (L*F) and optionally Hessian (L*F x L*F) of ell at one node."""
+    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD = wk
+    L, F = h.shape
+    n = L * F
+    for j in range(L):
+        for a in range(F):
+            acc = 0.0
+            acc2 = 0.0
+            for b in range(F):
+                acc += M[a, b] * h[j, b]
+                acc2 += M[b, a] * h[j, b]
+            Mh[j, a] = acc
+            MTh[j, a] = acc2
+    for l in range(L):
+        mx = -1e300
+        for j in range(L):
+            if mask[l, j]:
+                s = 0.0
+                for a in range(F):
+                    s += h[l, a] * Mh[j, a]
+                P[l, j] = s
+                if s > mx:
+                    mx = s
+        tot = 0.0
+        for j in range(L):
+            if mask[l, j]:
+                v = np.exp(P[l, j] - mx)
+                P[l, j] = v
+                tot += v
+            else:
+                P[l, j] = 0.0
+        for j in range(L):
+            P[l, j] /= tot
+    for l in range(L):
+        for j in range(L):
+            Dm[l, j] = P[l, j] - T[l, j]
+    val = 0.0
+    for l in range(L):
+        for j in range(L):
+            acc = 0.0
+            for k in range(L):
+                acc += Dm[l, k] * C[k, j]
+            E[l, j] = acc
+            val += 0.5 * Dm[l, j] * acc
+    for l in range(L):
+        acc = 0.0
+        for j in range(L):
+            acc += E[l, j] * P[l, j]
+        ep[l] = acc
+        for j in range(L):
+            gam[l, j] = P[l, j] * (E[l, j] - acc)
+    # d ell / d h_a = sum_j gam_aj M h_j + sum_l gam_la M^T h_l
+    for a in range(L):
+        for mu in range(F):
+            acc = 0.0
+            for j in range(L):
+                acc += gam[a, j] * Mh[j, mu] + gam[j, a] * MTh[j, mu]
+            grad[a * F + mu] = acc
+    if not want_hess:
+        return val
+    for i in range(n):
+        for k in range(n):
+            hess[i, k] = 0.0
+    for l in range(L):
+        for a in range(L):
+            for j in range(L):
+                J[a, j] = P[l, a] * ((1.0 if a == j else 0.0) - P[l, j])
+        for j in range(L):
+            for k in range(L):
+                acc = 0.0
+                for a in range(L):
+                    if P[l, a] == 0.0:
+                        continue
+                    for b in range(L):
+                        acc += J[a, j] * C[a, b] * J[b, k]
+                if j == k:
+                    acc += gam[l, j]
+                acc -= P[l, j] * P[l, k] * (E[l, j] + E[l, k] - 2.0 * ep[l])
+                Hs[j, k] = acc
+        # Dl[j, (a, mu)] = d s_lj / d h_a,mu = delta_la (M h_j)_mu + delta_ja (M^T h_l)_mu
+        for j in range(L):
+            for i in range(n):
+                Dl[j, i] = 0.0
+            for mu in range(F):
+                Dl[j, l * F + mu] += Mh[j, mu]
+                Dl[j, j * F + mu] += MTh[l, mu]
+        for j in range(L):
+            for i in range(n):
+                acc = 0.0
+                for k in range(L):
+                    acc += Hs[j, k] * Dl[k, i]
+                HD[j, i] = acc
+        for i in range(n):
+            for k in range(i, n):
+                acc = 0.0
+                for j in range(L):
+                    acc += Dl[j, i] * HD[j, k]
+                hess[i, k] += acc
+    for i in range(n):
+        for k in range(i):
+            hess[i, k] = hess[k, i]
+    # second-order part of the scores: gam_ab M_mu,nu + gam_ba M_nu,mu
+    for a in range(L):
+        for b in range(L):
+            for mu in range(F):
+                for nu in range(F):
+                    hess[a * F + mu, b * F + nu] += gam[a, b] * M[mu, nu] + gam[b, a] * M[nu, mu]
+    return val
+
+
+@nb.njit(cache=True)
+def _objective(h, w, Vinv, T, C, M, mask, grad, hess, want_hess, wk):  # pragma: no cover - jitted
+    L, F = h.shape
+    val = _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk)
+    for l in range(L):
+        for a in range(F):
+            acc = 0.0
+            for b in range(F):
+                acc += Vinv[a, b] * (h[l, b] - w[l, b])
+            val += 0.5 * (h[l, a] - w[l, a]) * acc
+            grad[l * F + a] += acc
+            if want_hess:
+                for b in range(F):
+                    hess[l * F + a, l * F + b] += Vinv[a, b]
+    return val
+
+
+@nb.njit(cache=True)
+def _newton_work(L, F):  # pragma: no cover - jitted
+    n = L * F
+    return (np.zeros(n), np.zeros((n, n)), np.zeros(n), np.zeros((L, F)), np.zeros((n, n)),
+            np.zeros(n), np.zeros(n), np.zeros((1, 1)))
+
+
+@nb.njit(cache=True)
+def _newton(h, w, Vinv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no cover - jitted
+    """Levenberg-Marquardt damped Newton from ``h`` (modified in place); returns (value, |grad|)."""
+    grad, hess, g2, trial, Lc, y, step, dummy = nw
+    L, F = h.shape
+    n = L * F
+    val = _objective(h, w, Vinv, T, C, M, mask, grad, hess, True, wk)
+    mu = 0.0
+    for _ in range(max_iter):
+        gn = 0.0
+        for i in range(n):
+            gn = max(gn, abs(grad[i]))
+        if gn < gtol:
+            break
+        accepted = False
+        for _try in range(40):
+            # Cholesky of hess + mu I; on failure raise the shift
+            ok = True
+            for i in range(n):
+                for k in range(i + 1):
+                    s = hess[i, k] + (mu if i == k else 0.0)
+                    for p in range(k):
+                        s -= Lc[i, p] * Lc[k, p]
+                    if i == k:
+                        if s <= 1e-14:
+                            ok = False
+                            break
+                        Lc[i, i] = np.sqrt(s)
+                    else:
+                        Lc[i, k] = s / Lc[k, k]
+                if not ok:
+                    break
+            if not ok:
+                mu = max(2.0 * mu, 1e-3)
+                continue
+            for i in range(n):
+                s = -grad[i]
+                for p in range(i):
+                    s -= Lc[i, p] * y[p]
+                y[i] = s / Lc[i, i]
+            for i in range(n - 1, -1, -1):
+                s = y[i]
+                for p in range(i + 1, n):
+                    s -= Lc[p, i] * step[p]
+                step[i] = s / Lc[i, i]
+            for l in range(L):
+                for a in range(F):
+                    trial[l, a] = h[l, a] + step[l * F + a]
+            tval = _objective(trial, w, Vinv, T, C, M, mask, g2, dummy, False, wk)
+            pred = 0.0
+            for i in range(n):
+                pred += grad[i] * step[i]
+            if tval <= val + 1e-4 * pred:
+                accepted = True
+                break
+            mu = max(4.0 * mu, 1e-3)
+        if not accepted:
+            break
+        for l in range(L):
+            for a in range(F):
+                h[l, a] = trial[l, a]
+        val = _objective(h, w, Vinv, T, C, M, mask, grad, hess, True, wk)
+        mu = mu * 0.25 if mu > 1e-6 else 0.0
+    gn = 0.0
+    for i in range(n):
+        gn = max(gn, abs(grad[i]))
+    return val, gn
+
+
+@nb.njit(cache=True, parallel=True)
+def _prox_kernel(w, T, starts, Vinv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks):  # pragma: no cover
+    N, L, F = w.shape
+    S = starts.shape[1]
+    size = (N + n_chunks - 1) // n_chunks
+    for c in nb.prange(n_chunks):
+        wk = _work(L, F)
+        nw = _newton_work(L, F)
+        h = np.zeros((L, F))
+        for i in range(c * size, min(N, (c + 1) * size)):
+            best = 1e300
+            for s in range(S):
+                for l in range(L):
+                    for a in range(F):
+                        h[l, a] = starts[i, s, l, a]
+                val, gn = _newton(h, w[i], Vinv, T[i], C, M, mask, max_iter, gtol, wk, nw)
+                for l in range(L):
+                    for a in range(F):
+                        cand_h[i, s, l, a] = h[l, a]
+                cand_val[i, s] = val
+                if val < best:
+                    best = val
+                    for l in range(L):
+                        for a in range(F):
+                            out_h[i, l, a] = h[l, a]
+                    out_val[i] = val
+                    out_gn[i] = gn
+
+
+@nb.njit(cache=True, parallel=True)
+def _hessians(hh, T, C, M, mask, out):  # pragma: no cover - jitted
+    N, L, F = hh.shape
+    n = L * F
+    for i in nb.prange(N):
+        wk = _work(L, F)
+        grad = np.zeros(n)
+        _loss_grad_hess(hh[i], T[i], C, M, mask, True, grad, out[i], wk)
+
+
+@nb.njit(cache=True, parallel=True)
+def _values(hh, w, Vinv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
+    N, L, F = hh.shape
+    for i in nb.prange(N):
+        wk = _work(L, F)
+        dummy = np.zeros((1, 1))
+        out_val[i] = _objective(hh[i], w[i], Vinv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
+
+
+# --------------------------------------------------------------------------- public wrappers
+@dataclass(frozen=True)
+class ProxResult:
+    """Global proximal minimisers at all nodes.
+
+    ``h`` (N, L, F) minimisers, ``value`` (N,) the minimal objective ``M``, ``grad_norm`` the
+    final gradient max-norm, ``candidates`` (N, S, L, F) every local minimum reached (reused as
+    warm starts), ``n_switch`` nodes whose best start was not the first one.
+    """
+
+    h: np.ndarray
+    value: np.ndarray
+    grad_norm: np.ndarray
+    candidates: np.ndarray
+    candidate_values: np.ndarray
+
+
+def default_starts(w: np.ndarray, V: np.ndarray, spread: tuple[float, ...] = (1.0, 2.5)) -> np.ndarray:
+    """Multi-start set per node: ``w``, ``0`` and ``w +- c V^{1/2} e_i`` for each field coordinate.
+
+    The loss is bounded, so every minimiser lies within ``O(V^{1/2})`` of ``w``; the offsets
+    cover that ball along each coordinate at two radii.
+    """
+    N, L, F = w.shape
+    evals, evecs = np.linalg.eigh(V)
+    Vh = (evecs * np.sqrt(np.maximum(evals, 0.0))) @ evecs.T
+    starts = [w, np.zeros_like(w)]
+    for c in spread:
+        for l in range(L):
+            for a in range(F):
+                for sign in (1.0, -1.0):
+                    s = w.copy()
+                    s[:, l, :] += sign * c * Vh[a]
+                    starts.append(s)
+    return np.stack(starts, axis=1)
+
+
+def prox_batch(
+    w: np.ndarray,
+    T: np.ndarray,
+    V: np.ndarray,
+    C: np.ndarray,
+    amap: AttentionMap,
+    starts: np.ndarray | None = None,
+    max_iter: int = 60,
+    gtol: float = 1e-11,
+) -> ProxResult:
+    """Global minimiser of ``sum_l (h_l - w_l)^T V^{-1} (h_l - w_l)/2 + ell(h; T)`` at every node.
+
+    ``w`` (N, L, F), ``T`` (N, L, L), ``V`` (F, F) positive definite. ``starts`` (N, S, L, F)
+    defaults to :func:`default_starts`.
+    """
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    T = np.ascontiguousarray(T, dtype=np.float64)
+    if starts is None:
+        starts = default_starts(w, V)
+    starts = np.ascontiguousarray(starts, dtype=np.float64)
+    N, L, F = w.shape
+    S = starts.shape[1]
+    Vinv = np.linalg.inv(V)
+    Vinv = 0.5 * (Vinv + Vinv.T)
+    out_h = np.empty_like(w)
+    out_val = np.empty(N)
+    out_gn = np.empty(N)
+    cand_h = np.empty((N, S, L, F))
+    cand_val = np.empty((N, S))
+    _prox_kernel(
+        w, T, starts, Vinv, np.ascontiguousarray(C, dtype=np.float64),
+        np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter, gtol,
+        out_h, out_val, out_gn, cand_h, cand_val, max(1, min(N, 4 * nb.get_num_threads())),
+    )
+    return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
+
+
+def objective_batch(
+    h: np.ndarray, w: np.ndarray, T: np.ndarray, V: np.ndarray, C: np.ndarray, amap: AttentionMap
+) -> tuple[np.ndarray, np.ndarray]:
+    """Proximal objective and its gradient at given ``h`` (N, L, F) (for tests and checks)."""
+    N, L, F = h.shape
+    val = np.empty(N)
+    grad = np.empty((N, L * F))
+    _values(
+        np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64),
+        np.linalg.inv(V), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
+        amap.M.astype(np.float64), amap.mask, val, grad,
+    )
+    return val, grad
+
+
+def loss_hessian_batch(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap) -> np.ndarray:
+    """Hessian of ``ell`` (not of the proximal objective) at ``h``: shape (N, L*F, L*F)."""
+    N, L, F = h.shape
+    out = np.empty((N, L * F, L * F))
+    _hessians(
+        np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
+        amap.M.astype(np.float64), amap.mask, out,
+    )
+    return out

@@ -1,0 +1,249 @@
+"""Fixed-point iteration ``x = F(x)`` of the self-consistent equations, with Anderson acceleration.
+
+``F`` is the data step followed by the weights step (THEORY.md 2.2). The plain damped iteration is
+unstable on parts of the branches (THEORY.md 2.1, "Stability"), so the iteration is Anderson-
+accelerated (type II, with damping and restarts) and every step is safeguarded: a candidate with a
+non-positive ``q`` or ``V`` is replaced by a strongly damped step. Convergence is declared when the
+relative change of *every* unknown is below ``tol``; the proximal problem is solved from the full
+multi-start set at the candidate fixed point before convergence is accepted, so a warm start that
+missed the global minimiser cannot fake convergence.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attnphase.theory.saddle import DataStep, OrderParams, Saddle, second_minimum
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Numerical settings of the theory solver.
+
+    ``method``/``order``: integration rule (``qmc``: ``order`` = log2 of the base sample, 4x
+    symmetrised; ``gh``: points per dimension). ``n_replicas``: independent QMC scrambles solved
+    to estimate the integration error. ``warmup_order``: a cheaper rule iterated first.
+    """
+
+    method: str = "qmc"
+    order: int = 12
+    warmup_order: int | None = 10
+    tol: float = 1e-8
+    max_iter: int = 300
+    damping: float = 0.5
+    anderson: int = 5
+    n_replicas: int = 3
+    seed: int = 0
+    full_starts_every: int = 25
+    switch_width: float = 1e-6
+    polish_below: float = 1e-3
+    polish_maxfev: int = 80
+
+    def __post_init__(self) -> None:
+        if self.method not in ("qmc", "gh"):
+            raise ValueError(f"unknown integration method {self.method!r}; choose qmc or gh")
+        if self.order < 2:
+            raise ValueError("integration order must be >= 2")
+        if not 0 < self.tol < 1:
+            raise ValueError("tol must lie in (0, 1)")
+        if self.max_iter < 1:
+            raise ValueError("max_iter must be >= 1")
+        if not 0 <= self.damping < 1:
+            raise ValueError("damping must lie in [0, 1)")
+
+
+@dataclass
+class FixedPointResult:
+    """Outcome of one fixed-point solve (diagnostics included)."""
+
+    op: OrderParams
+    data: DataStep
+    converged: bool
+    iterations: int
+    residual: float
+    reason: str
+    seconds: float
+    history: list[float] = field(default_factory=list)
+
+
+def _rel_change(new: np.ndarray, old: np.ndarray) -> float:
+    scale = np.maximum(np.maximum(np.abs(old), np.abs(new)), 1e-7)
+    return float(np.max(np.abs(new - old) / scale)) if new.size else 0.0
+
+
+def _valid(op: OrderParams) -> bool:
+    if not (np.all(np.isfinite(op.q)) and np.all(np.isfinite(op.V)) and np.all(np.isfinite(op.m))):
+        return False
+    if not np.all(np.isfinite(op.theta)):
+        return False
+    ev_q = np.linalg.eigvalsh(op.q)
+    ev_v = np.linalg.eigvalsh(op.V)
+    return bool(ev_q.min() > 0 and ev_v.min() > 0)
+
+
+def _warm_starts(ds: DataStep) -> np.ndarray:
+    """Previous global minimiser and the best *other* local minimum at each node."""
+    second, v2 = second_minimum(ds.prox)
+    none = ~np.isfinite(v2)
+    second[none] = -ds.prox.h[none]
+    return np.stack([ds.prox.h, second], axis=1)
+
+
+def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings):
+    """Solve ``F(x) - x = 0`` by Powell's hybrid method (MINPACK ``hybr``) in relative units.
+
+    Used once the damped/Anderson iteration is close: the map is smooth there (full multi-start
+    at every evaluation, so it is a deterministic function of ``x``), and a quasi-Newton root
+    finder converges in a few evaluations where Anderson stalls on the badly scaled unknowns.
+    Returns ``(x, evaluations, message)``; ``x`` is ``None`` when the root finder failed.
+    """
+    from scipy.optimize import root
+
+    L, F, rs = saddle.L, saddle.F, saddle.rs
+    # unknowns held at exactly zero by a symmetry of the branch (theta on the positional branch,
+    # m on the semantic branch of a symmetric target) stay in that invariant subspace
+    free = np.abs(x0) > 1e-14
+    scale = np.maximum(np.abs(x0), 1e-3)[free]
+    state = {"n": 0}
+
+    def full(y: np.ndarray) -> np.ndarray:
+        x = np.zeros_like(x0)
+        x[free] = y * scale
+        return x
+
+    def resid(y: np.ndarray) -> np.ndarray:
+        x = full(y)
+        op = OrderParams.from_vector(x, L, F, rs)
+        if not _valid(op):
+            return np.full_like(y, 1e3)
+        state["n"] += 1
+        ds = saddle.data_step(op, switch_width=settings.switch_width)
+        return (saddle.weights_step(ds.hats).to_vector() - x)[free] / scale
+
+    try:
+        sol = root(
+            resid, x0[free] / scale, method="hybr",
+            options={"xtol": 0.1 * settings.tol, "maxfev": settings.polish_maxfev},
+        )
+    except (ValueError, np.linalg.LinAlgError) as exc:
+        return None, state["n"], f"root finder failed: {exc}"
+    if not np.all(np.isfinite(sol.x)):
+        return None, state["n"], "root finder returned non-finite values"
+    return full(sol.x), state["n"], str(sol.message)
+
+
+def solve_fixed_point(
+    saddle: Saddle,
+    start: OrderParams,
+    settings: SolverSettings,
+    on_iteration=None,
+) -> FixedPointResult:
+    """Anderson-accelerated damped iteration of ``x = F(x)`` from ``start``."""
+    t0 = time.perf_counter()
+    L, F, rs = saddle.L, saddle.F, saddle.rs
+    x = start.to_vector()
+    X: list[np.ndarray] = []  # iterates
+    R: list[np.ndarray] = []  # residuals F(x) - x
+    history: list[float] = []
+    ds: DataStep | None = None
+    op = start
+    beta = 1.0 - settings.damping
+    best_res = np.inf
+    it = 0
+    converged = False
+    reason = "max_iter reached"
+    full_next = True
+    polished = False
+    n_polish = 0
+    for it in range(1, settings.max_iter + 1):
+        op = OrderParams.from_vector(x, L, F, rs)
+        if not _valid(op):
+            reason = "order parameters left the valid domain (q or V not positive definite)"
+            break
+        starts = None if (full_next or ds is None) else _warm_starts(ds)
+        full = starts is None
+        ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
+        fx = saddle.weights_step(ds.hats).to_vector()
+        if not np.all(np.isfinite(fx)):
+            reason = "non-finite update (the map diverged)"
+            break
+        res = fx - x
+        rel = _rel_change(fx, x)
+        history.append(rel)
+        if on_iteration is not None:
+            on_iteration(it, rel)
+        if rel < settings.polish_below and not polished:
+            polished = True
+            fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
+            x_pol, n_eval, msg = _polish(saddle, fx, settings)
+            n_polish += n_eval
+            log.debug("polish: %d evaluations, %s", n_eval, msg)
+            if x_pol is not None:
+                x = x_pol
+                full_next = True
+                X.clear()
+                R.clear()
+                continue
+        if rel < settings.tol:
+            if full:
+                converged = True
+                reason = "converged"
+                x = fx
+                break
+            full_next = True  # verify with the full multi-start set
+            continue
+        full_next = it % settings.full_starts_every == 0
+        rn = float(np.linalg.norm(res / np.maximum(np.abs(x), 1e-3)))
+        if rn > 1e3 * best_res:  # diverging: restart acceleration
+            X.clear()
+            R.clear()
+        best_res = min(best_res, rn)
+        X.append(x.copy())
+        R.append(res.copy())
+        if len(X) > settings.anderson + 1:
+            X.pop(0)
+            R.pop(0)
+        x_new = x + beta * res
+        if len(X) >= 2:
+            dX = np.stack([X[i + 1] - X[i] for i in range(len(X) - 1)], axis=1)
+            dR = np.stack([R[i + 1] - R[i] for i in range(len(R) - 1)], axis=1)
+            try:
+                # least squares in relative units: V (~10) must not drown q (~0.01)
+                wts = 1.0 / np.maximum(np.abs(x), 1e-3)
+                gamma, *_ = np.linalg.lstsq(dR * wts[:, None], res * wts, rcond=1e-12)
+                cand = x + beta * res - (dX + beta * dR) @ gamma
+                if np.all(np.isfinite(cand)) and _valid(OrderParams.from_vector(cand, L, F, rs)):
+                    x_new = cand
+                else:
+                    X.clear()
+                    R.clear()
+            except np.linalg.LinAlgError:
+                X.clear()
+                R.clear()
+        if not _valid(OrderParams.from_vector(x_new, L, F, rs)):
+            x_new = x + 0.1 * res
+        x = x_new
+    op = OrderParams.from_vector(x, L, F, rs)
+    if converged:
+        ds = (
+            saddle.data_step(op, starts=_warm_starts(ds), switch_width=settings.switch_width)
+            if ds is not None
+            else ds
+        )
+    assert ds is not None
+    return FixedPointResult(
+        op=op,
+        data=ds,
+        converged=converged,
+        iterations=it + n_polish,
+        residual=history[-1] if history else float("nan"),
+        reason=reason,
+        seconds=time.perf_counter() - t0,
+        history=history,
+    )

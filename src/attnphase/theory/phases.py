@@ -1,0 +1,391 @@
+"""Branches, continuation in ``alpha`` and the transition points (THEORY.md 2.1 "Branches").
+
+* :func:`solve_point`: one branch at one ``alpha`` (from the recommended start or a warm start);
+* :func:`follow_branch`: continuation in ``alpha`` with warm starts;
+* :func:`find_transition`: ``alpha_c`` (equal training errors), the spinodals (where a branch
+  stops existing) and ``alpha_l`` (global-minimum test error crosses the linear baseline), by
+  bracketing on a grid and bisection with warm starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.theory.fixed_point import FixedPointResult, SolverSettings, solve_fixed_point
+from attnphase.theory.quadrature import make_rule
+from attnphase.theory.saddle import OrderParams, Saddle, linear_test_error
+
+log = logging.getLogger(__name__)
+
+BRANCHES = ("semantic", "positional", "trivial")
+#: threshold (user units) above which an overlap counts as non-zero when classifying a fixed point
+CLASSIFY_TOL = 1e-3
+
+
+def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
+    """Recommended starts of THEORY.md 2.1 (paper convention), generalised to any ``L, r, r*``."""
+    L, rs = spec.L, spec.teacher_rank
+    G = spec.G_array
+    if branch == "positional":
+        q0, m0, V0, t0 = 0.02, 0.2, 14.6, 0.0
+    elif branch == "semantic":
+        q0, m0, V0, t0 = 0.9, 0.0, 14.6, 0.35
+    elif branch == "trivial":
+        q0, m0, V0, t0 = 0.02, 0.0, 14.6, 0.0
+    else:
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(BRANCHES)} or all")
+    s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
+    q = q0 * s2 * np.eye(F)
+    m = np.zeros((L, F))
+    m[:, 0] = m0 * G[:, 0]
+    theta = np.zeros((F, rs))
+    for a in range(F):
+        theta[a, a % rs] = t0 * s2
+    return OrderParams(q, m, V0 * np.eye(F), theta)
+
+
+def classify(op: OrderParams, sigma: float) -> str:
+    """Name the branch a fixed point belongs to (semantic: ``theta != 0``; positional: ``m != 0``)."""
+    theta = np.max(np.abs(op.theta)) / sigma**2
+    m = np.max(np.abs(op.m))
+    if theta > CLASSIFY_TOL:
+        return "semantic"
+    if m > CLASSIFY_TOL:
+        return "positional"
+    return "trivial"
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    """One fixed point in user units (THEORY.md section 1: ``q = Q.Q/d``, ``theta = Q*.Q/d``,
+    ``m = pi_1.Q/d``; ``V`` in paper convention). Matrices for ``r > 1`` are in ``q_matrix`` etc."""
+
+    branch: str
+    alpha: float
+    exists: bool
+    reason: str
+    q: float = math.nan
+    m: float = math.nan
+    theta: float = math.nan
+    V: float = math.nan
+    train_loss: float = math.nan
+    test_error: float = math.nan
+    converged: bool = False
+    iterations: int = 0
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    q_matrix: tuple = ()
+    m_matrix: tuple = ()
+    theta_matrix: tuple = ()
+    op: OrderParams | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("op", None)
+        return d
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of the CLI JSON schema."""
+        keys = ("q", "m", "theta", "V", "train_loss", "test_error", "converged", "iterations")
+        return {k: getattr(self, k) for k in keys}
+
+
+def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: int | None = None,
+                 seed: int | None = None) -> Saddle:
+    from attnphase.theory.channels import AttentionMap
+
+    F = AttentionMap.from_spec(spec).field_dim
+    dim = spec.L * (F + spec.teacher_rank)
+    rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
+                     seed=settings.seed if seed is None else seed)
+    return Saddle(spec, alpha, rule)
+
+
+def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedPointResult,
+              extra: dict[str, Any]) -> BranchPoint:
+    op = res.op
+    s2 = spec.sigma**2
+    found = classify(op, spec.sigma)
+    exists = res.converged and found == branch
+    if not res.converged:
+        reason = f"solver did not converge: {res.reason} (last relative change {res.residual:.2e})"
+    elif found != branch:
+        reason = f"the {branch} start converged to the {found} branch: no {branch} fixed point here"
+    else:
+        reason = "ok"
+    train = -sd.free_energy(op, res.data)
+    test = sd.test_error(op)
+    diag = {
+        "residual": res.residual,
+        "seconds": res.seconds,
+        "solver_reason": res.reason,
+        "quadrature": {"method": sd.rule.method, "order": sd.rule.order, "nodes": sd.rule.size},
+        "prox_max_grad": float(np.max(res.data.prox.grad_norm)),
+        "classified_as": found,
+        "V_hat": res.data.hats.V_hat.tolist(),
+        "q_hat": res.data.hats.q_hat.tolist(),
+        "m_hat": res.data.hats.m_hat.tolist(),
+        "theta_hat": res.data.hats.theta_hat.tolist(),
+    }
+    diag.update(extra)
+    return BranchPoint(
+        branch=branch,
+        alpha=float(alpha),
+        exists=bool(exists),
+        reason=reason,
+        q=float(op.q[0, 0] / s2),
+        m=float(op.m[0, 0]),
+        theta=float(op.theta[0, 0] / s2),
+        V=float(op.V[0, 0]),
+        train_loss=float(train),
+        test_error=float(test),
+        converged=bool(res.converged),
+        iterations=int(res.iterations),
+        diagnostics=diag,
+        q_matrix=tuple(map(tuple, (op.q / s2).tolist())),
+        m_matrix=tuple(map(tuple, op.m.tolist())),
+        theta_matrix=tuple(map(tuple, (op.theta / s2).tolist())),
+        op=op,
+    )
+
+
+def solve_point(
+    spec: ModelSpec,
+    alpha: float,
+    branch: str = "semantic",
+    settings: SolverSettings | None = None,
+    start: OrderParams | None = None,
+    error_estimate: bool = True,
+) -> BranchPoint:
+    """Fixed point of ``branch`` at ``alpha`` (THEORY.md 2.1-2.2).
+
+    The integration error estimate (``diagnostics["error_estimate"]``) is the largest relative
+    spread of ``q, m, theta`` and the test error over ``settings.n_replicas`` independently
+    scrambled QMC rules, each solved warm-started from the first solution (for ``gh`` the
+    comparison is with ``order + 4`` points per dimension).
+    """
+    check_alpha(alpha)
+    settings = settings or SolverSettings()
+    if branch not in BRANCHES:
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(BRANCHES)}")
+    sd = _make_saddle(spec, alpha, settings)
+    if start is None:
+        start = start_point(spec, branch, sd.F)
+        if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
+            sd0 = _make_saddle(spec, alpha, settings, order=settings.warmup_order)
+            res0 = solve_fixed_point(sd0, start, settings.__class__(**{**asdict(settings), "tol": 1e-5}))
+            if res0.converged:
+                start = res0.op
+    res = solve_fixed_point(sd, start, settings)
+    extra: dict[str, Any] = {}
+    point = _to_point(spec, alpha, branch, sd, res, extra)
+    if error_estimate and point.exists and settings.n_replicas > 1:
+        point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, point)
+    return point
+
+
+def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+                    point: BranchPoint) -> dict[str, float]:
+    vals = [[point.q, point.m, point.theta, point.test_error, point.train_loss]]
+    for k in range(1, settings.n_replicas):
+        if settings.method == "qmc":
+            sd = _make_saddle(spec, alpha, settings, seed=settings.seed + 7919 * k)
+        else:
+            sd = _make_saddle(spec, alpha, settings, order=settings.order + 4 * k)
+        res = solve_fixed_point(sd, point.op, settings)  # type: ignore[arg-type]
+        p = _to_point(spec, alpha, branch, sd, res, {})
+        if not p.exists:
+            return {"q": math.inf, "m": math.inf, "theta": math.inf, "test_error": math.inf,
+                    "train_loss": math.inf, "note": f"replica {k}: {p.reason}"}  # type: ignore[dict-item]
+        vals.append([p.q, p.m, p.theta, p.test_error, p.train_loss])
+    arr = np.asarray(vals)
+    spread = arr.std(axis=0, ddof=1) / math.sqrt(arr.shape[0])  # standard error of the mean
+    scale = np.maximum(np.abs(arr.mean(axis=0)), 1e-12)
+    rel = spread / scale
+    # an overlap that is zero by symmetry has zero spread: report 0 relative error for it
+    rel[np.abs(arr.mean(axis=0)) < 1e-10] = 0.0
+    names = ("q", "m", "theta", "test_error", "train_loss")
+    return {n: float(r) for n, r in zip(names, rel, strict=True)}
+
+
+def follow_branch(
+    spec: ModelSpec,
+    alphas: Sequence[float],
+    branch: str,
+    settings: SolverSettings | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[BranchPoint]:
+    """Continuation of ``branch`` along ``alphas`` (warm start from the previous point).
+
+    Where the branch is lost (the warm start converges elsewhere) the direct start is tried
+    once; points where neither gives the branch are returned with ``exists = False``.
+    """
+    check_alpha(alphas)
+    settings = settings or SolverSettings()
+    out: list[BranchPoint] = []
+    prev: OrderParams | None = None
+    for i, a in enumerate(alphas):
+        pt = solve_point(spec, a, branch, settings, start=prev, error_estimate=False)
+        if not pt.exists and prev is not None:
+            pt2 = solve_point(spec, a, branch, settings, start=None, error_estimate=False)
+            if pt2.exists:
+                pt = pt2
+        out.append(pt)
+        prev = pt.op if pt.exists else prev
+        if progress is not None:
+            progress(i + 1, len(alphas))
+    return out
+
+
+@dataclass(frozen=True)
+class Transition:
+    """Transition points for one ``omega`` (THEORY.md 2.1 "Branches")."""
+
+    alpha_c: float | None
+    alpha_l: float | None
+    spinodals: dict[str, float | None]
+    linear_test_error: float
+    notes: tuple[str, ...] = ()
+    grid: dict[str, list] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "alpha_c": self.alpha_c,
+            "alpha_l": self.alpha_l,
+            "spinodals": dict(self.spinodals),
+            "linear_test_error": self.linear_test_error,
+            "notes": list(self.notes),
+        }
+
+
+def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
+    """Bisection for a sign change of ``f`` on ``[lo, hi]`` (``f(lo) = flo``); ``None`` values
+    (branch absent) are treated as the side where the branch does not exist."""
+    for _ in range(60):
+        if abs(hi - lo) < xtol:
+            break
+        mid = 0.5 * (lo + hi)
+        fm = f(mid)
+        if fm is not None and np.sign(fm) == np.sign(flo):
+            lo, flo = mid, fm
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def find_transition(
+    spec: ModelSpec,
+    alphas: Sequence[float] | None = None,
+    settings: SolverSettings | None = None,
+    xtol: float = 1e-3,
+    progress: Callable[[int, int], None] | None = None,
+) -> Transition:
+    """``alpha_c``, spinodals and ``alpha_l`` by continuation on a grid, then bisection.
+
+    The semantic branch is followed downward from the largest ``alpha`` and the positional
+    branch upward from the smallest, so each is tracked as far as it exists (its spinodal).
+    """
+    settings = settings or SolverSettings()
+    grid = np.asarray(alphas if alphas is not None else np.linspace(0.2, 2.5, 24), dtype=float)
+    check_alpha(grid)
+    grid = np.sort(grid)
+    eps_lin = linear_test_error(spec)
+    n_total = 2 * len(grid)
+    done = [0]
+
+    def tick(i: int, n: int) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], n_total)
+
+    sem = follow_branch(spec, grid[::-1], "semantic", settings, progress=tick)[::-1]
+    pos = follow_branch(spec, grid, "positional", settings, progress=tick)
+    notes: list[str] = []
+    spin: dict[str, float | None] = {"semantic": None, "positional": None}
+
+    def solve_at(a: float, branch: str, near: BranchPoint) -> BranchPoint:
+        return solve_point(spec, a, branch, settings, start=near.op, error_estimate=False)
+
+    # spinodal of the semantic branch: lowest alpha where it exists
+    sem_ok = [p.exists for p in sem]
+    if any(sem_ok) and not all(sem_ok):
+        i = next(k for k in range(len(grid)) if sem_ok[k] and all(sem_ok[k:]))
+        if i > 0:
+            anchor = sem[i]
+            spin["semantic"] = _bisect(
+                lambda a: 1.0 if solve_at(a, "semantic", anchor).exists else None,
+                grid[i], grid[i - 1], 1.0, xtol,
+            )
+    pos_ok = [p.exists for p in pos]
+    if any(pos_ok) and not all(pos_ok):
+        j = max(k for k in range(len(grid)) if pos_ok[k] and all(pos_ok[: k + 1]))
+        if j < len(grid) - 1:
+            anchor = pos[j]
+            spin["positional"] = _bisect(
+                lambda a: 1.0 if solve_at(a, "positional", anchor).exists else None,
+                grid[j], grid[j + 1], 1.0, xtol,
+            )
+    # alpha_c: sign change of eps_t(sem) - eps_t(pos) where both exist
+    alpha_c = None
+    diff = [
+        (s.train_loss - p.train_loss) if (s.exists and p.exists) else None for s, p in zip(sem, pos, strict=True)
+    ]
+    for k in range(len(grid) - 1):
+        if diff[k] is not None and diff[k + 1] is not None and diff[k] > 0 >= diff[k + 1]:
+            s_anchor, p_anchor = sem[k], pos[k]
+
+            def dfun(a: float) -> float | None:
+                s = solve_at(a, "semantic", s_anchor)
+                p = solve_at(a, "positional", p_anchor)
+                if not (s.exists and p.exists):
+                    return None
+                return s.train_loss - p.train_loss
+
+            alpha_c = _bisect(dfun, grid[k], grid[k + 1], diff[k], xtol)
+            break
+    if alpha_c is None:
+        notes.append("no crossing of the training errors on the alpha grid")
+
+    # global minimum test error vs the linear baseline
+    def global_point(s: BranchPoint, p: BranchPoint) -> BranchPoint | None:
+        cands = [b for b in (s, p) if b.exists]
+        return min(cands, key=lambda b: b.train_loss) if cands else None
+
+    gap = []
+    for s, p in zip(sem, pos, strict=True):
+        g = global_point(s, p)
+        gap.append(None if g is None else g.test_error - eps_lin)
+    alpha_l = None
+    # the smallest alpha above which the global-minimum test error stays below the baseline
+    last_bad = max((k for k in range(len(grid)) if gap[k] is None or gap[k] >= 0), default=None)
+    if last_bad is None:
+        alpha_l = float(grid[0])
+        notes.append("attention beats the linear baseline on the whole grid: alpha_l <= grid start")
+    elif last_bad < len(grid) - 1 and gap[last_bad] is not None:
+        k = last_bad
+        s_anchor, p_anchor = sem[k + 1], pos[k + 1]
+
+        def gfun(a: float) -> float | None:
+            s = solve_at(a, "semantic", s_anchor if s_anchor.exists else sem[k])
+            p = solve_at(a, "positional", p_anchor if p_anchor.exists else pos[k])
+            g = global_point(s, p)
+            return None if g is None else g.test_error - eps_lin
+
+        # a jump of the global minimum at alpha_c can make the gap change sign discontinuously
+        alpha_l = _bisect(gfun, grid[k], grid[k + 1], gap[k], xtol)
+    else:
+        notes.append("the global minimum does not beat the linear baseline on the grid")
+    grid_data = {
+        "alpha": grid.tolist(),
+        "semantic_train": [p.train_loss if p.exists else None for p in sem],
+        "positional_train": [p.train_loss if p.exists else None for p in pos],
+        "semantic_test": [p.test_error if p.exists else None for p in sem],
+        "positional_test": [p.test_error if p.exists else None for p in pos],
+    }
+    return Transition(alpha_c, alpha_l, spin, eps_lin, tuple(notes), grid_data)

@@ -1,0 +1,74 @@
+"""Gaussian integration rules over ``N(0, I_dim)`` (no licensed dependencies).
+
+* ``gh``: tensor-product Gauss-Hermite (probabilists') with ``order`` points per dimension.
+  Exact for polynomials, fast for smooth integrands (the test error); slow for integrands with
+  jumps (the Stein-form conjugates, THEORY.md 2.1).
+* ``qmc``: scrambled Sobol points mapped through the normal quantile, symmetrised over the
+  sign group of the model (``eta -> -eta`` and ``(xi, eta) -> -(xi, eta)``), which keeps the exact
+  zeros of ``theta`` on the positional branch and of ``m`` on the symmetric semantic branch.
+  Independent scrambles give an error estimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtri
+from scipy.stats import qmc
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Nodes ``x`` (N, dim) of a standard Gaussian and weights ``w`` (N,) summing to one."""
+
+    x: np.ndarray
+    w: np.ndarray
+    method: str
+    order: int
+
+    @property
+    def size(self) -> int:
+        return int(self.w.size)
+
+
+def gauss_hermite(dim: int, order: int) -> Rule:
+    """Product Gauss-Hermite rule for ``E f(x)``, ``x ~ N(0, I_dim)``, ``order**dim`` nodes."""
+    if order < 1 or dim < 1:
+        raise ValueError("gauss_hermite needs order >= 1 and dim >= 1")
+    t, wt = np.polynomial.hermite_e.hermegauss(order)
+    wt = wt / wt.sum()
+    grids = np.meshgrid(*([t] * dim), indexing="ij")
+    wgrids = np.meshgrid(*([wt] * dim), indexing="ij")
+    x = np.stack([g.ravel() for g in grids], axis=1)
+    w = np.prod(np.stack([g.ravel() for g in wgrids], axis=1), axis=1)
+    return Rule(x, w, "gh", order)
+
+
+def symmetrise(x: np.ndarray, n_xi: int) -> np.ndarray:
+    """Orbit of each point under ``eta -> -eta`` and ``(xi, eta) -> -(xi, eta)`` (4 copies).
+
+    The first ``n_xi`` coordinates are the student noises ``xi``, the rest the teacher ``eta``.
+    """
+    flip_eta = x.copy()
+    flip_eta[:, n_xi:] *= -1
+    return np.concatenate([x, flip_eta, -x, -flip_eta], axis=0)
+
+
+def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0) -> Rule:
+    """Scrambled Sobol rule with ``4 * 2**log2_n`` symmetrised nodes (equal weights)."""
+    sampler = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(seed))
+    u = sampler.random_base2(log2_n)
+    u = np.clip(u, 1e-16, 1 - 1e-16)
+    x = symmetrise(ndtri(u), n_xi)
+    return Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", log2_n)
+
+
+def make_rule(method: str, dim: int, order: int, n_xi: int, seed: int = 0) -> Rule:
+    """Build the rule named by ``method`` (``gh`` or ``qmc``; ``order`` is points per dimension
+    for ``gh`` and ``log2`` of the base sample size for ``qmc``)."""
+    if method == "gh":
+        return gauss_hermite(dim, order)
+    if method == "qmc":
+        return sobol_gaussian(dim, order, n_xi, seed)
+    raise ValueError(f"unknown quadrature method {method!r}; choose 'gh' or 'qmc'")

@@ -1,0 +1,286 @@
+"""The two steps of the self-consistent equations (THEORY.md 2.2) and the errors at a fixed point.
+
+Paper convention inside: ``q = sigma^2 Q^T Q / d``, ``theta = sigma^2 Q^T Q* / d``,
+``rho = sigma^2 I``, ``m_l = pi_l^T Q / d``. Shapes: ``q, V, q_hat, V_hat`` are F x F
+(F the field dimension per position: ``r`` tied, ``2r`` untied), ``m, m_hat`` are L x F,
+``theta, theta_hat`` are F x r*.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory.channels import (
+    AttentionMap,
+    ProxResult,
+    default_starts,
+    loss_numpy,
+    prox_batch,
+    target_map,
+)
+from attnphase.theory.quadrature import Rule, gauss_hermite
+
+
+def sym_sqrt(a: np.ndarray, inverse: bool = False, floor: float = 0.0) -> np.ndarray:
+    """Symmetric square root (or inverse square root) of a symmetric PSD matrix."""
+    evals, evecs = np.linalg.eigh(0.5 * (a + a.T))
+    evals = np.maximum(evals, floor)
+    if inverse:
+        with np.errstate(divide="ignore"):
+            d = np.where(evals > 0, 1.0 / np.sqrt(np.where(evals > 0, evals, 1.0)), 0.0)
+    else:
+        d = np.sqrt(evals)
+    return (evecs * d) @ evecs.T
+
+
+@dataclass(frozen=True)
+class OrderParams:
+    """Order parameters ``(q, m, V, theta)`` in paper convention (THEORY.md 2.2)."""
+
+    q: np.ndarray
+    m: np.ndarray
+    V: np.ndarray
+    theta: np.ndarray
+
+    def replace(self, **kw: np.ndarray) -> OrderParams:
+        return dataclasses.replace(self, **kw)
+
+    def to_vector(self) -> np.ndarray:
+        iu = np.triu_indices(self.q.shape[0])
+        return np.concatenate([self.q[iu], self.m.ravel(), self.V[iu], self.theta.ravel()])
+
+    @staticmethod
+    def from_vector(x: np.ndarray, L: int, F: int, rs: int) -> OrderParams:
+        iu = np.triu_indices(F)
+        nt = len(iu[0])
+
+        def symm(v: np.ndarray) -> np.ndarray:
+            a = np.zeros((F, F))
+            a[iu] = v
+            return a + np.triu(a, 1).T
+
+        q = symm(x[:nt])
+        m = x[nt : nt + L * F].reshape(L, F)
+        V = symm(x[nt + L * F : 2 * nt + L * F])
+        theta = x[2 * nt + L * F :].reshape(F, rs)
+        return OrderParams(q, m, V, theta)
+
+    def names(self) -> list[str]:
+        F = self.q.shape[0]
+        L = self.m.shape[0]
+        rs = self.theta.shape[1]
+        iu = np.triu_indices(F)
+        s = "" if F == 1 else None
+        out = [f"q{'' if s == '' else f'[{i},{j}]'}" for i, j in zip(*iu, strict=True)]
+        out += [f"m[{l}{'' if s == '' else f',{a}'}]" for l in range(L) for a in range(F)]
+        out += [f"V{'' if s == '' else f'[{i},{j}]'}" for i, j in zip(*iu, strict=True)]
+        out += [f"theta{'' if F * rs == 1 else f'[{a},{b}]'}" for a in range(F) for b in range(rs)]
+        return out
+
+
+@dataclass(frozen=True)
+class Hats:
+    """Conjugate order parameters ``(q_hat, m_hat, V_hat, theta_hat)``."""
+
+    q_hat: np.ndarray
+    m_hat: np.ndarray
+    V_hat: np.ndarray
+    theta_hat: np.ndarray
+
+
+@dataclass(frozen=True)
+class DataStep:
+    """Result of one data step: conjugates, mean proximal value ``E[M]`` and the prox solution."""
+
+    hats: Hats
+    mean_M: float
+    prox: ProxResult
+    w: np.ndarray
+    T: np.ndarray
+
+
+class Saddle:
+    """Self-consistent equations of THEORY.md 2.2 for one ``(spec, alpha)`` and integration rule.
+
+    Only the uncorrelated-token case ``C = sigma^2 I`` is derived here; other ``C`` raise.
+    """
+
+    def __init__(self, spec: ModelSpec, alpha: float, rule: Rule):
+        if not spec.uncorrelated:
+            raise ValueError(
+                "the theory solver covers uncorrelated tokens (token_corr = 0) only; "
+                "use the simulator for correlated tokens"
+            )
+        if spec.value != "identity":
+            raise ValueError("the theory solver covers value = identity only; use the simulator")
+        self.spec = spec
+        self.alpha = float(alpha)
+        self.amap = AttentionMap.from_spec(spec)
+        self.L = spec.L
+        self.F = self.amap.field_dim
+        self.rs = spec.teacher_rank
+        self.s2 = spec.sigma**2
+        self.rho = self.s2 * np.eye(self.rs)
+        self.G = spec.G_array
+        self.C = spec.C_array
+        self.rule = rule
+        n_xi = self.L * self.F
+        if rule.x.shape[1] != n_xi + self.L * self.rs:
+            raise ValueError("integration rule has the wrong dimension for this model")
+        N = rule.size
+        self.xi = np.ascontiguousarray(rule.x[:, :n_xi].reshape(N, self.L, self.F))
+        self.eta = np.ascontiguousarray(rule.x[:, n_xi:].reshape(N, self.L, self.rs))
+
+    @property
+    def dim(self) -> int:
+        return self.L * (self.F + self.rs)
+
+    # ------------------------------------------------------------------ fields
+    def fields(self, op: OrderParams, xi: np.ndarray | None = None, eta: np.ndarray | None = None):
+        """Student prior means ``w`` and teacher fields ``h*`` at the nodes (THEORY.md 2.2)."""
+        xi = self.xi if xi is None else xi
+        eta = self.eta if eta is None else eta
+        qs = sym_sqrt(op.q)
+        qis = sym_sqrt(op.q, inverse=True, floor=0.0)
+        qinv = qis @ qis
+        R = self.rho - op.theta.T @ qinv @ op.theta
+        Rs = sym_sqrt(R)
+        w = op.m[None] + xi @ qs
+        hstar = xi @ (qis @ op.theta) + eta @ Rs
+        return w, hstar, qis, qinv, R
+
+    # ------------------------------------------------------------------ data step
+    def data_step(
+        self, op: OrderParams, starts: np.ndarray | None = None, switch_width: float = 0.0
+    ) -> DataStep:
+        """Conjugates by the Stein forms of THEORY.md 2.2, from one global prox solve per node.
+
+        With ``switch_width = tau > 0`` a node whose two lowest local minima have values
+        ``M_1 <= M_2`` is split between them with fractions ``p = expit((M_2 - M_1)/tau)`` and
+        ``1 - p``: the hard global minimiser is the limit ``tau -> 0``. This makes the discretised
+        map continuous in the order parameters (a node crossing the switching surface otherwise
+        makes it jump by its weight), so the fixed point can be converged to tight tolerance;
+        the bias is measured against ``tau = 0`` in the tests.
+        """
+        w, hstar, qis, qinv, R = self.fields(op)
+        T = target_map(hstar, self.spec)
+        if starts is None:
+            starts = default_starts(w, op.V)
+        else:
+            starts = np.concatenate([w[:, None], starts], axis=1)
+        prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts)
+        Vinv = np.linalg.inv(op.V)
+        h1 = prox.h
+        h2, M2 = second_minimum(prox)
+        if switch_width > 0:
+            with np.errstate(over="ignore"):
+                p = 1.0 / (1.0 + np.exp(-(M2 - prox.value) / switch_width))
+        else:
+            p = np.ones(h1.shape[0])
+        g1 = (h1 - w) @ Vinv
+        g2 = (h2 - w) @ Vinv
+        wt1 = self.rule.w * p
+        wt2 = self.rule.w * (1.0 - p)
+        a = self.alpha
+
+        def E(spec: str, *arrs: np.ndarray) -> np.ndarray:
+            first = np.einsum(spec, wt1, g1, *arrs)
+            if not np.any(wt2 > 0):
+                return first
+            return first + np.einsum(spec, wt2, g2, *arrs)
+
+        m_hat = a * E("n,nla->la")
+        q_hat = a * (np.einsum("n,nla,nlb->ab", wt1, g1, g1) + np.einsum("n,nla,nlb->ab", wt2, g2, g2))
+        Ris = sym_sqrt(R, inverse=True)
+        th_hat = a * E("n,nla,nlb->ab", self.eta) @ Ris
+        V_hat = -a * E("n,nla,nlb->ab", self.xi) @ qis + th_hat @ op.theta.T @ qinv
+        V_hat = 0.5 * (V_hat + V_hat.T)
+        mean_M = float(self.rule.w @ prox.value)
+        return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T)
+
+    # ------------------------------------------------------------------ weights step
+    def weights_step(self, h: Hats) -> OrderParams:
+        """Closed-form ridge step of THEORY.md 2.2."""
+        s2 = self.s2
+        K = self.spec.lam * np.eye(self.F) + s2 * h.V_hat
+        Kinv = np.linalg.inv(K)
+        V = s2 * Kinv
+        m = self.G @ h.m_hat @ Kinv
+        theta = s2 * Kinv @ h.theta_hat @ self.rho
+        inner = s2 * h.q_hat + h.m_hat.T @ self.G @ h.m_hat + s2 * h.theta_hat @ self.rho @ h.theta_hat.T
+        q = s2 * Kinv @ inner @ Kinv
+        return OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta)
+
+    # ------------------------------------------------------------------ errors
+    def free_energy(self, op: OrderParams, ds: DataStep) -> float:
+        """``Phi`` of THEORY.md 2.2; the training error is ``eps_t = -Phi``."""
+        h = ds.hats
+        s2 = self.s2
+        K = self.spec.lam * np.eye(self.F) + s2 * h.V_hat
+        Kinv = np.linalg.inv(K)
+        inner = s2 * h.q_hat + h.m_hat.T @ self.G @ h.m_hat + s2 * h.theta_hat @ self.rho @ h.theta_hat.T
+        return float(
+            0.5 * np.trace(h.V_hat @ op.q - h.q_hat @ op.V)
+            - np.sum(h.m_hat * op.m)
+            - np.sum(h.theta_hat * op.theta)
+            + 0.5 * np.trace(Kinv @ inner)
+            - self.alpha * ds.mean_M
+        )
+
+    def test_error(self, op: OrderParams, order: int = 10) -> float:
+        """``eps_g = E[ell(w; T(h*))]`` (THEORY.md 2.1) with a product Gauss-Hermite rule.
+
+        The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
+        """
+        rule = gauss_hermite(self.dim, order) if self.dim <= 6 else self.rule
+        n_xi = self.L * self.F
+        N = rule.size
+        xi = rule.x[:, :n_xi].reshape(N, self.L, self.F)
+        eta = rule.x[:, n_xi:].reshape(N, self.L, self.rs)
+        w, hstar, *_ = self.fields(op, xi, eta)
+        T = target_map(hstar, self.spec)
+        return float(rule.w @ loss_numpy(w, T, self.C, self.amap))
+
+
+def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest local minimum distinct from the global one at each node (``h``, value).
+
+    Nodes with a single minimum get the global one back (value ``+inf``).
+    """
+    best = prox.h
+    cand = prox.candidates
+    vals = prox.candidate_values.copy()
+    dist = np.max(np.abs(cand - best[:, None]), axis=(2, 3))
+    vals[dist < distinct] = np.inf
+    j = np.argmin(vals, axis=1)
+    idx = np.arange(cand.shape[0])
+    h2 = cand[idx, j].copy()
+    v2 = vals[idx, j]
+    none = ~np.isfinite(v2)
+    h2[none] = best[none]
+    return h2, v2
+
+
+def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
+    """Linear positional baseline ``eps_g_lin = 1/2 E tr((T - ET) C (T - ET)^T)`` (THEORY.md 2.1).
+
+    ``B = E[T]`` is the population least-squares mixing; ``T`` depends only on the teacher
+    fields ``h* ~ N(0, sigma^2 I)`` (``L * r*`` dimensions).
+    """
+    dim = spec.L * spec.teacher_rank
+    if dim <= 6:
+        rule = gauss_hermite(dim, order if dim <= 4 else 10)
+    else:
+        from attnphase.theory.quadrature import sobol_gaussian
+
+        rule = sobol_gaussian(dim, 16, 0, seed=0)
+    hstar = spec.sigma * rule.x.reshape(rule.size, spec.L, spec.teacher_rank)
+    T = target_map(hstar, spec)
+    ET = np.einsum("n,nlk->lk", rule.w, T)
+    D = T - ET[None]
+    C = spec.C_array
+    return float(rule.w @ (0.5 * np.einsum("nlj,jk,nlk->n", D, C, D)))
