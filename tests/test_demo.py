@@ -1,6 +1,7 @@
 """The demo (issue 4, item 5) end to end with stand-in physics: files, stored points, the
 report embeds every figure and opens in headless Chromium; reruns compute nothing."""
 
+import json
 import re
 import sys
 
@@ -13,7 +14,8 @@ from attnphase.sweeps import ResultStore
 from test_phase import fake_physics  # noqa: F401  (fixture)
 from test_report import CHROMIUM, dom_check
 
-ARGS = ["--workers", "1", "--sim-alpha", "0.5,1.5", "--theory-alpha", "0.2:2:10",
+ARGS = ["--workers", "1", "--solver", "order=8", "--sim-alpha", "0.5,1.5",
+        "--theory-alpha", "0.2:2:10",
         "--phase-omega", "0:0.4:3", "--d", "20", "--seeds", "2"]
 
 
@@ -35,7 +37,10 @@ def test_demo_writes_figures_report_and_store(tmp_path, capsys, fake_physics):  
     assert len(sim) == 4 and sorted(set(sim.alpha)) == [0.5, 1.5]
     html = (out / "report.html").read_text()
     assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 2
-    assert "attnphase phase-diagram --omega 0:0.4:3" in html
+    assert "attnphase phase-diagram --omega 0:0.4:3" in html and "--solver order=8" in html
+    with ResultStore(out / "results.sqlite") as st:
+        tr = [json.loads(r.params) for r in st.records("transition")]
+    assert all(p["solver_order"] == 8 for p in tr)
     assert "--only curves" in html and "attnphase 0" not in html.split("<h1>")[0]
     # rerun: nothing computed again
     assert main(["demo", "--out", str(out), *ARGS]) == 0

@@ -30,7 +30,7 @@ class FakeTransition:
                 "linear_test_error": 0.002, "diagnostics": {"calls": 1}}
 
 
-def fake_find_transition(spec):
+def fake_find_transition(spec, settings=None):
     return FakeTransition(spec.omega)
 
 
@@ -53,7 +53,7 @@ class FakeBranchPoint:
     q = property(lambda s: 0.2)
 
 
-def fake_follow_branch(spec, alphas, branch):
+def fake_follow_branch(spec, alphas, branch, settings=None):
     return [FakeBranchPoint(a, branch, exists=not (branch == "semantic" and a < 0.5))
             for a in alphas]
 
@@ -144,7 +144,7 @@ def test_phase_diagram_json_files_and_heatmaps(tmp_path, capsys, fake_physics):
 
 
 def test_phase_diagram_records_failures(tmp_path, capsys, monkeypatch):
-    def broken(spec):
+    def broken(spec, settings=None):
         if spec.omega > 0.2:
             raise RuntimeError("no crossing found")
         return FakeTransition(spec.omega)
@@ -164,9 +164,28 @@ def test_phase_diagram_records_failures(tmp_path, capsys, monkeypatch):
         (["--omega", "0,1.5"], "omega"),
         (["--sigma", "-1"], "sigma"),
         (["--simulate", "--alpha", "0:1:3"], "alpha"),
+        (["--solver", "nonsense=1"], "unknown parameter 'solver_nonsense'"),
+        (["--solver", "order=4,5"], "one value"),
     ],
 )
 def test_phase_diagram_bad_input(tmp_path, capsys, args, msg):
     assert main(["phase-diagram", "--out", str(tmp_path), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0]
+
+
+def test_plots_survive_missing_data():
+    """Every transition failed / no simulation: figures are still drawn, without warnings."""
+    from attnphase.plots.phase import (
+        plot_curves_with_points,
+        plot_phase_heatmaps,
+        plot_phase_lines,
+    )
+    from attnphase.sweeps.phase import HeatMaps, PhaseLines
+
+    lines = PhaseLines((0.0, 0.1), (None, None), (None, None), {}, (None, None), ("e", "e"))
+    assert plot_phase_lines(lines).axes
+    nan = np.full((2, 1), np.nan)
+    maps = HeatMaps((0.0, 0.1), (1.0,), 10, (0,), nan, nan, np.zeros((2, 1), int))
+    assert len(plot_phase_heatmaps(maps, lines).axes) == 4  # two panels, two colour bars
+    assert len(plot_curves_with_points({}, {}).axes) == 4

@@ -92,6 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="results store (default OUT/results.sqlite)")
     ph.add_argument("--out", type=str, default="attnphase-out", help="output folder")
     ph.add_argument("--json", action="store_true", help="print the lines as JSON")
+    ph.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                    help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
     add_model_flags(ph, omega=False)
     _add_backend_flags(ph)
     ph.set_defaults(func=cmd_phase_diagram)
@@ -109,6 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--seeds", type=int, default=DemoSettings.seeds)
     dm.add_argument("--max-steps", type=int, default=None, help="GD step limit of simulations")
     dm.add_argument("--phase-omega", type=str, default=DemoSettings.phase_omega)
+    dm.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                    help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
     _add_backend_flags(dm)
     dm.set_defaults(func=cmd_demo)
 
@@ -184,7 +188,10 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
 
     omegas = parse_range(args.omega, "--omega")
     spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
+    from attnphase.sweeps.grid import fixed_from_items
+
     base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
+    base.update(fixed_from_items("transition", args.solver, prefix="solver_"))
     alphas = alpha_grid(args.alpha) if args.simulate else None
     if args.simulate and (args.d < 2 or args.seeds < 1):
         raise ValueError("--d must be >= 2 and --seeds >= 1")
@@ -227,11 +234,13 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """``attnphase demo``: curves + phase diagram + one self-contained HTML report."""
     from attnphase.report.demo import run_demo
+    from attnphase.sweeps.grid import fixed_from_items
 
+    solver = fixed_from_items("transition", args.solver, prefix="solver_")
     settings = DemoSettings(
         omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
         seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,
-        parts=PARTS if args.only is None else (args.only,))
+        parts=PARTS if args.only is None else (args.only,), solver=tuple(solver.items()))
     _setup_logging(args.quiet)
     res = run_demo(args.out, settings, store=args.store, **_run_kw(args))
     for f in res.files:

@@ -42,7 +42,7 @@ def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
             **LINE_STYLES["alpha_c"])
     ax.plot(_arr(lines.alpha_l), w, marker="s", markersize=3, label=r"$\alpha_l$",
             **LINE_STYLES["alpha_l"])
-    if legend:
+    if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8, frameon=False)
 
 
@@ -145,7 +145,8 @@ def plot_curves_with_points(
         ax.set_xlabel(r"$\alpha$")
         ax.set_ylabel(label)
         style_axes(ax)
-    axes[1].legend(fontsize=7, frameon=False)
+    if axes[1].get_legend_handles_labels()[0]:
+        axes[1].legend(fontsize=7, frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

@@ -48,6 +48,8 @@ class DemoSettings:
     phase_omega: str = "0:0.45:10"
     max_steps: int | None = None
     parts: tuple[str, ...] = PARTS
+    #: theory solver settings as ``(("solver_order", 10), ...)``
+    solver: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         for p in self.parts:
@@ -91,7 +93,7 @@ def _fmt(v: float | None) -> str:
 
 def _curve_points(spec: ModelSpec, s: DemoSettings,
                   branches: Sequence[str] = ("semantic", "positional")) -> list[Point]:
-    fixed = {**spec.to_dict(), "alphas": s.theory_alpha}
+    fixed = {**spec.to_dict(), "alphas": s.theory_alpha, **dict(s.solver)}
     return SweepSpec("curve", axes=(("branch", tuple(branches)),), fixed=fixed).points()
 
 
@@ -168,6 +170,7 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
     store = Path(store) if store is not None else out / "results.sqlite"
     spec = ModelSpec(omega=s.omega)
     base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
+    base.update(dict(s.solver))
     omegas = parse_range(s.phase_omega, "--phase-omega")
     files: list[Path] = []
     figures: list[ReportFigure] = []
@@ -186,7 +189,8 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
     logger.info("demo: %d points (theory branches, simulations at d=%d, transitions)",
                 len(todo), s.d)
     run_sweep(todo, store, **run_kw)
-    common_cmd = f"attnphase demo --out {shlex.quote(str(out))}"
+    solver_flags = "".join(f" --solver {k[len('solver_'):]}={v}" for k, v in s.solver)
+    common_cmd = f"attnphase demo --out {shlex.quote(str(out))}{solver_flags}"
 
     if "curves" in s.parts:
         tr = phase_lines(base, [s.omega], store, progress="none", workers=1)
@@ -227,7 +231,8 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
         lines.to_frame().to_csv(out / "phase_lines.csv", index=False)
         fs.append(out / "phase_lines.csv")
         files += fs
-        cmd = f"attnphase phase-diagram --omega {s.phase_omega} --out {shlex.quote(str(out))}"
+        cmd = (f"attnphase phase-diagram --omega {s.phase_omega} --out {shlex.quote(str(out))}"
+               f"{solver_flags}")
         figures.append(ReportFigure(
             "Phase diagram (theory)", png,
             caption=("alpha_c(omega): the semantic and positional minima exchange (solid); "

@@ -168,6 +168,23 @@ def sweep_from_args(kind: str, params: Sequence[str], fixed: Mapping[str, Any] |
     return SweepSpec(kind, tuple(axes.items()), fx)
 
 
+def fixed_from_items(kind: str, items: Sequence[str], prefix: str = "") -> dict[str, Any]:
+    """``NAME=VALUE`` items as one fixed value each, named ``prefix + NAME`` (e.g. ``--solver
+    order=8`` -> ``{"solver_order": 8}``); unknown names and lists raise ``ValueError``."""
+    k = get_kind(kind)
+    pm = k.param_map()
+    out: dict[str, Any] = {}
+    for item in items:
+        name, text = _split_assignment(item)
+        name = prefix + name
+        k.check_names([name])
+        vals = parse_values(pm[name], text)
+        if len(vals) != 1:
+            raise ValueError(f"{name} takes one value here, got {text!r}")
+        out[name] = vals[0]
+    return out
+
+
 def _toml_values(p: Param, v: Any, where: str) -> tuple[Any, ...]:
     if isinstance(v, str):
         return parse_values(p, v)
