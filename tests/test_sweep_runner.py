@@ -86,6 +86,18 @@ def test_failing_point_is_recorded_and_sweep_continues(tmp_path):
     assert (rep.computed, rep.errors) == (3, 3)
 
 
+def test_a_dying_worker_is_recorded_not_fatal(tmp_path):
+    s = tmp_path / "s.sqlite"
+    sweep = sweep_from_args("selftest", ["x=0,1,2", "crash=false,true"])
+    rep = run_sweep(sweep, s, workers=2, progress="none")
+    assert rep.computed == 6 and rep.errors >= 3
+    with ResultStore(s) as st:
+        recs = list(st.records())
+    assert len(recs) == 6
+    crashed = [r for r in recs if '"crash":true' in r.params]
+    assert all(r.status == "error" and "backend failure" in r.error for r in crashed)
+
+
 def test_log_lines_when_not_a_terminal(tmp_path, caplog):
     import io
     import logging

@@ -228,6 +228,7 @@ _SELFTEST_PARAMS = (
     Param("seed", "int", 0, "random seed"),
     Param("sleep", "float", 0.0, "seconds to sleep before returning"),
     Param("fail", "bool", False, "raise an error instead of returning"),
+    Param("crash", "bool", False, "kill the worker process (pool/Dask only; tests)"),
 )
 
 
@@ -241,6 +242,13 @@ def _selftest_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
 def _selftest_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     if params["sleep"] > 0:
         time.sleep(params["sleep"])
+    if params.get("crash"):
+        import multiprocessing
+        import os
+
+        if multiprocessing.parent_process() is None:
+            raise RuntimeError("selftest crash requested in the main process")
+        os._exit(3)
     if params["fail"]:
         raise RuntimeError(f"selftest failure requested at x={params['x']}, y={params['y']}")
     rng = np.random.default_rng(params["seed"])

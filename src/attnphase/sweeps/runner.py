@@ -72,6 +72,22 @@ def execute_point(kind: str, params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _outcome(future: Any) -> dict[str, Any]:
+    """The result of a finished future; a backend failure (a worker process that died,
+    Dask's ``KilledWorker``, ...) becomes an error outcome for that point."""
+    try:
+        return future.result()
+    except Exception as exc:
+        from attnphase import __version__
+
+        msg = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return {"version": __version__, "host": None,
+                "started_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                "status": "error", "result": None, "diagnostics": None,
+                "error": f"backend failure (worker died or was lost): {msg}"[:2000],
+                "elapsed_s": 0.0}
+
+
 def _record(point: Point, out: dict[str, Any]) -> PointRecord:
     return PointRecord(
         key=point.key, kind=point.kind, params=canonical_json(dict(point.params)),
@@ -143,7 +159,7 @@ def _pool(points: Sequence[Point], workers: int) -> Iterator[tuple[Point, dict[s
     try:
         futs = {ex.submit(execute_point, p.kind, dict(p.params)): p for p in points}
         for f in as_completed(futs):
-            yield futs[f], f.result()
+            yield futs[f], _outcome(f)
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
 
@@ -180,7 +196,7 @@ def _dask(points: Sequence[Point], client: Any) -> Iterator[tuple[Point, dict[st
     try:
         for f in dask_as_completed([f for _, f in futs.values()], loop=client.loop):
             p, _ = futs[f.key]
-            yield p, f.result()
+            yield p, _outcome(f)
     finally:
         client.cancel([f for _, f in futs.values()])
 
