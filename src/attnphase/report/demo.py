@@ -41,7 +41,7 @@ class DemoSettings:
     """What the demo computes (defaults sized for <= 5 minutes on 2 cores)."""
 
     omega: float = 0.3
-    theory_alpha: str = "0.1:2.5:49"
+    theory_alpha: str = "0.2:2.4:12"
     sim_alpha: str = "0.25:2.25:5"
     d: int = 200
     seeds: int = 1
