@@ -389,7 +389,7 @@ def prox_batch(
     amap: AttentionMap,
     starts: np.ndarray | None = None,
     max_iter: int = 60,
-    gtol: float = 1e-11,
+    gtol: float = 1e-13,
 ) -> ProxResult:
     """Global minimiser of ``sum_l (h_l - w_l)^T V^{-1} (h_l - w_l)/2 + ell(h; T)`` at every node.
 

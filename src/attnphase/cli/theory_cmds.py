@@ -1,0 +1,168 @@
+"""Theory commands: ``solve``, ``transition``, ``curves`` (issue 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, to_float, to_int
+
+
+def add_solver_flags(p: argparse.ArgumentParser, order: int = 12) -> None:
+    p.add_argument("--method", default="qmc", help="integration rule: qmc (default) or gh")
+    p.add_argument("--order", default=str(order),
+                   help=f"qmc: log2 of the base sample (x4 symmetrised); gh: points per dimension (default {order})")
+    p.add_argument("--tol", default="1e-8", help="relative tolerance on every unknown (default 1e-8)")
+    p.add_argument("--max-iter", default="300", help="maximum fixed-point iterations")
+    p.add_argument("--replicas", default="3",
+                   help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
+
+
+def settings_from_args(args: argparse.Namespace):
+    from attnphase.theory import SolverSettings
+
+    return SolverSettings(
+        method=args.method,
+        order=to_int(args.order, "order"),
+        tol=to_float(args.tol, "tol"),
+        max_iter=to_int(args.max_iter, "max-iter"),
+        n_replicas=to_int(getattr(args, "replicas", "1"), "replicas"),
+    )
+
+
+def _progress(label: str):
+    """Progress lines on stderr (a bar on a terminal, plain lines otherwise)."""
+    tty = sys.stderr.isatty()
+    t0 = time.perf_counter()
+
+    def cb(done: int, total: int) -> None:
+        el = time.perf_counter() - t0
+        eta = el / done * (total - done) if done else 0.0
+        msg = f"{label}: {done}/{total} points, {el:.0f}s elapsed, ETA {eta:.0f}s"
+        if tty:
+            sys.stderr.write("\r" + msg + ("\n" if done == total else ""))
+        else:
+            sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+
+    return cb
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    """``attnphase solve``: the fixed points at one ``alpha``."""
+    from attnphase import __version__
+    from attnphase.theory import BRANCHES, linear_test_error, solve_point
+
+    spec = spec_from_args(args)
+    alpha = to_float(args.alpha, "alpha")
+    if alpha <= 0:
+        raise ValueError(f"--alpha must be > 0, got {alpha}")
+    if args.branch not in (*BRANCHES, "all"):
+        raise ValueError(f"--branch must be one of {', '.join(BRANCHES)}, all; got {args.branch!r}")
+    settings = settings_from_args(args)
+    branches = BRANCHES if args.branch == "all" else (args.branch,)
+    points = {b: solve_point(spec, alpha, b, settings) for b in branches}
+    existing = {b: p for b, p in points.items() if p.exists}
+    glob = min(existing, key=lambda b: existing[b].train_loss) if existing else None
+    lin = linear_test_error(spec)
+    if args.json:
+        out = {
+            "params": {**spec.to_dict(), "alpha": alpha, "solver": settings.__dict__, "version": __version__},
+            "branches": {
+                b: ({**p.summary(), "error_estimate": p.diagnostics.get("error_estimate")} if p.exists else None)
+                for b, p in points.items()
+            },
+            "global_minimum": glob,
+            "linear_test_error": lin,
+            "diagnostics": {b: {"reason": p.reason, **p.diagnostics} for b, p in points.items()},
+        }
+        print_json(out)
+        return 0
+    print(f"alpha = {alpha:g}, omega = {spec.omega:g}, sigma = {spec.sigma:g}, lambda = {spec.lam:g}")
+    print(f"{'branch':<11}{'q':>10}{'m':>10}{'theta':>10}{'V':>10}{'train':>12}{'test':>12}  status")
+    for b, p in points.items():
+        if p.exists:
+            err = p.diagnostics.get("error_estimate")
+            est = (f" (rel. error est. {max(err[k] for k in ('q_user', 'm_user', 'theta_user')):.1e})"
+                   if err else "")
+            print(f"{b:<11}{p.q:>10.5f}{p.m:>10.5f}{p.theta:>10.5f}{p.V:>10.4f}"
+                  f"{p.train_loss:>12.6f}{p.test_error:>12.6f}  ok, {p.iterations} it{est}")
+        else:
+            print(f"{b:<11}{'-':>10}{'-':>10}{'-':>10}{'-':>10}{'-':>12}{'-':>12}  {p.reason}")
+    print(f"global minimum: {glob or 'none found'}; linear baseline test error {lin:.6f}")
+    return 0
+
+
+def cmd_transition(args: argparse.Namespace) -> int:
+    """``attnphase transition``: ``alpha_c``, ``alpha_l`` and the spinodals at one ``omega``."""
+    from attnphase.theory import find_transition
+
+    spec = spec_from_args(args)
+    grid = alpha_grid(args.alpha)
+    settings = settings_from_args(args)
+    tr = find_transition(spec, grid, settings, progress=None if args.json else _progress("transition"))
+    if args.json:
+        print_json(tr.to_dict())
+        return 0
+    fmt = lambda v: "none" if v is None else f"{v:.4f}"  # noqa: E731
+    print(f"omega = {spec.omega:g}: alpha_c = {fmt(tr.alpha_c)}, alpha_l = {fmt(tr.alpha_l)}, "
+          f"spinodals: semantic {fmt(tr.spinodals['semantic'])}, positional {fmt(tr.spinodals['positional'])}; "
+          f"linear baseline test error {tr.linear_test_error:.6f}")
+    for n in tr.notes:
+        print(f"note: {n}")
+    return 0
+
+
+def cmd_curves(args: argparse.Namespace) -> int:
+    """``attnphase curves``: the paper-style figure of both branches against ``alpha``."""
+    from attnphase.plots.curves import curves_figure, curves_table
+    from attnphase.theory import find_transition, follow_branch, linear_test_error
+
+    spec = spec_from_args(args)
+    grid = alpha_grid(args.alpha)
+    settings = settings_from_args(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prog = _progress("curves")
+    n = len(grid)
+    sem = follow_branch(spec, grid[::-1], "semantic", settings, progress=lambda i, _: prog(i, 2 * n))[::-1]
+    pos = follow_branch(spec, grid, "positional", settings, progress=lambda i, _: prog(n + i, 2 * n))
+    tr = find_transition(spec, grid, settings, branches=(sem, pos)) if args.transition else None
+    lin = linear_test_error(spec)
+    table = curves_table(grid, sem, pos, lin)
+    table.to_csv(out / "curves.csv", index=False)
+    fig = curves_figure(table, spec, tr)
+    for ext in ("png", "pdf"):
+        fig.savefig(out / f"curves.{ext}", dpi=150)
+    print(f"wrote {out / 'curves.png'}, {out / 'curves.pdf'}, {out / 'curves.csv'}")
+    if tr is not None:
+        print(f"alpha_c = {tr.alpha_c}, alpha_l = {tr.alpha_l}, linear baseline {lin:.6f}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solve", help="fixed points (semantic, positional, trivial) at one alpha")
+    p.add_argument("--alpha", required=True, help="sample complexity n/d")
+    add_model_flags(p)
+    add_solver_flags(p)
+    p.add_argument("--branch", default="all", help="semantic, positional, trivial or all (default)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("transition", help="alpha_c, alpha_l and spinodals at one omega")
+    add_model_flags(p)
+    add_solver_flags(p, order=9)
+    p.add_argument("--alpha", default="0.2:2.4:12", help="bracketing grid start:stop:num")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_transition, replicas="1")
+
+    p = sub.add_parser("curves", help="paper-style curves vs alpha (PNG, PDF, CSV)")
+    add_model_flags(p)
+    add_solver_flags(p, order=9)
+    p.add_argument("--alpha", default="0.2:2:10", help="alpha grid start:stop:num (default 0.2:2:10)")
+    p.add_argument("--out", default="attnphase-out", help="output folder")
+    p.add_argument("--no-transition", dest="transition", action="store_false",
+                   help="skip locating alpha_c and alpha_l")
+    p.set_defaults(func=cmd_curves, replicas="1")

@@ -1,0 +1,1 @@
+"""Figures: functions take results or DataFrames and return matplotlib Figures."""
