@@ -189,3 +189,14 @@ def test_plots_survive_missing_data():
     maps = HeatMaps((0.0, 0.1), (1.0,), 10, (0,), nan, nan, np.zeros((2, 1), int))
     assert len(plot_phase_heatmaps(maps, lines).axes) == 4  # two panels, two colour bars
     assert len(plot_curves_with_points({}, {}).axes) == 4
+
+
+def test_one_palette_for_the_project():
+    """The branch colours of the phase plots are those of the curves figure."""
+    from attnphase.plots import curves
+    from attnphase.plots.style import BRANCH_COLORS, branch_color
+
+    for name, colour in curves.COLORS.items():
+        assert BRANCH_COLORS[name].lower() == colour.lower()
+    with pytest.raises(ValueError, match="no colour"):
+        branch_color("purple-ish")

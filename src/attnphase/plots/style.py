@@ -1,7 +1,7 @@
 """One palette and a few figure helpers shared by every plot of the project.
 
 Branch colours are semantic (``semantic``, ``positional``, ``trivial``, ``linear``) so that
-the same mechanism has the same colour in every figure (Okabe-Ito, colour-blind safe).
+the same mechanism has the same colour in every figure (the colours of ``plots.curves``).
 Figures are built with :class:`matplotlib.figure.Figure` directly (Agg canvas, no pyplot
 state, nothing shown).
 """
@@ -16,18 +16,18 @@ from matplotlib.figure import Figure
 
 #: Colour of each branch / baseline.
 BRANCH_COLORS: Mapping[str, str] = MappingProxyType({
-    "semantic": "#0072B2",     # blue
-    "positional": "#D55E00",   # vermillion
-    "trivial": "#7F7F7F",      # grey
-    "linear": "#009E73",       # bluish green
-    "random": "#CC79A7",       # reddish purple (random start in simulations)
+    "semantic": "#d62728",     # red
+    "positional": "#1f77b4",   # blue
+    "trivial": "#7f7f7f",      # grey
+    "linear": "#2ca02c",       # green
+    "random": "#9467bd",       # purple (random start in simulations)
 })
 
 #: Colours and styles of the phase-diagram lines.
 LINE_STYLES: Mapping[str, Mapping[str, object]] = MappingProxyType({
     "alpha_c": MappingProxyType({"color": "#000000", "linestyle": "-", "linewidth": 2.0}),
     "spinodal": MappingProxyType({"color": "#000000", "linestyle": "--", "linewidth": 1.2}),
-    "alpha_l": MappingProxyType({"color": "#009E73", "linestyle": "-.", "linewidth": 2.0}),
+    "alpha_l": MappingProxyType({"color": "#2ca02c", "linestyle": "-.", "linewidth": 2.0}),
 })
 
 #: Diverging colour map for signed differences (heat maps), centred at zero.
