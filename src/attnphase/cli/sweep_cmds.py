@@ -47,6 +47,11 @@ def _add_backend_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress or log lines")
 
 
+#: theory settings used by phase-diagram and demo unless --solver overrides them (FAST preset of
+#: attnphase.theory.fixed_point: 2^8 x 4 QMC nodes, tol 1e-6; see docs/theory.md for its accuracy)
+FAST_SOLVER = ["order=8", "tol=1e-6", "noise_tol=1e-4", "n_replicas=1"]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run parameter sweeps into a results store")
     ssub = p.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND")
@@ -191,7 +196,7 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     from attnphase.sweeps.grid import fixed_from_items
 
     base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
-    base.update(fixed_from_items("transition", args.solver, prefix="solver_"))
+    base.update(fixed_from_items("transition", FAST_SOLVER + list(args.solver), prefix="solver_"))
     alphas = alpha_grid(args.alpha) if args.simulate else None
     if args.simulate and (args.d < 2 or args.seeds < 1):
         raise ValueError("--d must be >= 2 and --seeds >= 1")
@@ -236,7 +241,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from attnphase.report.demo import run_demo
     from attnphase.sweeps.grid import fixed_from_items
 
-    solver = fixed_from_items("transition", args.solver, prefix="solver_")
+    solver = fixed_from_items("transition", FAST_SOLVER + list(args.solver), prefix="solver_")
     settings = DemoSettings(
         omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
         seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,

@@ -315,7 +315,7 @@ def find_transition(
     spec: ModelSpec,
     alphas: Sequence[float] | None = None,
     settings: SolverSettings | None = None,
-    xtol: float = 1e-3,
+    xtol: float = 5e-3,
     progress: Callable[[int, int], None] | None = None,
     branches: tuple[list[BranchPoint], list[BranchPoint]] | None = None,
 ) -> Transition:
@@ -325,7 +325,7 @@ def find_transition(
     branch upward from the smallest, so each is tracked as far as it exists (its spinodal).
     """
     settings = settings or SolverSettings()
-    grid = np.asarray(alphas if alphas is not None else np.linspace(0.2, 2.5, 24), dtype=float)
+    grid = np.asarray(alphas if alphas is not None else np.linspace(0.2, 2.4, 12), dtype=float)
     check_alpha(grid)
     grid = np.sort(grid)
     eps_lin = linear_test_error(spec)
