@@ -242,7 +242,7 @@ def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: Solver
     out["q_user"] = out[names[0]]
     out["m_user"] = out[names[F * (F + 1) // 2]] if point.m != 0 else 0.0
     out["theta_user"] = out[names[-F * rs]] if abs(point.theta) > 1e-10 * max(1.0, s2) else 0.0
-    out["method"] = "linear response over %d extra %s rules" % (len(deltas), settings.method)  # type: ignore[assignment]
+    out["method"] = f"linear response over {len(deltas)} extra {settings.method} rules"  # type: ignore[assignment]
     return out
 
 
@@ -376,7 +376,7 @@ def find_transition(
         if diff[k] is not None and diff[k + 1] is not None and diff[k] > 0 >= diff[k + 1]:
             s_anchor, p_anchor = sem[k], pos[k]
 
-            def dfun(a: float) -> float | None:
+            def dfun(a: float, s_anchor: BranchPoint = s_anchor, p_anchor: BranchPoint = p_anchor) -> float | None:
                 s = solve_at(a, "semantic", s_anchor)
                 p = solve_at(a, "positional", p_anchor)
                 if not (s.exists and p.exists):
