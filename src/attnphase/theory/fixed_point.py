@@ -115,7 +115,7 @@ def _warm_starts(ds: DataStep) -> np.ndarray:
     return np.stack([ds.prox.h, second], axis=1)
 
 
-def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings):
+def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, ref: DataStep | None = None):
     """Solve ``F(x) - x = 0`` by Powell's hybrid method (MINPACK ``hybr``) in relative units.
 
     Used once the damped/Anderson iteration is close: the map is smooth there (full multi-start
@@ -131,6 +131,10 @@ def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings):
     free = np.abs(x0) > 1e-14
     scale = np.maximum(np.abs(x0), 1e-3)[free]
     state = {"n": 0}
+    # a fixed warm-start set (the minima found by the last full multi-start evaluation) keeps the
+    # map a deterministic function of x at a third of the cost; the result is re-checked with
+    # the full set by the caller
+    warm = _warm_starts(ref) if ref is not None else None
 
     def full(y: np.ndarray) -> np.ndarray:
         x = np.zeros_like(x0)
@@ -143,7 +147,8 @@ def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings):
         if not _valid(op):
             return np.full_like(y, 1e3)
         state["n"] += 1
-        ds = saddle.data_step(op, switch_width=settings.switch_width)
+        starts = None if ref is None else warm
+        ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
         return (saddle.weights_step(ds.hats).to_vector() - x)[free] / scale
 
     try:
@@ -201,7 +206,7 @@ def solve_fixed_point(
         if rel < settings.polish_below and full and n_polished < settings.max_polish:
             n_polished += 1
             fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
-            x_pol, n_eval, msg = _polish(saddle, fx, settings)
+            x_pol, n_eval, msg = _polish(saddle, fx, settings, ref=ds)
             n_polish += n_eval
             log.debug("polish: %d evaluations, %s", n_eval, msg)
             if x_pol is not None:
