@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha
-from attnphase.theory.fixed_point import FixedPointResult, SolverSettings, solve_fixed_point
+from attnphase.theory.fixed_point import FixedPointResult, SolverSettings, _warm_starts, solve_fixed_point
 from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import OrderParams, Saddle, linear_test_error
 
@@ -205,27 +205,28 @@ def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: Solver
     free = np.abs(x0) > 1e-10 * np.max(np.abs(x0))
     scale = np.abs(x0[free])
 
-    def resid(saddle: Saddle, x: np.ndarray) -> np.ndarray:
+    def resid(saddle: Saddle, x: np.ndarray, starts: np.ndarray | None = None):
         op = OrderParams.from_vector(x, L, F, rs)
-        ds = saddle.data_step(op, switch_width=settings.switch_width)
-        return (saddle.weights_step(ds.hats).to_vector() - x)[free] / scale
+        ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
+        return (saddle.weights_step(ds.hats).to_vector() - x)[free] / scale, ds
 
-    r0 = resid(sd, x0)
+    r0, ds0 = resid(sd, x0)
+    warm = _warm_starts(ds0)  # the Jacobian columns reuse the minima found at x0
     idx = np.flatnonzero(free)
     J = np.empty((idx.size, idx.size))
     for j, i in enumerate(idx):
         xs = x0.copy()
         step = 1e-5 * abs(x0[i])
         xs[i] += step
-        J[:, j] = (resid(sd, xs) - r0) / (step / scale[j])
+        J[:, j] = (resid(sd, xs, warm)[0] - r0) / (step / scale[j])
     deltas = []
     for k in range(1, settings.n_replicas):
         if settings.method == "qmc":
             sdk = _make_saddle(spec, alpha, settings, seed=settings.seed + 7919 * k)
         else:
             sdk = _make_saddle(spec, alpha, settings, order=settings.order + 2 * k)
-        rk = resid(sdk, x0)
-        dy = -np.linalg.solve(J, rk - r0 * 0.0)
+        rk = resid(sdk, x0)[0]
+        dy = -np.linalg.solve(J, rk)
         dx = np.zeros_like(x0)
         dx[free] = dy * scale
         deltas.append(dx)
