@@ -10,11 +10,14 @@ from pathlib import Path
 from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, to_float, to_int
 
 
-def add_solver_flags(p: argparse.ArgumentParser, order: int = 10) -> None:
+def add_solver_flags(p: argparse.ArgumentParser, order: int = 12, tol: str = "1e-8",
+                     noise_tol: str = "1e-6") -> None:
     p.add_argument("--method", default="qmc", help="integration rule: qmc (default) or gh")
     p.add_argument("--order", default=str(order),
                    help=f"qmc: log2 of the base sample (x4 symmetrised); gh: points per dimension (default {order})")
-    p.add_argument("--tol", default="1e-8", help="relative tolerance on every unknown (default 1e-8)")
+    p.add_argument("--tol", default=tol, help=f"relative tolerance on every unknown (default {tol})")
+    p.add_argument("--noise-tol", default=noise_tol,
+                   help=f"accepted residual when tol is below the rule's noise floor (default {noise_tol})")
     p.add_argument("--max-iter", default="300", help="maximum fixed-point iterations")
     p.add_argument("--replicas", default="3",
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
@@ -27,6 +30,7 @@ def settings_from_args(args: argparse.Namespace):
         method=args.method,
         order=to_int(args.order, "order"),
         tol=to_float(args.tol, "tol"),
+        noise_tol=to_float(args.noise_tol, "noise-tol"),
         max_iter=to_int(args.max_iter, "max-iter"),
         n_replicas=to_int(getattr(args, "replicas", "1"), "replicas"),
     )
@@ -85,7 +89,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     for b, p in points.items():
         if p.exists:
             err = p.diagnostics.get("error_estimate")
-            est = f" (rel. error est. {max(err[k] for k in ('q', 'm', 'theta')):.1e})" if err else ""
+            est = (f" (rel. error est. {max(err[k] for k in ('q_user', 'm_user', 'theta_user')):.1e})"
+                   if err else "")
             print(f"{b:<11}{p.q:>10.5f}{p.m:>10.5f}{p.theta:>10.5f}{p.V:>10.4f}"
                   f"{p.train_loss:>12.6f}{p.test_error:>12.6f}  ok, {p.iterations} it{est}")
         else:
@@ -152,14 +157,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("transition", help="alpha_c, alpha_l and spinodals at one omega")
     add_model_flags(p)
-    add_solver_flags(p, order=9)
+    add_solver_flags(p, order=8, tol="1e-6", noise_tol="1e-4")
     p.add_argument("--alpha", default="0.2:2.4:12", help="bracketing grid start:stop:num")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_transition, replicas="1")
 
     p = sub.add_parser("curves", help="paper-style curves vs alpha (PNG, PDF, CSV)")
     add_model_flags(p)
-    add_solver_flags(p, order=9)
+    add_solver_flags(p, order=8, tol="1e-6", noise_tol="1e-4")
     p.add_argument("--alpha", default="0.2:2:10", help="alpha grid start:stop:num (default 0.2:2:10)")
     p.add_argument("--out", default="attnphase-out", help="output folder")
     p.add_argument("--no-transition", dest="transition", action="store_false",

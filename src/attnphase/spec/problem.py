@@ -68,7 +68,9 @@ def parse_matrix(text: str, name: str = "matrix") -> Matrix:
         try:
             out.append(tuple(float(e) for e in entries))
         except ValueError:
-            raise ValueError(f"cannot parse {name} {text!r}: expected numbers like '0.6,0.4;0.4,0.6'")
+            raise ValueError(
+                f"cannot parse {name} {text!r}: expected numbers like '0.6,0.4;0.4,0.6'"
+            ) from None
     widths = {len(r) for r in out}
     if len(widths) != 1:
         raise ValueError(f"cannot parse {name} {text!r}: rows have different lengths")

@@ -29,11 +29,17 @@ class SolverSettings:
     ``method``/``order``: integration rule (``qmc``: ``order`` = log2 of the base sample, 4x
     symmetrised; ``gh``: points per dimension). ``n_replicas``: independent QMC scrambles solved
     to estimate the integration error. ``warmup_order``: a cheaper rule iterated first.
+    ``tol``: relative change of every unknown at convergence. ``switch_width``: width ``tau`` of
+    the split of a node between its two lowest local minima (``tau -> 0`` is the hard global
+    minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at alpha = 2.2). ``polish_below``: switch from
+    the damped/Anderson iteration to Powell's hybrid root finder. ``noise_tol``: when ``tol`` is
+    not reachable after ``max_polish`` polishes (the discretised map is smooth only to ~1e-7 on
+    the semantic branch), a residual below ``noise_tol`` is accepted and said so in ``reason``.
     """
 
     method: str = "qmc"
     order: int = 12
-    warmup_order: int | None = 10
+    warmup_order: int | None = 8
     tol: float = 1e-8
     max_iter: int = 300
     damping: float = 0.7
@@ -41,10 +47,12 @@ class SolverSettings:
     n_replicas: int = 3
     seed: int = 0
     full_starts_every: int = 25
-    switch_width: float = 1e-6
-    polish_below: float = 1e-3
+    switch_width: float = 1e-5
+    polish_below: float = 1e-2
     anderson_below: float = 3e-2
     polish_maxfev: int = 80
+    max_polish: int = 3
+    noise_tol: float = 1e-6
 
     def __post_init__(self) -> None:
         if self.method not in ("qmc", "gh"):
@@ -55,8 +63,15 @@ class SolverSettings:
             raise ValueError("tol must lie in (0, 1)")
         if self.max_iter < 1:
             raise ValueError("max_iter must be >= 1")
+        if not self.tol <= self.noise_tol < 1:
+            raise ValueError("noise_tol must lie in [tol, 1)")
         if not 0 <= self.damping < 1:
             raise ValueError("damping must lie in [0, 1)")
+
+
+#: quick settings for curves, transitions and phase diagrams (2^8 x 4 nodes, tol 1e-6): about
+#: 1-2 % integration error on the overlaps; use the defaults for single points
+FAST = {"order": 8, "tol": 1e-6, "noise_tol": 1e-4, "n_replicas": 1, "warmup_order": None}
 
 
 @dataclass
@@ -89,7 +104,7 @@ def _valid(op: OrderParams) -> bool:
         return False
     ev_q = np.linalg.eigvalsh(op.q)
     ev_v = np.linalg.eigvalsh(op.V)
-    return bool(ev_q.min() > 0 and ev_v.min() > 0)
+    return bool(ev_q.min() >= 0 and ev_v.min() > 0)
 
 
 def _warm_starts(ds: DataStep) -> np.ndarray:
@@ -100,7 +115,7 @@ def _warm_starts(ds: DataStep) -> np.ndarray:
     return np.stack([ds.prox.h, second], axis=1)
 
 
-def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings):
+def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, ref: DataStep | None = None):
     """Solve ``F(x) - x = 0`` by Powell's hybrid method (MINPACK ``hybr``) in relative units.
 
     Used once the damped/Anderson iteration is close: the map is smooth there (full multi-start
@@ -116,6 +131,10 @@ def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings):
     free = np.abs(x0) > 1e-14
     scale = np.maximum(np.abs(x0), 1e-3)[free]
     state = {"n": 0}
+    # a fixed warm-start set (the minima found by the last full multi-start evaluation) keeps the
+    # map a deterministic function of x at a third of the cost; the result is re-checked with
+    # the full set by the caller
+    warm = _warm_starts(ref) if ref is not None else None
 
     def full(y: np.ndarray) -> np.ndarray:
         x = np.zeros_like(x0)
@@ -128,7 +147,8 @@ def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings):
         if not _valid(op):
             return np.full_like(y, 1e3)
         state["n"] += 1
-        ds = saddle.data_step(op, switch_width=settings.switch_width)
+        starts = None if ref is None else warm
+        ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
         return (saddle.weights_step(ds.hats).to_vector() - x)[free] / scale
 
     try:
@@ -164,7 +184,7 @@ def solve_fixed_point(
     converged = False
     reason = "max_iter reached"
     full_next = True
-    polished = False
+    n_polished = 0
     n_polish = 0
     for it in range(1, settings.max_iter + 1):
         op = OrderParams.from_vector(x, L, F, rs)
@@ -183,10 +203,10 @@ def solve_fixed_point(
         history.append(rel)
         if on_iteration is not None:
             on_iteration(it, rel)
-        if rel < settings.polish_below and not polished:
-            polished = True
+        if rel < settings.polish_below and full and n_polished < settings.max_polish:
+            n_polished += 1
             fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
-            x_pol, n_eval, msg = _polish(saddle, fx, settings)
+            x_pol, n_eval, msg = _polish(saddle, fx, settings, ref=ds)
             n_polish += n_eval
             log.debug("polish: %d evaluations, %s", n_eval, msg)
             if x_pol is not None:
@@ -195,6 +215,14 @@ def solve_fixed_point(
                 X.clear()
                 R.clear()
                 continue
+        if full and n_polished >= settings.max_polish and rel < settings.noise_tol:
+            # the discretised map is only smooth down to ~1e-7 on branches where many nodes
+            # have competing local minima; accept that floor explicitly (reported in `reason`)
+            converged = True
+            reason = (f"converged to the rule's noise floor: relative change {rel:.1e} "
+                      f"(< noise_tol {settings.noise_tol:g}; tol {settings.tol:g} not reached)")
+            x = fx
+            break
         if rel < settings.tol:
             if full:
                 converged = True
@@ -203,7 +231,7 @@ def solve_fixed_point(
                 break
             full_next = True  # verify with the full multi-start set
             continue
-        full_next = it % settings.full_starts_every == 0
+        full_next = it % settings.full_starts_every == 0 or rel < settings.polish_below
         rn = float(np.linalg.norm(res / np.maximum(np.abs(x), 1e-3)))
         if rn > 1e3 * best_res:  # diverging: restart acceleration
             X.clear()

@@ -1,0 +1,102 @@
+"""Theory-solver speed (issue 2).
+
+1. Whole-process wall time of ``attnphase solve --branch all`` (alpha = 1, omega = 0.3) and of
+   ``attnphase transition`` (median of ``--repeats`` runs), with the reported error estimate.
+2. Per-fixed-point-iteration cost of our data step (batched numba multi-start Newton, prox solved
+   once and reused by the four conjugates) against a baseline that does what the original code
+   did: a general-purpose minimiser (``scipy.optimize.minimize``, BFGS) called per quadrature node,
+   the proximal problem re-solved for each of the four conjugate integrals, at the same rule.
+   The baseline is timed on ``--baseline-nodes`` nodes and scaled linearly to the full rule.
+
+Usage: ``python benchmarks/bench_theory.py [--repeats 3] [--skip-cli]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+from scipy.optimize import minimize
+
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory.channels import loss_numpy
+from attnphase.theory.fixed_point import _warm_starts
+from attnphase.theory.quadrature import make_rule
+from attnphase.theory.saddle import OrderParams, Saddle
+
+
+def time_cli(args: list[str], repeats: int) -> tuple[float, dict | None]:
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "attnphase", *args], capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if r.returncode != 0:
+            raise SystemExit(f"attnphase {' '.join(args)} failed: {r.stderr.strip()}")
+        if "--json" in args:
+            out = json.loads(r.stdout)
+    return statistics.median(times), out
+
+
+def baseline_data_step(sd: Saddle, op: OrderParams, n_nodes: int) -> float:
+    """Seconds for the original approach on ``n_nodes`` nodes (4 integrals x 1 minimise each)."""
+    w, hstar, *_ = sd.fields(op)
+    from attnphase.theory.channels import target_map
+
+    T = target_map(hstar, sd.spec)
+    Vinv = 1.0 / op.V[0, 0]
+    t0 = time.perf_counter()
+    for _integral in range(4):
+        for i in range(n_nodes):
+            wi, Ti = w[i], T[i]
+
+            def f(h, wi=wi, Ti=Ti):
+                hh = h.reshape(1, sd.L, sd.F)
+                return float(loss_numpy(hh, Ti[None], sd.C, sd.amap)[0] + 0.5 * Vinv * np.sum((hh[0] - wi) ** 2))
+
+            minimize(f, wi.ravel(), method="BFGS")
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--order", type=int, default=12)
+    ap.add_argument("--baseline-nodes", type=int, default=200)
+    ap.add_argument("--skip-cli", action="store_true")
+    a = ap.parse_args()
+    spec = ModelSpec()
+    op = OrderParams.from_vector(np.array([0.0696, 0.0, 0.0, 20.84, 0.0986]), 2, 1, 1)
+    sd = Saddle(spec, 1.0, make_rule("qmc", 4, a.order, 2, seed=0))
+    sd.data_step(op)  # compile / load the numba cache
+    full, warm = [], []
+    for _ in range(a.repeats):
+        t0 = time.perf_counter()
+        ds = sd.data_step(op)
+        full.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        sd.data_step(op, starts=_warm_starts(ds))
+        warm.append(time.perf_counter() - t0)
+    base = baseline_data_step(sd, op, a.baseline_nodes) * sd.rule.size / a.baseline_nodes
+    print(f"rule: qmc order {a.order} ({sd.rule.size} nodes)")
+    print(f"ours, data step with full multi-start: median {statistics.median(full):.3f} s")
+    print(f"ours, data step with warm starts:      median {statistics.median(warm):.3f} s")
+    print(f"baseline (BFGS per node, x4 integrals), scaled from {a.baseline_nodes} nodes: {base:.1f} s")
+    print(f"speed-up per iteration: {base / statistics.median(full):.0f}x (full), "
+          f"{base / statistics.median(warm):.0f}x (warm)")
+    if a.skip_cli:
+        return
+    t, out = time_cli(["solve", "--alpha", "1", "--omega", "0.3", "--branch", "all", "--json"], a.repeats)
+    errs = {b: (v or {}).get("error_estimate") for b, v in out["branches"].items()} if out else {}
+    print(f"attnphase solve --branch all: median {t:.1f} s wall; error estimates {json.dumps(errs)}")
+    t, out = time_cli(["transition", "--omega", "0.3", "--json"], a.repeats)
+    print(f"attnphase transition --omega 0.3: median {t:.1f} s wall; {json.dumps(out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""Commands ``sweep`` (run / export / status / kinds), ``phase-diagram`` and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args
+from attnphase.report.demo import PARTS, DemoSettings
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of the record."""
+
+    _attnphase_cli = True
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
+def _setup_logging(quiet: bool = False) -> None:
+    """Log lines of the sweep machinery to stderr (once; nothing when ``quiet``)."""
+    log = logging.getLogger("attnphase")
+    if not any(getattr(h, "_attnphase_cli", False) for h in log.handlers):
+        h = _StderrHandler()
+        h.setFormatter(logging.Formatter("attnphase: %(message)s"))
+        log.addHandler(h)
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+def _add_backend_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=None,
+                   help="local processes (default: every core; 1 runs in-process)")
+    p.add_argument("--scheduler", type=str, default=None,
+                   help="Dask scheduler address tcp://HOST:PORT (instead of the local pool)")
+    p.add_argument("--connect-timeout", type=float, default=5.0,
+                   help="seconds to wait for the Dask scheduler (default 5)")
+    p.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto",
+                   help="progress bar on a terminal, log lines otherwise (default auto)")
+    p.add_argument("--quiet", action="store_true", help="no progress or log lines")
+
+
+#: theory settings used by phase-diagram and demo unless --solver overrides them (FAST preset of
+#: attnphase.theory.fixed_point: 2^8 x 4 QMC nodes, tol 1e-6; see docs/theory.md for its accuracy)
+FAST_SOLVER = ["order=8", "tol=1e-6", "noise_tol=1e-4", "n_replicas=1"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run parameter sweeps into a results store")
+    ssub = p.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda a: (p.print_help(sys.stderr), 2)[1])
+
+    r = ssub.add_parser("run", help="compute every grid point not yet in the store")
+    r.add_argument("--kind", type=str, default=None,
+                   help="point kind: theory, transition, simulation, selftest")
+    r.add_argument("--param", action="append", default=[], metavar="NAME=VALUES",
+                   help="grid axis or fixed value: 'start:stop:num', 'a,b,c' or one value")
+    r.add_argument("--config", type=str, default=None, help="TOML sweep file")
+    r.add_argument("--store", type=str, required=True, help="SQLite results store")
+    r.add_argument("--retry-errors", action="store_true",
+                   help="recompute points stored with an error")
+    r.add_argument("--json", action="store_true", help="print a JSON summary")
+    _add_backend_flags(r)
+    r.set_defaults(func=cmd_sweep_run)
+
+    e = ssub.add_parser("export", help="export a store to CSV or Parquet")
+    e.add_argument("--store", type=str, required=True)
+    e.add_argument("--out", type=str, required=True, help="file.csv or file.parquet")
+    e.add_argument("--kind", type=str, default=None, help="only points of this kind")
+    e.set_defaults(func=cmd_sweep_export)
+
+    s = ssub.add_parser("status", help="count the stored points by kind and status")
+    s.add_argument("--store", type=str, required=True)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_sweep_status)
+
+    k = ssub.add_parser("kinds", help="list point kinds and their parameters")
+    k.set_defaults(func=cmd_sweep_kinds)
+
+    ph = sub.add_parser("phase-diagram",
+                        help="alpha_c(omega), spinodals, alpha_l(omega); heat maps with --simulate")
+    ph.add_argument("--omega", type=str, default="0:0.45:10", help="omega grid (default 0:0.45:10)")
+    ph.add_argument("--alpha", type=str, default="0.05:2:30",
+                    help="alpha grid of the simulation heat maps (default 0.05:2:30)")
+    ph.add_argument("--simulate", action="store_true", help="add simulation heat maps")
+    ph.add_argument("--d", type=int, default=300, help="dimension of the simulations (default 300)")
+    ph.add_argument("--seeds", type=int, default=2, help="seeds per point (default 2)")
+    ph.add_argument("--max-steps", type=int, default=None, help="GD step limit of simulations")
+    ph.add_argument("--store", type=str, default=None,
+                    help="results store (default OUT/results.sqlite)")
+    ph.add_argument("--out", type=str, default="attnphase-out", help="output folder")
+    ph.add_argument("--json", action="store_true", help="print the lines as JSON")
+    ph.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                    help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
+    add_model_flags(ph, omega=False)
+    _add_backend_flags(ph)
+    ph.set_defaults(func=cmd_phase_diagram)
+
+    dm = sub.add_parser("demo", help="omega=0.3 curves with simulations, phase diagram, "
+                                     "HTML report (a few minutes)")
+    dm.add_argument("--out", type=str, default="attnphase-out", help="output folder")
+    dm.add_argument("--store", type=str, default=None,
+                    help="results store (default OUT/results.sqlite)")
+    dm.add_argument("--only", choices=PARTS, default=None, help="only one part of the demo")
+    dm.add_argument("--omega", type=float, default=DemoSettings.omega)
+    dm.add_argument("--theory-alpha", type=str, default=DemoSettings.theory_alpha)
+    dm.add_argument("--sim-alpha", type=str, default=DemoSettings.sim_alpha)
+    dm.add_argument("--d", type=int, default=DemoSettings.d)
+    dm.add_argument("--seeds", type=int, default=DemoSettings.seeds)
+    dm.add_argument("--max-steps", type=int, default=None, help="GD step limit of simulations")
+    dm.add_argument("--phase-omega", type=str, default=DemoSettings.phase_omega)
+    dm.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                    help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
+    _add_backend_flags(dm)
+    dm.set_defaults(func=cmd_demo)
+
+
+def cmd_sweep_run(args: argparse.Namespace) -> int:
+    """``attnphase sweep run``: compute the missing points of a grid into ``--store``."""
+    from attnphase.sweeps import run_sweep, sweep_from_args, sweep_from_toml
+
+    if args.config is None and args.kind is None:
+        raise ValueError("give --kind (and --param ...) or --config FILE.toml")
+    base = sweep_from_toml(args.config, args.kind) if args.config else None
+    kind = base.kind if base is not None else args.kind
+    sweep = sweep_from_args(kind, args.param, base=base)
+    _setup_logging(args.quiet)
+    rep = run_sweep(sweep, args.store, workers=args.workers, scheduler=args.scheduler,
+                    retry_errors=args.retry_errors,
+                    progress="none" if args.quiet else args.progress,
+                    connect_timeout_s=args.connect_timeout)
+    if args.json:
+        print_json({**rep.to_dict(), "store": str(Path(args.store))})
+    else:
+        logging.getLogger("attnphase.cli").info(
+            "sweep done: %d points, %d already stored, %d computed (%d ok, %d errors) in %.1fs",
+            rep.total, rep.skipped, rep.computed, rep.ok, rep.errors, rep.elapsed_s)
+    return 0
+
+
+def cmd_sweep_export(args: argparse.Namespace) -> int:
+    """``attnphase sweep export``: the store as a CSV or Parquet table."""
+    from attnphase.sweeps import export_store
+
+    n = export_store(args.store, args.out, args.kind)
+    sys.stdout.write(f"wrote {n} rows to {args.out}\n")
+    return 0
+
+
+def cmd_sweep_status(args: argparse.Namespace) -> int:
+    """``attnphase sweep status``: rows per kind and status."""
+    from attnphase.sweeps import ResultStore
+
+    with ResultStore(args.store, create=False) as st:
+        counts = st.counts()
+    if args.json:
+        print_json([{"kind": k, "status": s, "count": n} for (k, s), n in sorted(counts.items())])
+    else:
+        for (k, s), n in sorted(counts.items()):
+            sys.stdout.write(f"{k:12s} {s:6s} {n}\n")
+    return 0
+
+
+def cmd_sweep_kinds(args: argparse.Namespace) -> int:
+    """``attnphase sweep kinds``: the point kinds and their parameters."""
+    from attnphase.sweeps import builtin_kinds
+
+    for k in builtin_kinds().values():
+        sys.stdout.write(f"{k.name}: {k.description}\n")
+        for p in k.params():
+            sys.stdout.write(f"    {p.name} ({p.type}, default {p.default!r}) {p.help}\n")
+    return 0
+
+
+def _run_kw(args: argparse.Namespace) -> dict:
+    return {"workers": args.workers, "scheduler": args.scheduler,
+            "progress": "none" if args.quiet else args.progress,
+            "connect_timeout_s": args.connect_timeout}
+
+
+def cmd_phase_diagram(args: argparse.Namespace) -> int:
+    """``attnphase phase-diagram``: theory lines (and simulation heat maps), stored, plotted."""
+    from attnphase.plots.phase import plot_phase_heatmaps, plot_phase_lines
+    from attnphase.spec.problem import parse_range
+    from attnphase.sweeps.phase import phase_heatmaps, phase_lines
+
+    omegas = parse_range(args.omega, "--omega")
+    spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
+    from attnphase.sweeps.grid import fixed_from_items
+
+    base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
+    base.update(fixed_from_items("transition", FAST_SOLVER + list(args.solver), prefix="solver_"))
+    alphas = alpha_grid(args.alpha) if args.simulate else None
+    if args.simulate and (args.d < 2 or args.seeds < 1):
+        raise ValueError("--d must be >= 2 and --seeds >= 1")
+    out = Path(args.out)
+    store = Path(args.store) if args.store else out / "results.sqlite"
+    _setup_logging(args.quiet)
+    lines = phase_lines(base, omegas, store, **_run_kw(args))
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    fig = plot_phase_lines(lines)
+    for ext in ("png", "pdf"):
+        fig.savefig(out / f"phase_diagram.{ext}", dpi=150)
+        files.append(out / f"phase_diagram.{ext}")
+    lines.to_frame().to_csv(out / "phase_lines.csv", index=False)
+    files.append(out / "phase_lines.csv")
+    if args.simulate:
+        train = {} if args.max_steps is None else {"max_steps": args.max_steps}
+        maps = phase_heatmaps(base, omegas, alphas, args.d, range(args.seeds), store,
+                              train=train, **_run_kw(args))
+        fig = plot_phase_heatmaps(maps, lines)
+        for ext in ("png", "pdf"):
+            fig.savefig(out / f"phase_heatmaps.{ext}", dpi=150)
+            files.append(out / f"phase_heatmaps.{ext}")
+        maps.to_frame().to_csv(out / "phase_heatmaps.csv", index=False)
+        files.append(out / "phase_heatmaps.csv")
+    failed = [f"omega={w:g}: {e}" for w, e in zip(lines.omega, lines.errors, strict=True) if e]
+    for f in failed:
+        logging.getLogger("attnphase.cli").warning("transition failed at %s", f)
+    if args.json:
+        d = lines.to_dict()
+        print_json({"omega": d["omega"], "alpha_c": d["alpha_c"], "alpha_l": d["alpha_l"],
+                    "spinodals": d["spinodals"], "eps_g_lin": d["eps_g_lin"],
+                    "errors": d["errors"], "files": [str(f) for f in files]})
+    else:
+        for f in files:
+            sys.stdout.write(f"wrote {f}\n")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """``attnphase demo``: curves + phase diagram + one self-contained HTML report."""
+    from attnphase.report.demo import run_demo
+    from attnphase.sweeps.grid import fixed_from_items
+
+    solver = fixed_from_items("transition", FAST_SOLVER + list(args.solver), prefix="solver_")
+    settings = DemoSettings(
+        omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
+        seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,
+        parts=PARTS if args.only is None else (args.only,), solver=tuple(solver.items()))
+    _setup_logging(args.quiet)
+    res = run_demo(args.out, settings, store=args.store, **_run_kw(args))
+    for f in res.files:
+        sys.stdout.write(f"wrote {f}\n")
+    sys.stdout.write(f"demo finished in {res.seconds:.0f} s; open {res.report}\n")
+    return 0

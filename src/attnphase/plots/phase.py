@@ -1,0 +1,152 @@
+"""Phase-diagram figures (THEORY.md sections 2-3): lines, heat maps, and curves with points.
+
+Every function returns a :class:`matplotlib.figure.Figure` (Agg canvas, nothing shown) and
+takes plain data (:class:`~attnphase.sweeps.phase.PhaseLines`,
+:class:`~attnphase.sweeps.phase.HeatMaps`, dicts of arrays), so it can be fed from a store.
+Axes: ``alpha`` horizontal, ``omega`` vertical, as in the paper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+
+from attnphase.plots.style import (
+    BRANCH_COLORS,
+    DIVERGING_CMAP,
+    LINE_STYLES,
+    new_figure,
+    style_axes,
+)
+
+if TYPE_CHECKING:
+    from attnphase.sweeps.phase import HeatMaps, PhaseLines
+
+
+def _arr(values: Sequence[float | None]) -> np.ndarray:
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+
+
+def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
+    """Draw ``alpha_c(omega)``, its spinodals and ``alpha_l(omega)`` on ``ax``."""
+    w = np.asarray(lines.omega, dtype=float)
+    first = True
+    for _name, vals in sorted(lines.spinodals.items()):
+        ax.plot(_arr(vals), w, label="spinodals" if first else None, **LINE_STYLES["spinodal"])
+        first = False
+    ax.plot(_arr(lines.alpha_c), w, marker="o", markersize=3, label=r"$\alpha_c$",
+            **LINE_STYLES["alpha_c"])
+    ax.plot(_arr(lines.alpha_l), w, marker="s", markersize=3, label=r"$\alpha_l$",
+            **LINE_STYLES["alpha_l"])
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8, frameon=False)
+
+
+def plot_phase_lines(lines: PhaseLines, title: str | None = None) -> Figure:
+    """The theory phase diagram: ``alpha_c``, spinodals and ``alpha_l`` against ``omega``."""
+    fig = new_figure(5.5, 4.0)
+    ax = fig.add_subplot()
+    draw_phase_lines(ax, lines)
+    ac = _arr(lines.alpha_c)
+    w = np.asarray(lines.omega, dtype=float)
+    if np.isfinite(ac).any():
+        lo = np.nanmin(np.concatenate([ac, _arr(lines.alpha_l)]))
+        hi = np.nanmax(np.concatenate([ac, _arr(lines.alpha_l)]))
+        ax.set_xlim(0, max(hi * 1.25, lo + 0.5))
+        # label the regions left and right of the transition line
+        i = int(np.nanargmin(np.abs(w - np.nanmedian(w))))
+        if np.isfinite(ac[i]):
+            ax.text(ac[i] * 0.5, w[i], "positional", color=BRANCH_COLORS["positional"],
+                    ha="center", va="center", fontsize=9)
+            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], "semantic",
+                    color=BRANCH_COLORS["semantic"], ha="center", va="center", fontsize=9)
+    ax.set_xlabel(r"sample complexity $\alpha = n/d$")
+    ax.set_ylabel(r"positional share $\omega$")
+    ax.set_title(title or "Phase diagram (theory)", fontsize=10)
+    style_axes(ax)
+    return fig
+
+
+def plot_phase_heatmaps(maps: HeatMaps, lines: PhaseLines | None = None) -> Figure:
+    """Two heat maps with the theory lines on top: measured training-error difference
+    (semantic start minus positional start) and ``eps_g_lin - eps_g``."""
+    fig = new_figure(10.5, 4.0)
+    axes = fig.subplots(1, 2)
+    a = np.asarray(maps.alpha, dtype=float)
+    w = np.asarray(maps.omega, dtype=float)
+    panels = (
+        (maps.train_diff, r"$\epsilon_t$(semantic start) $-$ $\epsilon_t$(positional start)"),
+        (maps.gen_gain, r"$\epsilon_g^{\rm lin} - \epsilon_g$"),
+    )
+    for ax, (z, label) in zip(axes, panels, strict=True):
+        z = np.asarray(z, dtype=float)
+        finite = z[np.isfinite(z)]
+        vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
+        vmax = vmax if vmax > 0 else 1.0
+        norm = TwoSlopeNorm(vcenter=0.0, vmin=-vmax, vmax=vmax)
+        if a.size > 1 and w.size > 1:
+            mesh = ax.pcolormesh(a, w, np.ma.masked_invalid(z), cmap=DIVERGING_CMAP, norm=norm,
+                                 shading="nearest")
+        else:
+            mesh = ax.scatter(np.repeat(a[None, :], w.size, 0).ravel(),
+                              np.repeat(w[:, None], a.size, 1).ravel(), c=z.ravel(),
+                              cmap=DIVERGING_CMAP, norm=norm, s=60)
+        fig.colorbar(mesh, ax=ax, shrink=0.9)
+        if lines is not None:
+            draw_phase_lines(ax, lines, legend=ax is axes[0])
+        ax.set_xlim(a.min() - 1e-9, a.max() + 1e-9) if a.size > 1 else None
+        ax.set_xlabel(r"$\alpha$")
+        ax.set_ylabel(r"$\omega$")
+        ax.set_title(label, fontsize=10)
+    fig.suptitle(f"Simulations at d = {maps.d}, {len(maps.seeds)} seed(s)", fontsize=10)
+    return fig
+
+
+def plot_curves_with_points(
+    theory: Mapping[str, Mapping[str, Sequence[float]]],
+    points: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
+    eps_g_lin: float | None = None,
+    alpha_c: float | None = None,
+    alpha_l: float | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Training error, test error and overlaps against ``alpha`` for each branch.
+
+    ``theory[branch]`` and ``points[start]`` map ``"alpha"``, ``"train_loss"``,
+    ``"test_error"``, ``"theta"``, ``"m"`` to equal-length sequences (``None``/NaN allowed).
+    Lines are theory, markers simulations (coloured by their start).
+    """
+    fig = new_figure(9.0, 6.5)
+    axes = fig.subplots(2, 2).ravel()
+    panels = (("train_loss", r"training error $\epsilon_t$"),
+              ("test_error", r"test error $\epsilon_g$"),
+              ("theta", r"semantic overlap $\theta$"), ("m", r"positional overlap $m$"))
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        for branch, data in theory.items():
+            if key in data:
+                ax.plot(_arr(data["alpha"]), _arr(data[key]), color=BRANCH_COLORS.get(branch, "k"),
+                        label=f"theory, {branch}")
+        for start, data in (points or {}).items():
+            if key in data:
+                ax.plot(_arr(data["alpha"]), _arr(data[key]), linestyle="none", marker="o",
+                        markersize=5, markerfacecolor="none",
+                        color=BRANCH_COLORS.get(start, "k"), label=f"simulation, {start} start")
+        if key == "test_error" and eps_g_lin is not None:
+            ax.axhline(eps_g_lin, color=BRANCH_COLORS["linear"], linestyle=":",
+                       label="linear baseline")
+        for val, name in ((alpha_c, "alpha_c"), (alpha_l, "alpha_l")):
+            if val is not None and np.isfinite(val):
+                ax.axvline(val, linewidth=0.8, **{k: v for k, v in LINE_STYLES[name].items()
+                                                  if k != "linewidth"})
+        ax.set_xlabel(r"$\alpha$")
+        ax.set_ylabel(label)
+        style_axes(ax)
+    if axes[1].get_legend_handles_labels()[0]:
+        axes[1].legend(fontsize=7, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig

@@ -1,0 +1,56 @@
+"""One palette and a few figure helpers shared by every plot of the project.
+
+Branch colours are semantic (``semantic``, ``positional``, ``trivial``, ``linear``) so that
+the same mechanism has the same colour in every figure (the colours of ``plots.curves``).
+Figures are built with :class:`matplotlib.figure.Figure` directly (Agg canvas, no pyplot
+state, nothing shown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+#: Colour of each branch / baseline.
+BRANCH_COLORS: Mapping[str, str] = MappingProxyType({
+    "semantic": "#d62728",     # red
+    "positional": "#1f77b4",   # blue
+    "trivial": "#7f7f7f",      # grey
+    "linear": "#2ca02c",       # green
+    "random": "#9467bd",       # purple (random start in simulations)
+})
+
+#: Colours and styles of the phase-diagram lines.
+LINE_STYLES: Mapping[str, Mapping[str, object]] = MappingProxyType({
+    "alpha_c": MappingProxyType({"color": "#000000", "linestyle": "-", "linewidth": 2.0}),
+    "spinodal": MappingProxyType({"color": "#000000", "linestyle": "--", "linewidth": 1.2}),
+    "alpha_l": MappingProxyType({"color": "#2ca02c", "linestyle": "-.", "linewidth": 2.0}),
+})
+
+#: Diverging colour map for signed differences (heat maps), centred at zero.
+DIVERGING_CMAP = "RdBu_r"
+
+
+def branch_color(name: str) -> str:
+    """Colour of a branch (``semantic``, ``positional``, ``trivial``, ``linear``, ``random``)."""
+    try:
+        return BRANCH_COLORS[name]
+    except KeyError:
+        raise ValueError(f"no colour for {name!r}; known: {', '.join(BRANCH_COLORS)}") from None
+
+
+def new_figure(width: float = 6.0, height: float = 4.0, dpi: int = 110) -> Figure:
+    """A fresh Figure on an Agg canvas (no pyplot, nothing global)."""
+    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def style_axes(ax: object) -> None:
+    """Light grid and no top/right spines."""
+    ax.grid(True, alpha=0.25, linewidth=0.6)  # type: ignore[attr-defined]
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)  # type: ignore[attr-defined]

@@ -1,0 +1,256 @@
+"""The demo (README main job): the headline of the paper in a few minutes on a laptop.
+
+1. ``omega = 0.3`` curves (THEORY.md 2.1 reference parameters): training error, test error and
+   overlaps of the semantic and positional branches from the theory (``curve`` points:
+   continuation in ``alpha``), with finite-``d`` simulation points from both informed
+   starts (THEORY.md 3);
+2. the theory phase diagram ``alpha_c(omega)``, spinodals, ``alpha_l(omega)``;
+3. one self-contained HTML report with both figures, the parameters, the package version and
+   a one-line command reproducing each figure.
+
+Theory branches, simulations and transitions all go through the sweep machinery (one pool
+keeps every core busy) into one store, so a rerun computes only what is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec, parse_range
+from attnphase.sweeps.grid import Point, SweepSpec
+from attnphase.sweeps.phase import PhaseLines, phase_lines
+from attnphase.sweeps.runner import run_sweep
+from attnphase.sweeps.store import ResultStore
+
+logger = logging.getLogger(__name__)
+
+PARTS = ("curves", "phase")
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """What the demo computes (defaults sized for <= 5 minutes on 2 cores)."""
+
+    omega: float = 0.3
+    theory_alpha: str = "0.2:2.4:12"
+    sim_alpha: str = "0.25:2.25:5"
+    d: int = 200
+    seeds: int = 1
+    phase_omega: str = "0:0.45:10"
+    max_steps: int | None = None
+    parts: tuple[str, ...] = PARTS
+    #: theory solver settings as ``(("solver_order", 10), ...)``
+    solver: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        for p in self.parts:
+            if p not in PARTS:
+                raise ValueError(f"unknown demo part {p!r}; choose from {', '.join(PARTS)}")
+        if not self.parts:
+            raise ValueError("the demo needs at least one part")
+        if self.d < 2:
+            raise ValueError(f"--d must be >= 2, got {self.d}")
+        if self.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
+        for name in ("theory_alpha", "sim_alpha"):
+            if any(a <= 0 for a in parse_range(getattr(self, name), f"--{name.replace('_', '-')}")):
+                raise ValueError(f"--{name.replace('_', '-')} values must be > 0")
+        parse_range(self.phase_omega, "--phase-omega")
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """Files written by the demo and the numbers behind them."""
+
+    out: Path
+    report: Path
+    files: tuple[Path, ...]
+    seconds: float
+    lines: PhaseLines | None = None
+    curves: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _nan(v: Any) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f if math.isfinite(f) else math.nan
+
+
+def _fmt(v: float | None) -> str:
+    return "none" if v is None else f"{v:.4g}"
+
+
+def _curve_points(spec: ModelSpec, s: DemoSettings,
+                  branches: Sequence[str] = ("semantic", "positional")) -> list[Point]:
+    fixed = {**spec.to_dict(), "alphas": s.theory_alpha, **dict(s.solver)}
+    return SweepSpec("curve", axes=(("branch", tuple(branches)),), fixed=fixed).points()
+
+
+def _curve_table(points: Sequence[Point], store: ResultStore) -> dict[str, dict]:
+    """Stored theory branches as ``{branch: {"alpha": [...], "train_loss": [...], ...}}``."""
+    res = store.results([p.key for p in points])
+    out: dict[str, dict] = {}
+    for p in points:
+        r = res.get(p.key)
+        if r is None or r["status"] != "ok":
+            logger.warning("theory branch %s failed: %s", p.params["branch"],
+                           None if r is None else r["error"])
+            continue
+        out[p.params["branch"]] = {k: [_nan(v) for v in vals] for k, vals in r["result"].items()
+                                   if k != "exists"}
+    return out
+
+
+def _sim_points(spec: ModelSpec, s: DemoSettings) -> list[Point]:
+    fixed: dict[str, Any] = {k: v for k, v in spec.to_dict().items()}
+    fixed["d"] = s.d
+    if s.max_steps is not None:
+        fixed["train_max_steps"] = s.max_steps
+    sweep = SweepSpec("simulation", axes=(
+        ("alpha", parse_range(s.sim_alpha, "--sim-alpha")),
+        ("init", ("semantic", "positional")),
+        ("seed", tuple(range(s.seeds))),
+    ), fixed=fixed)
+    return sweep.points()
+
+
+def _sim_table(points: Sequence[Point], store: ResultStore) -> dict[str, dict]:
+    res = store.results([p.key for p in points])
+    acc: dict[str, dict[float, list[dict]]] = {}
+    for p in points:
+        r = res.get(p.key)
+        if r is None or r["status"] != "ok":
+            continue
+        acc.setdefault(p.params["init"], {}).setdefault(p.params["alpha"], []).append(r["result"])
+    out: dict[str, dict] = {}
+    for init, by_alpha in acc.items():
+        cols: dict[str, list[float]] = {k: [] for k in ("alpha", "train_loss", "test_error",
+                                                        "theta", "m", "linear_test_error")}
+        for a in sorted(by_alpha):
+            cols["alpha"].append(a)
+            for k in list(cols)[1:]:
+                cols[k].append(float(np.nanmean([_nan(r.get(k)) for r in by_alpha[a]])))
+        out[init] = cols
+    return out
+
+
+def _write_fig(fig: Any, out: Path, stem: str) -> tuple[bytes, list[Path]]:
+    from attnphase.report.html import figure_png
+
+    png = figure_png(fig)
+    (out / f"{stem}.png").write_bytes(png)
+    fig.savefig(out / f"{stem}.pdf")
+    return png, [out / f"{stem}.png", out / f"{stem}.pdf"]
+
+
+def run_demo(out: str | Path, settings: DemoSettings | None = None,
+             store: str | Path | None = None, **run_kw: Any) -> DemoResult:
+    """Run the demo into ``out`` (see the module docstring); ``run_kw`` go to ``run_sweep``."""
+    import pandas as pd
+
+    from attnphase import __version__
+    from attnphase.plots.phase import plot_curves_with_points, plot_phase_lines
+    from attnphase.report.html import ReportFigure, write_report
+
+    s = settings or DemoSettings()
+    t0 = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = Path(store) if store is not None else out / "results.sqlite"
+    spec = ModelSpec(omega=s.omega)
+    base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
+    base.update(dict(s.solver))
+    omegas = parse_range(s.phase_omega, "--phase-omega")
+    files: list[Path] = []
+    figures: list[ReportFigure] = []
+    lines = None
+    curves: dict[str, Any] = {}
+
+    # one sweep for everything that is stored: the pool stays busy on every core
+    todo: list[Point] = []
+    if "curves" in s.parts:
+        curve_pts = _curve_points(spec, s)  # the longest points first
+        sim_pts = _sim_points(spec, s)
+        todo += curve_pts + sim_pts
+        todo += SweepSpec("transition", fixed={**base, "omega": s.omega}).points()
+    if "phase" in s.parts:
+        todo += SweepSpec("transition", axes=(("omega", omegas),), fixed=base).points()
+    logger.info("demo: %d points (theory branches, simulations at d=%d, transitions)",
+                len(todo), s.d)
+    run_sweep(todo, store, **run_kw)
+    solver_flags = "".join(f" --solver {k[len('solver_'):]}={v}" for k, v in s.solver)
+    common_cmd = f"attnphase demo --out {shlex.quote(str(out))}{solver_flags}"
+
+    if "curves" in s.parts:
+        tr = phase_lines(base, [s.omega], store, progress="none", workers=1)
+        alpha_c, alpha_l, lin = tr.alpha_c[0], tr.alpha_l[0], tr.eps_g_lin[0]
+        with ResultStore(store) as st:
+            th = _curve_table(curve_pts, st)
+            sim = _sim_table(sim_pts, st)
+        curves = {"theory": th, "simulation": sim, "alpha_c": alpha_c, "alpha_l": alpha_l,
+                  "eps_g_lin": lin}
+        fig = plot_curves_with_points(
+            th, sim, eps_g_lin=lin, alpha_c=alpha_c, alpha_l=alpha_l,
+            title=f"omega = {s.omega:g}: theory (lines) and simulations at d = {s.d} (circles)")
+        png, fs = _write_fig(fig, out, "curves")
+        rows = [{"source": "theory", "branch": b, **dict(zip(c, vals, strict=True))}
+                for b, c in th.items() for vals in zip(*c.values(), strict=True)]
+        rows += [{"source": f"simulation d={s.d}", "branch": b, **dict(zip(c, vals, strict=True))}
+                 for b, c in sim.items() for vals in zip(*c.values(), strict=True)]
+        pd.DataFrame(rows).to_csv(out / "curves.csv", index=False)
+        fs.append(out / "curves.csv")
+        files += fs
+        cmd = (f"{common_cmd} --only curves --omega {s.omega:g} --theory-alpha {s.theory_alpha} "
+               f"--sim-alpha {s.sim_alpha} --d {s.d} --seeds {s.seeds}")
+        figures.append(ReportFigure(
+            f"Curves at omega = {s.omega:g}", png,
+            caption=(f"Lines: theory branches (semantic, positional). Circles: gradient descent "
+                     f"at d = {s.d} from the semantic and the positional start, mean of "
+                     f"{s.seeds} seed(s). Vertical lines: alpha_c = {_fmt(alpha_c)} (solid), "
+                     f"alpha_l = {_fmt(alpha_l)} (dash-dot); dotted: linear baseline "
+                     f"eps_g_lin = {_fmt(lin)}."),
+            command=cmd, files=tuple(p.name for p in fs),
+            params={"omega": s.omega, "d": s.d, "seeds": s.seeds,
+                    "simulation alphas": s.sim_alpha, "theory alphas": s.theory_alpha}))
+
+    if "phase" in s.parts:
+        lines = phase_lines(base, omegas, store, progress="none", workers=1)
+        fig = plot_phase_lines(lines)
+        png, fs = _write_fig(fig, out, "phase_diagram")
+        lines.to_frame().to_csv(out / "phase_lines.csv", index=False)
+        fs.append(out / "phase_lines.csv")
+        files += fs
+        cmd = (f"attnphase phase-diagram --omega {s.phase_omega} --out {shlex.quote(str(out))}"
+               f"{solver_flags}")
+        figures.append(ReportFigure(
+            "Phase diagram (theory)", png,
+            caption=("alpha_c(omega): the semantic and positional minima exchange (solid); "
+                     "spinodals: where a branch stops existing (dashed); alpha_l(omega): the "
+                     "semantic solution beats the dense linear baseline (dash-dot)."),
+            command=cmd, files=tuple(p.name for p in fs),
+            params={"omega": s.phase_omega}))
+
+    params = {**base, "omega (curves)": s.omega, **{f"demo.{k}": v for k, v in asdict(s).items()},
+              "store": str(store)}
+    seconds = time.perf_counter() - t0
+    report = write_report(
+        out / "report.html", "attnphase demo: positional vs semantic attention", figures, params,
+        __version__,
+        intro=("The solvable model of dot-product attention (Cui, Behrens, Krzakala, Zdeborova, "
+               "NeurIPS 2024): below alpha_c the attention layer learns from positions, above "
+               "it from the meaning of the tokens."),
+        notes=[f"Computed in {seconds:.0f} s; reproduce everything with: {common_cmd}"],
+    )
+    files.append(report)
+    return DemoResult(out, report, tuple(files), seconds, lines, curves)

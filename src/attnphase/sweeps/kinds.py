@@ -1,0 +1,472 @@
+"""Point kinds: what one sweep point computes, behind a small registry.
+
+A :class:`PointKind` names its parameters (:class:`Param`, with types and defaults),
+turns user parameters into canonical ones (defaults filled in, validated: this is what
+is hashed into the store key) and computes one point, returning ``(result, diagnostics)``
+as JSON-ready dicts. Kinds:
+
+- ``theory``: :func:`attnphase.theory.solve_point` at one ``alpha`` on one branch
+  (THEORY.md section 2);
+- ``curve``: :func:`attnphase.theory.follow_branch` over an ``alpha`` grid on one branch
+  (continuation; the result holds lists);
+- ``transition``: :func:`attnphase.theory.find_transition` (``alpha_c``, ``alpha_l``,
+  spinodals, ``eps_g_lin``) for one model;
+- ``simulation``: gradient descent at finite ``d`` from an informed or random start
+  (THEORY.md section 3), through :mod:`attnphase.sim`;
+- ``selftest``: a cheap deterministic function (optional sleep and failure switch) used to
+  test the store and the backends without the heavy solvers.
+
+Adding a kind is one function pair and one entry in :func:`builtin_kinds`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec
+
+PARAM_TYPES = ("float", "int", "str", "bool", "matrix")
+BRANCHES = ("semantic", "positional", "trivial")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One sweepable parameter of a point kind."""
+
+    name: str
+    type: str
+    default: Any
+    help: str = ""
+    #: a CLI value is a comma list of values (False: the whole text is one value)
+    split: bool = True
+
+
+@dataclass(frozen=True)
+class PointKind:
+    """A kind of sweep point (see the module docstring)."""
+
+    name: str
+    description: str
+    params: Callable[[], tuple[Param, ...]]
+    normalize: Callable[[dict[str, Any]], dict[str, Any]]
+    compute: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
+    seeded: bool = False
+
+    def param_map(self) -> dict[str, Param]:
+        return {p.name: p for p in self.params()}
+
+    def check_names(self, names: Any) -> None:
+        """Raise ``ValueError`` naming the first parameter this kind does not know."""
+        known = self.param_map()
+        for n in names:
+            if n not in known:
+                raise ValueError(
+                    f"unknown parameter {n!r} for kind {self.name!r}; "
+                    f"known: {', '.join(sorted(known))}"
+                )
+
+
+# ----------------------------------------------------------------------------- model params
+MODEL_PARAMS: tuple[Param, ...] = (
+    Param("omega", "float", 0.3, "positional share of the target"),
+    Param("sigma", "float", 0.5, "token noise std"),
+    Param("lam", "float", 0.01, "ridge penalty lambda"),
+    Param("A", "matrix", None, "positional target (rows ';', entries ',')"),
+    Param("L", "int", 2, "number of tokens"),
+    Param("rank", "int", 1, "student rank r"),
+    Param("teacher_rank", "int", 1, "teacher rank r*"),
+    Param("positions", "matrix", None, "Gram matrix of positional embeddings"),
+    Param("variant", "str", "tied", "student attention variant"),
+    Param("causal_target", "bool", False, "causal mask on the target"),
+    Param("token_corr", "float", 0.0, "token correlation c"),
+    Param("token_cov", "matrix", None, "full token covariance C"),
+    Param("value", "str", "identity", "value matrix (identity, lowrank, full)"),
+    Param("value_rank", "int", 1, "rank of a low-rank value matrix"),
+    Param("lam_lin", "float", 1e-4, "ridge of the linear baseline"),
+)
+_MODEL_NAMES = frozenset(p.name for p in MODEL_PARAMS)
+SOLVER_PREFIX = "solver_"
+
+
+def model_spec(params: Mapping[str, Any]) -> ModelSpec:
+    """The validated :class:`ModelSpec` named by the model entries of ``params``."""
+    kwargs = {k: v for k, v in params.items() if k in _MODEL_NAMES}
+    for k in ("A", "positions", "token_cov"):
+        if isinstance(kwargs.get(k), list):
+            kwargs[k] = tuple(tuple(float(x) for x in row) for row in kwargs[k])
+    for k in ("L", "rank", "teacher_rank", "value_rank"):
+        if k in kwargs:
+            kwargs[k] = _as_int(kwargs[k], k)
+    return ModelSpec(**kwargs)
+
+
+def _as_int(v: Any, name: str) -> int:
+    if isinstance(v, bool):
+        raise ValueError(f"{name} must be an integer, got {v!r}")
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
+        return int(v)
+    raise ValueError(f"{name} must be an integer, got {v!r}")
+
+
+def _solver_params() -> tuple[Param, ...]:
+    """``solver_<field>`` for each scalar field of :class:`attnphase.theory.SolverSettings`."""
+    try:
+        from attnphase.theory import SolverSettings
+    except ImportError:
+        return ()
+    if not dataclasses.is_dataclass(SolverSettings):
+        return ()
+    out = []
+    for f in dataclasses.fields(SolverSettings):
+        default = f.default
+        if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        t = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(default))
+        if t is not None:
+            out.append(Param(SOLVER_PREFIX + f.name, t, default, "solver setting"))
+    return tuple(out)
+
+
+def _normalize_solver(params: Mapping[str, Any], out: dict[str, Any]) -> None:
+    """Copy explicitly given solver settings that differ from their defaults."""
+    for p in _solver_params():
+        if p.name in params:
+            v = _coerce(p, params[p.name])
+            if v != p.default:
+                out[p.name] = v
+
+
+def _solver_settings(params: Mapping[str, Any]) -> Any:
+    given = {k[len(SOLVER_PREFIX):]: v for k, v in params.items() if k.startswith(SOLVER_PREFIX)}
+    if not given:
+        return None
+    from attnphase.theory import SolverSettings
+
+    return SolverSettings(**given)
+
+
+def _coerce(p: Param, v: Any) -> Any:
+    """``v`` converted to the type of ``p`` (``ValueError`` if impossible)."""
+    if v is None:
+        if p.default is None:
+            return None
+        raise ValueError(f"{p.name} must not be empty")
+    if p.type == "float":
+        if isinstance(v, bool):
+            raise ValueError(f"{p.name} must be a number, got {v!r}")
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"{p.name} must be a number, got {v!r}") from None
+        if not math.isfinite(f):
+            raise ValueError(f"{p.name} must be finite, got {v!r}")
+        return f
+    if p.type == "int":
+        return _as_int(v, p.name)
+    if p.type == "bool":
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        if isinstance(v, (int, np.integer)) and v in (0, 1):
+            return bool(v)
+        raise ValueError(f"{p.name} must be true or false, got {v!r}")
+    if p.type == "str":
+        if not isinstance(v, str):
+            raise ValueError(f"{p.name} must be a string, got {v!r}")
+        return v
+    if p.type == "matrix":
+        arr = np.asarray(v, dtype=float)
+        if arr.ndim != 2:
+            raise ValueError(f"{p.name} must be a matrix, got {v!r}")
+        return [[float(x) for x in row] for row in arr]
+    raise ValueError(f"unknown parameter type {p.type!r}")  # pragma: no cover
+
+
+def _model_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    pm = {p.name: p for p in MODEL_PARAMS}
+    given = {k: _coerce(pm[k], v) for k, v in params.items() if k in pm}
+    return model_spec(given).to_dict()
+
+
+def _fill(kind_params: tuple[Param, ...], params: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for p in kind_params:
+        out[p.name] = _coerce(p, params[p.name]) if p.name in params else p.default
+    return out
+
+
+def _check_branch(branch: str) -> None:
+    if branch not in BRANCHES:
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(BRANCHES)}")
+
+
+def _check_positive(name: str, v: float) -> None:
+    if not v > 0:
+        raise ValueError(f"{name} must be > 0, got {v}")
+
+
+def _split_diagnostics(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    d = dict(d)
+    diag = d.pop("diagnostics", None) or {}
+    return d, dict(diag)
+
+
+# ----------------------------------------------------------------------------- selftest
+_SELFTEST_PARAMS = (
+    Param("x", "float", 0.0, "input"),
+    Param("y", "float", 0.0, "input"),
+    Param("seed", "int", 0, "random seed"),
+    Param("sleep", "float", 0.0, "seconds to sleep before returning"),
+    Param("fail", "bool", False, "raise an error instead of returning"),
+    Param("crash", "bool", False, "kill the worker process (pool/Dask only; tests)"),
+)
+
+
+def _selftest_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    out = _fill(_SELFTEST_PARAMS, params)
+    if out["sleep"] < 0:
+        raise ValueError(f"sleep must be >= 0, got {out['sleep']}")
+    return out
+
+
+def _selftest_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    if params["sleep"] > 0:
+        time.sleep(params["sleep"])
+    if params.get("crash"):
+        import multiprocessing
+        import os
+
+        if multiprocessing.parent_process() is None:
+            raise RuntimeError("selftest crash requested in the main process")
+        os._exit(3)
+    if params["fail"]:
+        raise RuntimeError(f"selftest failure requested at x={params['x']}, y={params['y']}")
+    rng = np.random.default_rng(params["seed"])
+    x, y = params["x"], params["y"]
+    return {"value": x * x + y, "noise": float(rng.standard_normal())}, {"evaluations": 1}
+
+
+# ----------------------------------------------------------------------------- theory
+_THEORY_EXTRA = (
+    Param("alpha", "float", 1.0, "sample complexity n/d"),
+    Param("branch", "str", "semantic", "semantic, positional or trivial"),
+)
+
+
+def _theory_params() -> tuple[Param, ...]:
+    return MODEL_PARAMS + _THEORY_EXTRA + _solver_params()
+
+
+def _theory_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    out = _model_normalize(params)
+    extra = _fill(_THEORY_EXTRA, params)
+    _check_positive("alpha", extra["alpha"])
+    _check_branch(extra["branch"])
+    out.update(extra)
+    _normalize_solver(params, out)
+    return out
+
+
+def _theory_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    from attnphase.theory import solve_point
+
+    spec = model_spec(params)
+    pt = solve_point(spec, params["alpha"], params["branch"], _solver_settings(params))
+    return _split_diagnostics(pt.to_dict())
+
+
+def _transition_params() -> tuple[Param, ...]:
+    return MODEL_PARAMS + _solver_params()
+
+
+def _transition_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    out = _model_normalize(params)
+    _normalize_solver(params, out)
+    return out
+
+
+def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    from attnphase.theory import find_transition
+
+    spec = model_spec(params)
+    settings = _solver_settings(params)
+    if settings is None:
+        tr = find_transition(spec)
+    else:
+        if "settings" not in inspect.signature(find_transition).parameters:
+            raise ValueError("find_transition takes no solver settings")
+        tr = find_transition(spec, settings=settings)
+    return _split_diagnostics(tr.to_dict())
+
+
+_CURVE_EXTRA = (
+    Param("alphas", "str", "0.1:2.5:49", "alpha grid 'start:stop:num' or 'a,b,c'",
+          split=False),
+    Param("branch", "str", "semantic", "semantic, positional or trivial"),
+)
+_CURVE_KEYS = ("train_loss", "test_error", "theta", "m", "q")
+
+
+def _curve_params() -> tuple[Param, ...]:
+    return MODEL_PARAMS + _CURVE_EXTRA + _solver_params()
+
+
+def _alpha_list(text: str) -> tuple[float, ...]:
+    from attnphase.spec.problem import parse_range
+
+    try:
+        return parse_range(text, "alphas")
+    except ValueError as exc:
+        if "alphas" in str(exc):
+            raise
+        raise ValueError(f"cannot parse alphas {text!r}: expected 'start:stop:num' or "
+                         "'a,b,c'") from None
+
+
+def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    out = _model_normalize(params)
+    extra = _fill(_CURVE_EXTRA, params)
+    alphas = _alpha_list(extra["alphas"])
+    if min(alphas) <= 0:
+        raise ValueError(f"alphas must be > 0, got {min(alphas)}")
+    _check_branch(extra["branch"])
+    out.update(extra)
+    _normalize_solver(params, out)
+    return out
+
+
+def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    from attnphase.theory import follow_branch
+
+    spec = model_spec(params)
+    alphas = list(_alpha_list(params["alphas"]))
+    settings = _solver_settings(params)
+    if settings is not None:
+        pts = follow_branch(spec, alphas, params["branch"], settings=settings)
+    else:
+        pts = follow_branch(spec, alphas, params["branch"])
+    result: dict[str, Any] = {"alpha": [], "exists": []}
+    result.update({k: [] for k in _CURVE_KEYS})
+    diag: dict[str, Any] = {"converged": [], "iterations": [], "reason": []}
+    for p in pts:
+        ok = bool(getattr(p, "exists", True))
+        result["alpha"].append(float(p.alpha))
+        result["exists"].append(ok)
+        for k in _CURVE_KEYS:
+            v = getattr(p, k, None)
+            result[k].append(float(v) if ok and isinstance(v, (int, float, np.floating))
+                             else None)
+        diag["converged"].append(bool(getattr(p, "converged", True)))
+        diag["iterations"].append(getattr(p, "iterations", None))
+        diag["reason"].append(str(getattr(p, "reason", "")))
+    return result, diag
+
+
+# ----------------------------------------------------------------------------- simulation
+_SIM_EXTRA = (
+    Param("alpha", "float", 1.0, "sample complexity n/d"),
+    Param("d", "int", 300, "embedding dimension"),
+    Param("init", "str", "semantic", "start: semantic, positional or random"),
+    Param("seed", "int", 0, "random seed (teacher, data, start)"),
+)
+SIM_INITS = ("semantic", "positional", "random")
+
+
+def _sim_train_params() -> tuple[Param, ...]:
+    """``train_<field>`` for each scalar field of :class:`attnphase.sim.TrainSettings`."""
+    try:
+        from attnphase.sim import TrainSettings
+    except ImportError:
+        return ()
+    if not dataclasses.is_dataclass(TrainSettings):
+        return ()
+    out = []
+    for f in dataclasses.fields(TrainSettings):
+        if f.name in ("device", "log_every"):  # do not change results: not part of the key
+            continue
+        default = f.default
+        t = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(default))
+        if t is None and default is None and "float" in str(f.type):
+            t = "float"  # e.g. lr: float | None
+        if t is not None:
+            out.append(Param("train_" + f.name, t, default, "training setting"))
+    return tuple(out)
+
+
+def _sim_params() -> tuple[Param, ...]:
+    return MODEL_PARAMS + _SIM_EXTRA + _sim_train_params()
+
+
+def _sim_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    out = _model_normalize(params)
+    extra = _fill(_SIM_EXTRA, params)
+    _check_positive("alpha", extra["alpha"])
+    if extra["d"] < 2:
+        raise ValueError(f"d must be >= 2, got {extra['d']}")
+    if extra["init"] not in SIM_INITS:
+        raise ValueError(f"unknown init {extra['init']!r}; choose from {', '.join(SIM_INITS)}")
+    out.update(extra)
+    for p in _sim_train_params():
+        if p.name in params:
+            v = _coerce(p, params[p.name])
+            if v != p.default:
+                out[p.name] = v
+    return out
+
+
+def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    try:
+        from attnphase.sim import TrainSettings, simulate
+    except ImportError:
+        raise RuntimeError("the simulator (attnphase.sim) is not available in this build") from None
+    spec = model_spec(params)
+    train = {k[len("train_"):]: v for k, v in params.items() if k.startswith("train_")}
+    settings = TrainSettings(**train)
+    res = simulate(spec, d=params["d"], alpha=params["alpha"], seeds=(params["seed"],),
+                   inits=(params["init"],), settings=settings)
+    run = res.runs[0].to_dict()
+    diag_keys = ("steps", "converged", "stop", "grad_norm", "seconds", "overlaps")
+    result = {k: v for k, v in run.items() if k not in diag_keys}
+    result.update(n=res.n, n_test=res.n_test, converged=run.get("converged"))
+    diagnostics = {k: run[k] for k in diag_keys if k in run}
+    diagnostics["train_settings"] = {"optimizer": settings.optimizer,
+                                     "lr": settings.learning_rate,
+                                     "max_steps": settings.max_steps, "tol": settings.tol}
+    return result, diagnostics
+
+
+# ----------------------------------------------------------------------------- registry
+def builtin_kinds() -> Mapping[str, PointKind]:
+    """The registry of point kinds (read-only mapping name -> :class:`PointKind`)."""
+    kinds = (
+        PointKind("theory", "theory solver at one alpha on one branch (THEORY.md 2)",
+                  _theory_params, _theory_normalize, _theory_compute),
+        PointKind("transition", "alpha_c, alpha_l and spinodals for one model (THEORY.md 2)",
+                  _transition_params, _transition_normalize, _transition_compute),
+        PointKind("curve", "one theory branch followed in alpha (THEORY.md 2)",
+                  _curve_params, _curve_normalize, _curve_compute),
+        PointKind("simulation", "gradient descent at finite d (THEORY.md 3)",
+                  _sim_params, _sim_normalize, _sim_compute, seeded=True),
+        PointKind("selftest", "cheap deterministic test function (store/backends tests)",
+                  lambda: _SELFTEST_PARAMS, _selftest_normalize, _selftest_compute,
+                  seeded=True),
+    )
+    return MappingProxyType({k.name: k for k in kinds})
+
+
+def get_kind(name: str) -> PointKind:
+    """The point kind called ``name`` (``ValueError`` listing the known ones otherwise)."""
+    kinds = builtin_kinds()
+    if name not in kinds:
+        raise ValueError(f"unknown point kind {name!r}; choose from {', '.join(kinds)}")
+    return kinds[name]

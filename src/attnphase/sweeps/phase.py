@@ -1,0 +1,206 @@
+"""Phase diagrams in (alpha, omega) through the sweep machinery (results are stored).
+
+- :func:`phase_lines`: ``alpha_c(omega)`` (semantic/positional transition, where the two
+  branches' training losses cross), its spinodals and ``alpha_l(omega)`` (where the
+  semantic solution beats the dense linear baseline), from
+  :func:`attnphase.theory.find_transition`, one ``transition`` point per ``omega``
+  (THEORY.md section 2).
+- :func:`phase_heatmaps`: simulations at finite ``d`` (THEORY.md section 3) on an
+  ``omega x alpha`` grid from the semantic and the positional start, giving
+  ``train_diff = eps_t(semantic start) - eps_t(positional start)`` (negative where the
+  semantic minimum is lower) and ``gen_gain = eps_g_lin - eps_g`` (positive where attention
+  beats the linear baseline; ``eps_g`` of the start that reached the lower training loss),
+  both averaged over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnphase.sweeps.grid import SweepSpec
+from attnphase.sweeps.runner import SweepReport, run_sweep
+from attnphase.sweeps.store import ResultStore
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+@dataclass(frozen=True)
+class PhaseLines:
+    """Theory lines of the phase diagram, one entry per ``omega`` (``None``: no crossing)."""
+
+    omega: tuple[float, ...]
+    alpha_c: tuple[float | None, ...]
+    alpha_l: tuple[float | None, ...]
+    spinodals: Mapping[str, tuple[float | None, ...]]
+    eps_g_lin: tuple[float | None, ...]
+    errors: tuple[str | None, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    report: SweepReport | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "omega": list(self.omega),
+            "alpha_c": list(self.alpha_c),
+            "alpha_l": list(self.alpha_l),
+            "spinodals": {k: list(v) for k, v in self.spinodals.items()},
+            "eps_g_lin": list(self.eps_g_lin),
+            "errors": list(self.errors),
+            "params": dict(self.params),
+        }
+
+    def to_frame(self) -> Any:
+        import pandas as pd
+
+        data: dict[str, Any] = {"omega": self.omega, "alpha_c": self.alpha_c,
+                                "alpha_l": self.alpha_l}
+        for k, v in self.spinodals.items():
+            data[f"spinodal_{k}"] = v
+        data["eps_g_lin"] = self.eps_g_lin
+        data["error"] = self.errors
+        return pd.DataFrame(data)
+
+
+@dataclass(frozen=True)
+class HeatMaps:
+    """Simulation heat maps on ``omega x alpha`` (rows: omega, columns: alpha)."""
+
+    omega: tuple[float, ...]
+    alpha: tuple[float, ...]
+    d: int
+    seeds: tuple[int, ...]
+    train_diff: np.ndarray
+    gen_gain: np.ndarray
+    n_runs: np.ndarray
+    report: SweepReport | None = None
+
+    def to_frame(self) -> Any:
+        import pandas as pd
+
+        rows = []
+        for i, w in enumerate(self.omega):
+            for j, a in enumerate(self.alpha):
+                rows.append({"omega": w, "alpha": a, "d": self.d,
+                             "train_diff": _num(self.train_diff[i, j]),
+                             "gen_gain": _num(self.gen_gain[i, j]),
+                             "n_seeds": int(self.n_runs[i, j])})
+        return pd.DataFrame(rows)
+
+
+def phase_lines(
+    base: Mapping[str, Any],
+    omegas: Sequence[float],
+    store: str | Path | ResultStore,
+    **run_kw: Any,
+) -> PhaseLines:
+    """``alpha_c``, ``alpha_l`` and spinodals for each ``omega`` (stored ``transition`` points).
+
+    ``base``: model parameters other than ``omega`` (ModelSpec field names and solver settings
+    ``solver_<name>``); ``run_kw`` goes to :func:`run_sweep` (``workers``, ``scheduler``, ...).
+    """
+    base = {k: v for k, v in base.items() if k != "omega"}
+    sweep = SweepSpec("transition", axes=(("omega", tuple(float(w) for w in omegas)),),
+                      fixed=base)
+    points = sweep.points()
+    rep = run_sweep(points, store, **run_kw)
+    own = not isinstance(store, ResultStore)
+    st = ResultStore(store) if own else store
+    try:
+        res = st.results([p.key for p in points])
+    finally:
+        if own:
+            st.close()
+    omega, ac, al, lin, errs = [], [], [], [], []
+    spin: dict[str, list[float | None]] = {}
+    for i, p in enumerate(points):
+        r = res.get(p.key, {})
+        omega.append(float(p.params["omega"]))
+        out = r.get("result") or {}
+        errs.append(r.get("error") if r.get("status") != "ok" else None)
+        ac.append(_num(out.get("alpha_c")))
+        al.append(_num(out.get("alpha_l")))
+        lin.append(_num(out.get("linear_test_error", out.get("eps_g_lin"))))
+        for k, v in (out.get("spinodals") or {}).items():
+            spin.setdefault(str(k), [None] * len(points))[i] = _num(v)
+    params = {k: v for k, v in points[0].params.items() if k != "omega"} if points else {}
+    return PhaseLines(tuple(omega), tuple(ac), tuple(al),
+                      {k: tuple(v) for k, v in spin.items()}, tuple(lin), tuple(errs),
+                      params, rep)
+
+
+def phase_heatmaps(
+    base: Mapping[str, Any],
+    omegas: Sequence[float],
+    alphas: Sequence[float],
+    d: int,
+    seeds: Sequence[int],
+    store: str | Path | ResultStore,
+    train: Mapping[str, Any] | None = None,
+    **run_kw: Any,
+) -> HeatMaps:
+    """Simulated ``train_diff`` and ``gen_gain`` on ``omega x alpha`` (stored ``simulation``
+    points, semantic and positional start per seed; see the module docstring)."""
+    base = {k: v for k, v in base.items() if k not in ("omega", "alpha", "d", "seed", "init")
+            and not k.startswith("solver_")}
+    fixed = {**base, **{f"train_{k}": v for k, v in (train or {}).items()}, "d": int(d)}
+    omegas = tuple(float(w) for w in omegas)
+    alphas = tuple(float(a) for a in alphas)
+    seeds = tuple(dict.fromkeys(int(s) for s in seeds))
+    sweep = SweepSpec("simulation", axes=(("omega", omegas), ("alpha", alphas),
+                                          ("seed", seeds), ("init", ("semantic", "positional"))),
+                      fixed=fixed)
+    points = sweep.points()
+    rep = run_sweep(points, store, **run_kw)
+    own = not isinstance(store, ResultStore)
+    st = ResultStore(store) if own else store
+    try:
+        res = st.results([p.key for p in points])
+    finally:
+        if own:
+            st.close()
+    # index results by rounded (omega, alpha, seed, init)
+    from attnphase.sweeps.canonical import round_sig
+
+    table: dict[tuple[float, float, int, str], dict[str, Any]] = {}
+    for p in points:
+        r = res.get(p.key)
+        if r is not None and r["status"] == "ok":
+            table[(p.params["omega"], p.params["alpha"], p.params["seed"], p.params["init"])] = \
+                r["result"]
+    shape = (len(omegas), len(alphas))
+    diff, gain, count = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, int)
+    for i, w in enumerate(omegas):
+        for j, a in enumerate(alphas):
+            ds, gs = [], []
+            for s in seeds:
+                sem = table.get((round_sig(w), round_sig(a), s, "semantic"))
+                pos = table.get((round_sig(w), round_sig(a), s, "positional"))
+                if sem is None or pos is None:
+                    continue
+                ts, tp = _num(sem.get("train_loss")), _num(pos.get("train_loss"))
+                if ts is None or tp is None:
+                    continue
+                ds.append(ts - tp)
+                best = sem if ts <= tp else pos
+                eg, lin = _num(best.get("test_error")), _num(best.get("linear_test_error"))
+                if eg is not None and lin is not None:
+                    gs.append(lin - eg)
+            count[i, j] = len(ds)
+            if ds:
+                diff[i, j] = float(np.mean(ds))
+            if gs:
+                gain[i, j] = float(np.mean(gs))
+    return HeatMaps(omegas, alphas, int(d), seeds, diff, gain, count, rep)

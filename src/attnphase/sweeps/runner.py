@@ -1,0 +1,292 @@
+"""Running a sweep: skip stored points, compute the rest, commit each as it finishes.
+
+Backends: in-process (``workers=1``), a local process pool (default: every core), or a
+Dask distributed cluster (``scheduler="tcp://HOST:PORT"``). Workers only compute
+(:func:`execute_point`, which never raises: a failing point returns its error); the parent
+gathers results as they complete and commits each one to the store in its own
+transaction, so killing the sweep at any moment loses only the points in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from attnphase.sweeps.canonical import canonical_json, to_json
+from attnphase.sweeps.grid import Point, SweepSpec, points_of
+from attnphase.sweeps.kinds import get_kind
+from attnphase.sweeps.store import PointRecord, ResultStore
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_MODES = ("auto", "bar", "log", "none")
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What a call of :func:`run_sweep` did."""
+
+    total: int
+    skipped: int
+    computed: int
+    ok: int
+    errors: int
+    elapsed_s: float
+    backend: str
+    keys: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "skipped": self.skipped, "computed": self.computed,
+                "ok": self.ok, "errors": self.errors, "elapsed_s": self.elapsed_s,
+                "backend": self.backend}
+
+
+def execute_point(kind: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Compute one point; never raises. Returns the fields of a :class:`PointRecord`."""
+    from attnphase import __version__
+
+    started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {"version": __version__, "host": socket.gethostname(),
+                           "started_at": started}
+    try:
+        result, diagnostics = get_kind(kind).compute(params)
+        out.update(status="ok", result=to_json(result), diagnostics=to_json(diagnostics),
+                   error=None)
+    except Exception as exc:  # a failing point is data, not a crash of the sweep
+        tb = traceback.format_exception_only(type(exc), exc)
+        out.update(status="error", result=None, diagnostics=None,
+                   error="".join(tb).strip()[:2000])
+    out["elapsed_s"] = time.perf_counter() - t0
+    return out
+
+
+def _outcome(future: Any) -> dict[str, Any]:
+    """The result of a finished future; a backend failure (a worker process that died,
+    Dask's ``KilledWorker``, ...) becomes an error outcome for that point."""
+    try:
+        return future.result()
+    except Exception as exc:
+        from attnphase import __version__
+
+        msg = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return {"version": __version__, "host": None,
+                "started_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                "status": "error", "result": None, "diagnostics": None,
+                "error": f"backend failure (worker died or was lost): {msg}"[:2000],
+                "elapsed_s": 0.0}
+
+
+def _record(point: Point, out: dict[str, Any]) -> PointRecord:
+    return PointRecord(
+        key=point.key, kind=point.kind, params=canonical_json(dict(point.params)),
+        status=out["status"], result=out["result"], diagnostics=out["diagnostics"],
+        error=out["error"], seed=point.seed, version=out["version"], host=out["host"],
+        started_at=out["started_at"], elapsed_s=float(out["elapsed_s"]),
+    )
+
+
+# ---------------------------------------------------------------------------- progress
+class _Progress:
+    """A tqdm bar on a terminal, or a log line every ~10 s / 10 % otherwise."""
+
+    def __init__(self, total: int, mode: str, stream: TextIO | None, label: str) -> None:
+        if mode not in PROGRESS_MODES:
+            raise ValueError(f"progress must be one of {', '.join(PROGRESS_MODES)}, got {mode!r}")
+        stream = sys.stderr if stream is None else stream
+        if mode == "auto":
+            mode = "bar" if getattr(stream, "isatty", lambda: False)() else "log"
+        self.mode, self.total, self.label = mode, total, label
+        self.done = self.errors = 0
+        self.t0 = self._last = time.monotonic()
+        self._bar = None
+        if mode == "bar" and total > 0:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, file=stream, desc=label, unit="pt", dynamic_ncols=True)
+
+    def update(self, status: str) -> None:
+        self.done += 1
+        self.errors += status != "ok"
+        if self._bar is not None:
+            self._bar.update(1)
+            if self.errors:
+                self._bar.set_postfix(errors=self.errors)
+        elif self.mode == "log":
+            now = time.monotonic()
+            step = max(1, self.total // 10)
+            if now - self._last >= 10.0 or self.done % step == 0 or self.done == self.total:
+                self._last = now
+                el = now - self.t0
+                eta = el / self.done * (self.total - self.done)
+                logger.info("%s: %d/%d points done (%d errors), %.1fs elapsed, eta %.0fs",
+                            self.label, self.done, self.total, self.errors, el, eta)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+# ---------------------------------------------------------------------------- backends
+def _serial(points: Sequence[Point]) -> Iterator[tuple[Point, dict[str, Any]]]:
+    for p in points:
+        yield p, execute_point(p.kind, dict(p.params))
+
+
+def _worker_init() -> None:
+    """One thread per pool process for torch / numba / BLAS (unless the user set them):
+    the parallelism is across processes."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
+def _pool(points: Sequence[Point], workers: int) -> Iterator[tuple[Point, dict[str, Any]]]:
+    ctx = multiprocessing.get_context("spawn")  # no fork of a parent holding threads / torch
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(points)), mp_context=ctx,
+                             initializer=_worker_init)
+    try:
+        futs = {ex.submit(execute_point, p.kind, dict(p.params)): p for p in points}
+        for f in as_completed(futs):
+            yield futs[f], _outcome(f)
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+def check_scheduler_address(address: str) -> None:
+    """``ValueError`` unless ``address`` looks like ``tcp://HOST:PORT``."""
+    proto, sep, rest = address.partition("://")
+    host, _, port = rest.rpartition(":")
+    if not sep or proto not in ("tcp", "tls", "inproc", "ws", "wss") or not host \
+            or not port.isdigit():
+        raise ValueError(f"scheduler address must look like tcp://HOST:PORT, got {address!r}")
+
+
+def connect_dask(address: str, timeout_s: float = 5.0) -> Any:
+    """A ``distributed.Client`` connected to ``address``; ``ValueError`` if unreachable."""
+    check_scheduler_address(address)
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=timeout_s, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"cannot reach Dask scheduler at {address} "
+                         f"within {timeout_s:g}s ({msg})") from None
+
+
+def _dask(points: Sequence[Point], client: Any) -> Iterator[tuple[Point, dict[str, Any]]]:
+    from distributed import as_completed as dask_as_completed
+
+    futs = {}
+    for p in points:
+        f = client.submit(execute_point, p.kind, dict(p.params), pure=False)
+        futs[f.key] = (p, f)
+    try:
+        for f in dask_as_completed([f for _, f in futs.values()], loop=client.loop):
+            p, _ = futs[f.key]
+            yield p, _outcome(f)
+    finally:
+        client.cancel([f for _, f in futs.values()])
+
+
+# ---------------------------------------------------------------------------- run_sweep
+def default_workers() -> int:
+    """Every core this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def run_sweep(
+    sweep: SweepSpec | Sequence[SweepSpec] | Sequence[Point],
+    store: str | Path | ResultStore,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    retry_errors: bool = False,
+    progress: str = "auto",
+    stream: TextIO | None = None,
+    connect_timeout_s: float = 5.0,
+    on_result: Callable[[Point, PointRecord], None] | None = None,
+) -> SweepReport:
+    """Compute every point of ``sweep`` that is not in ``store`` yet and commit each result.
+
+    ``workers``: processes of the local pool (default every core; ``1`` runs in-process);
+    ``scheduler``: a Dask scheduler address (then ``workers`` is ignored);
+    ``retry_errors``: recompute points stored with status ``error``.
+    """
+    t0 = time.perf_counter()
+    if isinstance(sweep, SweepSpec):
+        points = sweep.points()
+    elif sweep and all(isinstance(s, SweepSpec) for s in sweep):
+        points = points_of(sweep)  # type: ignore[arg-type]
+    else:
+        points = list(sweep)  # type: ignore[arg-type]
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    client = connect_dask(scheduler, connect_timeout_s) if scheduler else None
+    own = not isinstance(store, ResultStore)
+    st = ResultStore(store) if own else store
+    try:
+        keys = [p.key for p in points]
+        if retry_errors:
+            n = st.delete_errors(keys)
+            if n:
+                logger.info("retrying %d points stored with errors", n)
+        stored = st.keys()
+        todo = [p for p in points if p.key not in stored]
+        nw = default_workers() if workers is None else workers
+        if client is not None:
+            backend = f"dask {scheduler}"
+            it = _dask(todo, client)
+        elif nw == 1 or len(todo) <= 1:
+            backend = "serial"
+            it = _serial(todo)
+        else:
+            backend = f"pool ({min(nw, len(todo))} processes)"
+            it = _pool(todo, nw)
+        logger.info("sweep: %d points, %d stored, %d to compute (%s)",
+                    len(points), len(points) - len(todo), len(todo), backend)
+        prog = _Progress(len(todo), progress, stream, "sweep")
+        ok = errors = 0
+        try:
+            for p, out in it:
+                rec = _record(p, out)
+                st.add(rec)
+                if rec.status == "ok":
+                    ok += 1
+                else:
+                    errors += 1
+                    logger.warning("point %s failed: %s", p.key[:12],
+                                   (rec.error or "").splitlines()[-1:])
+                prog.update(rec.status)
+                if on_result is not None:
+                    on_result(p, rec)
+        finally:
+            prog.close()
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+    finally:
+        if own:
+            st.close()
+        if client is not None:
+            client.close()
+    return SweepReport(
+        total=len(points), skipped=len(points) - len(todo), computed=ok + errors, ok=ok,
+        errors=errors, elapsed_s=time.perf_counter() - t0, backend=backend,
+        keys=tuple(keys),
+    )

@@ -1,0 +1,80 @@
+"""The demo (issue 4, item 5) end to end with stand-in physics: files, stored points, the
+report embeds every figure and opens in headless Chromium; reruns compute nothing."""
+
+import json
+import re
+import sys
+
+import pandas as pd
+import pytest
+
+from attnphase.cli import main
+from attnphase.report.demo import DemoSettings
+from attnphase.sweeps import ResultStore
+from test_phase import fake_physics  # noqa: F401  (fixture)
+from test_report import CHROMIUM, dom_check
+
+ARGS = ["--workers", "1", "--solver", "order=8", "--sim-alpha", "0.5,1.5",
+        "--theory-alpha", "0.2:2:10",
+        "--phase-omega", "0:0.4:3", "--d", "20", "--seeds", "2"]
+
+
+def test_demo_writes_figures_report_and_store(tmp_path, capsys, fake_physics):  # noqa: F811
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), *ARGS]) == 0
+    stdout = capsys.readouterr().out
+    assert "open" in stdout and "report.html" in stdout
+    for name in ("curves.png", "curves.pdf", "curves.csv", "phase_diagram.png",
+                 "phase_diagram.pdf", "phase_lines.csv", "report.html", "results.sqlite"):
+        assert (out / name).stat().st_size > 0, name
+    with ResultStore(out / "results.sqlite") as st:
+        # 2 alphas x 2 starts x 2 seeds; omega = 0.3 plus 3 phase omegas (0.2 not among them)
+        assert st.counts() == {("simulation", "ok"): 8, ("transition", "ok"): 4,
+                               ("curve", "ok"): 2}
+    curves = pd.read_csv(out / "curves.csv")
+    assert set(curves.branch) == {"semantic", "positional"}
+    sim = curves[curves.source.str.startswith("simulation")]
+    assert len(sim) == 4 and sorted(set(sim.alpha)) == [0.5, 1.5]
+    html = (out / "report.html").read_text()
+    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 2
+    assert "attnphase phase-diagram --omega 0:0.4:3" in html and "--solver order=8" in html
+    with ResultStore(out / "results.sqlite") as st:
+        tr = [json.loads(r.params) for r in st.records("transition")]
+    assert all(p["solver_order"] == 8 for p in tr)
+    assert "--only curves" in html and "attnphase 0" not in html.split("<h1>")[0]
+    # rerun: nothing computed again
+    assert main(["demo", "--out", str(out), *ARGS]) == 0
+    assert "0 to compute" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+def test_demo_report_opens_in_chromium(tmp_path, fake_physics):  # noqa: F811
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--quiet", *ARGS]) == 0
+    check = dom_check(out / "report.html", tmp_path)
+    assert check["errors"] == []
+    assert len(check["imgs"]) == 2
+    assert all(c and w > 300 and h > 200 for c, w, h in check["imgs"])
+
+
+def test_demo_only_one_part(tmp_path, fake_physics):  # noqa: F811
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--only", "phase", "--quiet", *ARGS]) == 0
+    assert (out / "phase_diagram.png").exists() and not (out / "curves.png").exists()
+
+
+@pytest.mark.parametrize("kwargs, msg", [({"d": 1}, "--d"), ({"seeds": 0}, "--seeds"),
+                                         ({"sim_alpha": "0,1"}, "> 0"),
+                                         ({"parts": ("nope",)}, "unknown demo part")])
+def test_demo_settings_validation(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        DemoSettings(**kwargs)
+
+
+def test_demo_without_simulator_says_so(tmp_path, capsys, monkeypatch, fake_physics):  # noqa: F811
+    monkeypatch.setitem(sys.modules, "attnphase.sim", None)  # import fails
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--quiet", *ARGS]) == 0
+    with ResultStore(out / "results.sqlite") as st:
+        errs = [r.error for r in st.records("simulation")]
+    assert len(errs) == 8 and all("simulator" in e for e in errs)

@@ -1,0 +1,202 @@
+"""Phase diagrams (issue 4, item 4) through the sweep machinery, with stand-in physics.
+
+The theory and the simulator are replaced by cheap closed forms (same API), so these tests
+check the plumbing: one stored point per omega / grid point, the aggregation (semantic minus
+positional, mean over seeds, best start), the files, the JSON, and reruns that compute nothing.
+"""
+
+import dataclasses
+import json
+import sys
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import attnphase.theory
+from attnphase.cli import main
+from attnphase.sweeps import ResultStore
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeTransition:
+    omega: float
+
+    def to_dict(self):
+        w = self.omega
+        return {"alpha_c": 1.0 + 2 * w, "alpha_l": 1.2 + 2 * w,
+                "spinodals": {"semantic": 0.8 + w, "positional": 1.5 + 2 * w},
+                "linear_test_error": 0.002, "diagnostics": {"calls": 1}}
+
+
+def fake_find_transition(spec, settings=None):
+    return FakeTransition(spec.omega)
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeBranchPoint:
+    alpha: float
+    branch: str
+    exists: bool = True
+
+    @property
+    def train_loss(self):
+        return 0.002 + (0.001 if self.branch == "semantic" else 0.0005) / self.alpha
+
+    @property
+    def test_error(self):
+        return self.train_loss + 0.0005
+
+    theta = property(lambda s: 0.3 if s.branch == "semantic" else 0.0)
+    m = property(lambda s: 0.0 if s.branch == "semantic" else 0.25)
+    q = property(lambda s: 0.2)
+
+
+def fake_follow_branch(spec, alphas, branch, settings=None):
+    return [FakeBranchPoint(a, branch, exists=not (branch == "semantic" and a < 0.5))
+            for a in alphas]
+
+
+def fake_alpha_c(w):
+    return 1.0 + 2 * w
+
+
+def _fake_sim_module():
+    mod = types.ModuleType("attnphase.sim")
+
+    @dataclasses.dataclass(frozen=True)
+    class TrainSettings:
+        optimizer: str = "gd"
+        lr: float | None = None
+        max_steps: int = 5000
+        tol: float = 1e-6
+
+        @property
+        def learning_rate(self):
+            return 0.15 if self.lr is None else self.lr
+
+    @dataclasses.dataclass(frozen=True)
+    class Run:
+        data: dict
+
+        def to_dict(self):
+            return dict(self.data)
+
+    def simulate(spec, d, alpha, seeds, inits, settings):
+        (seed,), (init,) = seeds, inits
+        # semantic minus positional training loss = (alpha_c - alpha) / 100 + seed / 1000
+        sem = init == "semantic"
+        loss = 0.01 + ((fake_alpha_c(spec.omega) - alpha) / 100 + seed / 1000 if sem else 0.0)
+        run = {"seed": seed, "init": init, "m": 0.0 if sem else 0.25, "theta": 0.4 if sem else 0,
+               "q": 0.2, "train_loss": loss, "test_error": 0.001 if sem else 0.003,
+               "linear_test_error": 0.002, "steps": 10, "converged": True, "stop": "tol",
+               "grad_norm": 1e-7, "seconds": 0.0, "branch": init, "overlaps": {}}
+        return types.SimpleNamespace(runs=(Run(run),), n=int(round(alpha * d)), n_test=100)
+
+    mod.TrainSettings = TrainSettings
+    mod.simulate = simulate
+    return mod
+
+
+@pytest.fixture
+def fake_physics(monkeypatch):
+    monkeypatch.setattr(attnphase.theory, "find_transition", fake_find_transition, raising=False)
+    monkeypatch.setattr(attnphase.theory, "follow_branch", fake_follow_branch, raising=False)
+    monkeypatch.setitem(sys.modules, "attnphase.sim", _fake_sim_module())
+
+
+def test_phase_diagram_json_files_and_heatmaps(tmp_path, capsys, fake_physics):
+    out = tmp_path / "out"
+    args = ["phase-diagram", "--omega", "0:0.4:5", "--out", str(out), "--workers", "1",
+            "--json", "--simulate", "--alpha", "0.5:2.5:5", "--d", "20", "--seeds", "2",
+            "--max-steps", "50"]
+    assert main(args) == 0
+    cap = capsys.readouterr()
+    data = json.loads(cap.out)
+    w = np.linspace(0, 0.4, 5)
+    np.testing.assert_allclose(data["omega"], w)
+    np.testing.assert_allclose(data["alpha_c"], 1 + 2 * w)
+    np.testing.assert_allclose(data["alpha_l"], 1.2 + 2 * w)
+    np.testing.assert_allclose(data["spinodals"]["semantic"], 0.8 + w)
+    assert set(data["spinodals"]) == {"semantic", "positional"}
+    for name in ("phase_diagram.png", "phase_diagram.pdf", "phase_lines.csv",
+                 "phase_heatmaps.png", "phase_heatmaps.pdf", "phase_heatmaps.csv"):
+        assert (out / name).stat().st_size > 0, name
+    hm = pd.read_csv(out / "phase_heatmaps.csv")
+    assert len(hm) == 25 and (hm.n_seeds == 2).all()
+    # semantic minus positional start, mean over seeds 0 and 1
+    d0 = (1 + 2 * hm.omega - hm.alpha) / 100
+    np.testing.assert_allclose(hm.train_diff, d0 + 0.0005, atol=1e-12)
+    # eps_g_lin - eps_g of the start with the lower training loss, per seed, then averaged
+    gain = [np.where(d0 + s / 1000 <= 0, 0.001, -0.001) for s in (0, 1)]
+    np.testing.assert_allclose(hm.gen_gain, np.mean(gain, axis=0), atol=1e-12)
+    assert (hm.gen_gain > 0).any() and (hm.gen_gain < 0).any()
+    with ResultStore(out / "results.sqlite") as st:
+        assert st.counts() == {("transition", "ok"): 5, ("simulation", "ok"): 100}
+        row = next(st.records("simulation"))
+        assert json.loads(row.params)["train_max_steps"] == 50
+    # a second run computes nothing
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "5 points, 5 stored, 0 to compute" in err
+    assert "100 points, 100 stored, 0 to compute" in err
+
+
+def test_phase_diagram_records_failures(tmp_path, capsys, monkeypatch):
+    def broken(spec, settings=None):
+        if spec.omega > 0.2:
+            raise RuntimeError("no crossing found")
+        return FakeTransition(spec.omega)
+
+    monkeypatch.setattr(attnphase.theory, "find_transition", broken, raising=False)
+    assert main(["phase-diagram", "--omega", "0,0.1,0.3", "--out", str(tmp_path), "--workers",
+                 "1", "--json", "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["alpha_c"][:2] == [1.0, 1.2] and data["alpha_c"][2] is None
+    assert "no crossing found" in data["errors"][2]
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--omega", "0:0.4:0"], "empty"),
+        (["--omega", "0,1.5"], "omega"),
+        (["--sigma", "-1"], "sigma"),
+        (["--simulate", "--alpha", "0:1:3"], "alpha"),
+        (["--solver", "nonsense=1"], "unknown parameter 'solver_nonsense'"),
+        (["--solver", "order=4,5"], "one value"),
+    ],
+)
+def test_phase_diagram_bad_input(tmp_path, capsys, args, msg):
+    assert main(["phase-diagram", "--out", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and msg in err[0]
+
+
+def test_plots_survive_missing_data():
+    """Every transition failed / no simulation: figures are still drawn, without warnings."""
+    from attnphase.plots.phase import (
+        plot_curves_with_points,
+        plot_phase_heatmaps,
+        plot_phase_lines,
+    )
+    from attnphase.sweeps.phase import HeatMaps, PhaseLines
+
+    lines = PhaseLines((0.0, 0.1), (None, None), (None, None), {}, (None, None), ("e", "e"))
+    assert plot_phase_lines(lines).axes
+    nan = np.full((2, 1), np.nan)
+    maps = HeatMaps((0.0, 0.1), (1.0,), 10, (0,), nan, nan, np.zeros((2, 1), int))
+    assert len(plot_phase_heatmaps(maps, lines).axes) == 4  # two panels, two colour bars
+    assert len(plot_curves_with_points({}, {}).axes) == 4
+
+
+def test_one_palette_for_the_project():
+    """The branch colours of the phase plots are those of the curves figure."""
+    from attnphase.plots import curves
+    from attnphase.plots.style import BRANCH_COLORS, branch_color
+
+    for name, colour in curves.COLORS.items():
+        assert BRANCH_COLORS[name].lower() == colour.lower()
+    with pytest.raises(ValueError, match="no colour"):
+        branch_color("purple-ish")

@@ -1,0 +1,275 @@
+"""Backends and crash safety (issue 4, items 2-3): kill -9 and rerun, concurrent writers,
+local pool = in-process = Dask LocalCluster, failing points, reruns compute nothing, CLI errors."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attnphase.sweeps import ResultStore, SweepSpec, run_sweep, sweep_from_args
+from attnphase.sweeps.store import COLUMNS
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "attnphase", *args], capture_output=True,
+                          text=True, env=_env(), timeout=timeout)
+
+
+def _rows(path):
+    con = sqlite3.connect(path)
+    rows = {r[0]: r for r in con.execute(f"SELECT {', '.join(COLUMNS)} FROM points")}
+    con.close()
+    return rows
+
+
+def _stable(rows):
+    """Everything but timing and host: what two backends must agree on."""
+    i = [COLUMNS.index(c) for c in ("key", "kind", "params", "status", "result", "diagnostics",
+                                    "error", "seed")]
+    return {k: tuple(r[j] for j in i) for k, r in rows.items()}
+
+
+SWEEP = SweepSpec("selftest", axes=(("x", (0.0, 1.0, 2.0, 3.0)), ("seed", (0, 1))),
+                  fixed={"y": 0.5})
+
+
+def test_serial_and_pool_store_the_same_results(tmp_path):
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    ra = run_sweep(SWEEP, a, workers=1, progress="none")
+    rb = run_sweep(SWEEP, b, workers=2, progress="none")
+    assert ra.backend == "serial" and rb.backend.startswith("pool")
+    assert ra.ok == rb.ok == 8
+    assert _stable(_rows(a)) == _stable(_rows(b))
+
+
+def test_rerun_computes_nothing_and_leaves_rows_alone(tmp_path):
+    s = tmp_path / "s.sqlite"
+    run_sweep(SWEEP, s, workers=1, progress="none")
+    before = _rows(s)
+    t0 = time.perf_counter()
+    rep = run_sweep(SWEEP, s, workers=2, progress="none")
+    assert time.perf_counter() - t0 < 5
+    assert (rep.skipped, rep.computed) == (8, 0)
+    assert _rows(s) == before
+    # a larger grid computes only the new points
+    bigger = sweep_from_args("selftest", ["x=0,1,2,3,4", "seed=0,1", "y=0.5"])
+    rep = run_sweep(bigger, s, workers=1, progress="none")
+    assert (rep.skipped, rep.computed) == (8, 2)
+
+
+def test_failing_point_is_recorded_and_sweep_continues(tmp_path):
+    s = tmp_path / "s.sqlite"
+    sweep = sweep_from_args("selftest", ["x=0,1,2", "fail=false,true"])
+    rep = run_sweep(sweep, s, workers=2, progress="none")
+    assert (rep.ok, rep.errors, rep.computed) == (3, 3, 6)
+    rows = _rows(s)
+    errs = [r for r in rows.values() if r[COLUMNS.index("status")] == "error"]
+    assert len(errs) == 3
+    assert all("RuntimeError: selftest failure requested" in r[COLUMNS.index("error")]
+               for r in errs)
+    # errors are kept on a rerun, recomputed with retry_errors
+    assert run_sweep(sweep, s, workers=1, progress="none").computed == 0
+    rep = run_sweep(sweep, s, workers=1, progress="none", retry_errors=True)
+    assert (rep.computed, rep.errors) == (3, 3)
+
+
+def test_a_dying_worker_is_recorded_not_fatal(tmp_path):
+    s = tmp_path / "s.sqlite"
+    sweep = sweep_from_args("selftest", ["x=0,1,2", "crash=false,true"])
+    rep = run_sweep(sweep, s, workers=2, progress="none")
+    assert rep.computed == 6 and rep.errors >= 3
+    with ResultStore(s) as st:
+        recs = list(st.records())
+    assert len(recs) == 6
+    crashed = [r for r in recs if '"crash":true' in r.params]
+    assert all(r.status == "error" and "backend failure" in r.error for r in crashed)
+
+
+def test_log_lines_when_not_a_terminal(tmp_path, caplog):
+    import io
+    import logging
+
+    caplog.set_level(logging.INFO, logger="attnphase")
+    run_sweep(SWEEP, tmp_path / "s.sqlite", workers=1, progress="auto", stream=io.StringIO())
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("8/8 points done" in m and "eta" in m for m in msgs)
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    run_sweep(SWEEP, tmp_path / "s.sqlite", workers=1, progress="auto", stream=out)
+    assert "8/8" in out.getvalue()
+
+
+def _start_sweep(store, grid, workers):
+    cmd = [sys.executable, "-m", "attnphase", "sweep", "run", "--kind", "selftest",
+           *sum((["--param", g] for g in grid), []), "--store", str(store),
+           "--workers", str(workers), "--quiet"]
+    return subprocess.Popen(cmd, env=_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _count(store):
+    if not store.exists():
+        return 0
+    try:
+        con = sqlite3.connect(store, timeout=10)
+        n = con.execute("SELECT COUNT(*) FROM points").fetchone()[0]
+        con.close()
+        return n
+    except sqlite3.OperationalError:
+        return 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_kill_9_then_rerun_is_complete_without_duplicates(tmp_path, workers):
+    store = tmp_path / "s.sqlite"
+    grid = ["x=0:1:30", "sleep=0.04"]
+    finished: dict = {}
+    for stop_at in (4, 13)[: 3 - workers]:  # kill twice (in-process) or once (pool)
+        proc = _start_sweep(store, grid, workers)
+        deadline = time.time() + 60
+        while _count(store) < stop_at and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its pool workers, mid-flight
+        proc.communicate()
+        assert proc.returncode == -signal.SIGKILL
+        rows = _rows(store)
+        assert 0 < len(rows) < 30
+        for k, r in finished.items():  # rows finished before the earlier kill: untouched
+            assert rows[k] == r
+        finished = rows
+    r = _cli("sweep", "run", "--kind", "selftest", *sum((["--param", g] for g in grid), []),
+             "--store", str(store), "--workers", str(workers), "--json")
+    assert r.returncode == 0, r.stderr
+    rows = _rows(store)
+    assert len(rows) == 30
+    con = sqlite3.connect(store)
+    assert con.execute("SELECT COUNT(*), COUNT(DISTINCT params) FROM points").fetchone() == (30, 30)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+    for k, row in finished.items():
+        assert rows[k] == row  # byte-identical
+
+
+def test_ctrl_c_stops_cleanly_and_rerun_completes(tmp_path):
+    store = tmp_path / "s.sqlite"
+    grid = ["x=0:1:20", "sleep=0.05"]
+    proc = _start_sweep(store, grid, 1)
+    deadline = time.time() + 60
+    while _count(store) < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err.decode().strip() == "attnphase: interrupted"
+    before = _rows(store)
+    assert 0 < len(before) < 20
+    r = _cli("sweep", "run", "--kind", "selftest", *sum((["--param", g] for g in grid), []),
+             "--store", str(store), "--workers", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    after = _rows(store)
+    assert len(after) == 20 and all(after[k] == v for k, v in before.items())
+
+
+def test_two_concurrent_sweeps_share_one_store(tmp_path):
+    store = tmp_path / "s.sqlite"
+    p1 = _start_sweep(store, ["x=0:1:25", "sleep=0.01"], 1)
+    p2 = _start_sweep(store, ["x=0.5:1.5:25", "sleep=0.01"], 1)
+    for p in (p1, p2):
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err.decode()
+    expected = {p.key for p in sweep_from_args("selftest", ["x=0:1:25", "sleep=0.01"]).points()}
+    expected |= {p.key for p in sweep_from_args("selftest",
+                                                ["x=0.5:1.5:25", "sleep=0.01"]).points()}
+    with ResultStore(store) as st:
+        assert st.keys() == expected
+        assert st.keys(status="ok") == expected
+    con = sqlite3.connect(store)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
+
+
+@pytest.mark.parametrize("processes", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_dask_local_cluster_matches_local_pool(tmp_path, processes):
+    distributed = pytest.importorskip("distributed")
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    run_sweep(SWEEP, a, workers=2, progress="none")
+    with distributed.LocalCluster(n_workers=2 if processes else 1, processes=processes,
+                                  threads_per_worker=1, host="127.0.0.1", protocol="tcp://",
+                                  dashboard_address=None) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        rep = run_sweep(SWEEP, b, scheduler=cluster.scheduler_address, progress="none")
+        assert rep.backend.startswith("dask") and rep.ok == 8
+        again = run_sweep(SWEEP, b, scheduler=cluster.scheduler_address, progress="none")
+        assert again.computed == 0
+    assert _stable(_rows(a)) == _stable(_rows(b))
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
+    from attnphase.cli import main
+
+    bad_toml = tmp_path / "bad.toml"
+    bad_toml.write_text('kind = "selftest"\n[grid\n')
+    not_store = tmp_path / "text.sqlite"
+    not_store.write_text("plain text, not sqlite " * 10)
+    store = str(tmp_path / "s.sqlite")
+    cases = [
+        (["--kind", "selftest", "--param", "bogus=1,2"], "unknown parameter 'bogus'"),
+        (["--kind", "selftest", "--param", "x=0:1:0"], "empty"),
+        (["--config", str(bad_toml)], "malformed TOML"),
+        (["--kind", "selftest", "--param", "x=1", "--scheduler", "tcp://127.0.0.1:9",
+          "--connect-timeout", "1"], "cannot reach Dask scheduler"),
+        (["--kind", "selftest", "--scheduler", "localhost"], "tcp://HOST:PORT"),
+        (["--kind", "nope"], "unknown point kind"),
+    ]
+    for extra, msg in cases:
+        code = main(["sweep", "run", "--store", store, *extra])
+        err = capsys.readouterr().err
+        assert code == 2, (extra, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and msg in lines[0], (extra, err)
+    # and once through a real process: exit status 2, one line, no traceback
+    r = _cli("sweep", "run", "--kind", "selftest", "--store", str(not_store))
+    assert r.returncode == 2 and "not an attnphase results store" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_run_status_export(tmp_path, capsys):
+    import json
+
+    from attnphase.cli import main
+
+    store = str(tmp_path / "s.sqlite")
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('kind = "selftest"\n[grid]\nx = [1, 2, 3]\n[fixed]\ny = 1\n')
+    assert main(["sweep", "run", "--config", str(cfg), "--store", store, "--workers", "1",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["computed"] == 3
+    assert main(["sweep", "status", "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "selftest" in out and " 3" in out
+    csv = tmp_path / "o.csv"
+    assert main(["sweep", "export", "--store", store, "--out", str(csv)]) == 0
+    assert csv.exists() and "wrote 3 rows" in capsys.readouterr().out
+    assert main(["sweep", "kinds"]) == 0
+    out = capsys.readouterr().out
+    assert "transition" in out and "simulation" in out

@@ -1,0 +1,102 @@
+"""End-to-end behaviour of the fixed-point solver and the theory CLI (issue 2).
+
+Cheap settings (QMC with 4 x 2^8 nodes) keep these fast; accuracy against THEORY.md's anchors
+is checked in the slow tests at the default order."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attnphase.cli import main
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory import SolverSettings, find_transition, linear_test_error, solve_point
+
+FAST = SolverSettings(order=8, n_replicas=1, warmup_order=None)
+
+
+def test_positional_branch_converges_with_diagnostics():
+    p = solve_point(ModelSpec(), 1.0164, "positional", FAST)
+    assert p.exists and p.converged
+    assert p.diagnostics["residual"] < 1e-8
+    assert abs(p.theta) < 1e-10  # exactly zero by symmetry
+    assert p.m > 0.2
+
+
+def test_large_lambda_gives_the_trivial_branch():
+    """lambda -> infinity: the ridge wins, Q -> 0, so m = theta = 0 whatever the start."""
+    spec = ModelSpec(lam=50.0)
+    for b in ("semantic", "positional"):
+        p = solve_point(spec, 1.0, b, FAST)
+        assert not p.exists
+        assert "trivial" in p.reason or "converge" in p.reason
+    t = solve_point(spec, 1.0, "trivial", FAST)
+    assert t.exists and t.q < 1e-3
+
+
+def test_omega_one_has_no_semantic_global_minimum():
+    """omega = 1: the target is purely positional, the teacher is irrelevant, theta = 0."""
+    spec = ModelSpec(omega=1.0)
+    p = solve_point(spec, 1.5, "semantic", FAST)
+    assert not p.exists  # the semantic start loses theta
+    assert linear_test_error(spec) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_non_convergence_is_reported_not_hidden():
+    p = solve_point(ModelSpec(), 1.0164, "positional", SolverSettings(order=8, n_replicas=1, max_iter=3,
+                                                                       warmup_order=None))
+    assert not p.converged and not p.exists
+    assert "did not converge" in p.reason
+
+
+def test_cli_solve_json_schema(capsys):
+    rc = main(["solve", "--alpha", "1.0", "--omega", "0.3", "--order", "8", "--replicas", "1", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"params", "branches", "global_minimum", "linear_test_error"}
+    assert set(out["branches"]) == {"semantic", "positional", "trivial"}
+    for b in out["branches"].values():
+        if b is not None:
+            assert set(b) >= {"q", "m", "theta", "V", "train_loss", "test_error", "converged", "iterations"}
+    assert out["global_minimum"] in out["branches"]
+    assert out["params"]["omega"] == 0.3
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solve", "--alpha", "0"],
+        ["solve", "--alpha", "1", "--omega", "1.2"],
+        ["solve", "--alpha", "1", "--sigma", "-1"],
+        ["solve", "--alpha", "1", "--lam", "-0.1"],
+        ["solve", "--alpha", "1", "--A", "0.5,0.5"],
+        ["solve", "--alpha", "1", "--A", "1.2,-0.2;0.5,0.5"],
+        ["solve", "--alpha", "1", "--A", "0.6,0.6;0.5,0.5"],
+        ["solve", "--alpha", "abc"],
+        ["solve", "--alpha", "1", "--branch", "nope"],
+        ["transition", "--omega", "x"],
+        ["curves", "--alpha", "2:1:0"],
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args):
+    r = subprocess.run([sys.executable, "-m", "attnphase", *args], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "error" in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_sanity_anchor_reference_case():
+    """THEORY.md 2.1 anchor at the default settings (positional at alpha = 1.0164, alpha_c, alpha_l)."""
+    spec = ModelSpec()
+    p = solve_point(spec, 1.0164, "positional")
+    assert p.m == pytest.approx(0.249, rel=0.04)
+    assert p.q == pytest.approx(0.173, rel=0.04)
+    assert p.test_error == pytest.approx(0.00337, rel=0.025)
+    assert p.train_loss == pytest.approx(0.00219, rel=0.025)
+    tr = find_transition(spec, np.linspace(0.4, 2.2, 10), SolverSettings(order=9, n_replicas=1))
+    assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33
+    assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55
