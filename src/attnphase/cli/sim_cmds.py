@@ -174,7 +174,7 @@ def register(subparsers: Any) -> None:
     c.add_argument("--theory-points", type=str, default="12",
                    help="alpha points on the theory curves (default 12)")
     c.add_argument("--theory-order", type=str, default=None,
-                   help="integration order of the theory solver (default: the solver's)")
+                   help="integration order of the theory solver (default: its quick preset)")
     c.add_argument("--out", type=str, default="compare_out", help="output folder")
     _add_train_flags(c, max_steps="4000", momentum="0.9")
     c.set_defaults(func=cmd_compare)

@@ -38,13 +38,18 @@ def theory_table(
 ) -> pd.DataFrame:
     """Theory rows: both branches followed in ``alpha`` plus the linear baseline (THEORY.md 2.1).
 
-    ``order``: integration order of the solver (``SolverSettings.order``; ``None``: its default).
+    The solver runs with its quick preset ``attnphase.theory.fixed_point.FAST`` (as ``curves``);
+    ``order`` overrides the integration order of that preset.
     """
     try:
         from attnphase.theory import SolverSettings, follow_branch, linear_test_error
+        from attnphase.theory.fixed_point import FAST
     except ImportError as exc:  # until the solver is merged
         raise ValueError(f"the theory solver is not available in this build ({exc})") from None
-    settings = SolverSettings() if order is None else SolverSettings(order=order)
+    preset = dict(FAST)
+    if order is not None:
+        preset["order"] = order
+    settings = SolverSettings(**preset)
     rows = []
     lin = float(linear_test_error(spec))
     for branch in ("semantic", "positional"):
