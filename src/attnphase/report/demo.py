@@ -45,7 +45,7 @@ class DemoSettings:
     sim_alpha: str = "0.25:2.25:5"
     d: int = 200
     seeds: int = 1
-    phase_omega: str = "0:0.45:10"
+    phase_omega: str = "0:0.4:5"
     max_steps: int | None = None
     parts: tuple[str, ...] = PARTS
     #: theory solver settings as ``(("solver_order", 10), ...)``
