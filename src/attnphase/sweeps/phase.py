@@ -100,6 +100,19 @@ class HeatMaps:
         return pd.DataFrame(rows)
 
 
+def _run_and_fetch(points: list, store: str | Path | ResultStore, **run_kw: Any):
+    """Run the sweep of ``points`` into ``store`` and read back their results (by key)."""
+    rep = run_sweep(points, store, **run_kw)
+    own = not isinstance(store, ResultStore)
+    st = ResultStore(store) if own else store
+    try:
+        res = st.results([p.key for p in points])
+    finally:
+        if own:
+            st.close()
+    return rep, res
+
+
 def phase_lines(
     base: Mapping[str, Any],
     omegas: Sequence[float],
@@ -115,14 +128,7 @@ def phase_lines(
     sweep = SweepSpec("transition", axes=(("omega", tuple(float(w) for w in omegas)),),
                       fixed=base)
     points = sweep.points()
-    rep = run_sweep(points, store, **run_kw)
-    own = not isinstance(store, ResultStore)
-    st = ResultStore(store) if own else store
-    try:
-        res = st.results([p.key for p in points])
-    finally:
-        if own:
-            st.close()
+    rep, res = _run_and_fetch(points, store, **run_kw)
     omega, ac, al, lin, errs = [], [], [], [], []
     spin: dict[str, list[float | None]] = {}
     for i, p in enumerate(points):
@@ -163,14 +169,7 @@ def phase_heatmaps(
                                           ("seed", seeds), ("init", ("semantic", "positional"))),
                       fixed=fixed)
     points = sweep.points()
-    rep = run_sweep(points, store, **run_kw)
-    own = not isinstance(store, ResultStore)
-    st = ResultStore(store) if own else store
-    try:
-        res = st.results([p.key for p in points])
-    finally:
-        if own:
-            st.close()
+    rep, res = _run_and_fetch(points, store, **run_kw)
     # index results by rounded (omega, alpha, seed, init)
     from attnphase.sweeps.canonical import round_sig
 
