@@ -47,9 +47,12 @@ def _add_backend_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress or log lines")
 
 
-#: theory settings used by phase-diagram and demo unless --solver overrides them (FAST preset of
-#: attnphase.theory.fixed_point: 2^8 x 4 QMC nodes, tol 1e-6; see docs/theory.md for its accuracy)
-FAST_SOLVER = ["order=8", "tol=1e-6", "noise_tol=1e-4", "n_replicas=1"]
+def _fast_solver() -> list[str]:
+    """The theory solver's quick preset (``attnphase.theory.fixed_point.FAST``) as ``--solver``
+    items: phase-diagram and demo use it unless ``--solver`` overrides a setting."""
+    from attnphase.theory.fixed_point import FAST
+
+    return [f"{k}={v}" for k, v in FAST.items() if v is not None]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -196,7 +199,7 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     from attnphase.sweeps.grid import fixed_from_items
 
     base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
-    base.update(fixed_from_items("transition", FAST_SOLVER + list(args.solver), prefix="solver_"))
+    base.update(fixed_from_items("transition", _fast_solver() + list(args.solver), prefix="solver_"))
     alphas = alpha_grid(args.alpha) if args.simulate else None
     if args.simulate and (args.d < 2 or args.seeds < 1):
         raise ValueError("--d must be >= 2 and --seeds >= 1")
@@ -241,7 +244,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from attnphase.report.demo import run_demo
     from attnphase.sweeps.grid import fixed_from_items
 
-    solver = fixed_from_items("transition", FAST_SOLVER + list(args.solver), prefix="solver_")
+    solver = fixed_from_items("transition", _fast_solver() + list(args.solver), prefix="solver_")
     settings = DemoSettings(
         omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
         seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,
