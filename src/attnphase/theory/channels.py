@@ -204,19 +204,21 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
 
 
 @nb.njit(cache=True)
-def _objective(h, w, Vinv, T, C, M, mask, grad, hess, want_hess, wk):  # pragma: no cover - jitted
+def _objective(h, w, Winv, T, C, M, mask, grad, hess, want_hess, wk):  # pragma: no cover - jitted
+    """Proximal objective ``(h - w)^T Winv (h - w) / 2 + ell(h; T)`` with ``Winv`` the inverse
+    metric over all ``L * F`` field coordinates (``I_L (x) V^{-1}`` for uncorrelated tokens)."""
     L, F = h.shape
+    n = L * F
     val = _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk)
-    for l in range(L):
-        for a in range(F):
-            acc = 0.0
-            for b in range(F):
-                acc += Vinv[a, b] * (h[l, b] - w[l, b])
-            val += 0.5 * (h[l, a] - w[l, a]) * acc
-            grad[l * F + a] += acc
-            if want_hess:
-                for b in range(F):
-                    hess[l * F + a, l * F + b] += Vinv[a, b]
+    for i in range(n):
+        acc = 0.0
+        for k in range(n):
+            acc += Winv[i, k] * (h[k // F, k % F] - w[k // F, k % F])
+        val += 0.5 * (h[i // F, i % F] - w[i // F, i % F]) * acc
+        grad[i] += acc
+        if want_hess:
+            for k in range(n):
+                hess[i, k] += Winv[i, k]
     return val
 
 
@@ -228,12 +230,12 @@ def _newton_work(L, F):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True)
-def _newton(h, w, Vinv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no cover - jitted
+def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no cover - jitted
     """Levenberg-Marquardt damped Newton from ``h`` (modified in place); returns (value, |grad|)."""
     grad, hess, g2, trial, Lc, y, step, dummy = nw
     L, F = h.shape
     n = L * F
-    val = _objective(h, w, Vinv, T, C, M, mask, grad, hess, True, wk)
+    val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
     mu = 0.0
     for _ in range(max_iter):
         gn = 0.0
@@ -286,7 +288,7 @@ def _newton(h, w, Vinv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no co
             for l in range(L):
                 for a in range(F):
                     trial[l, a] = h[l, a] + step[l * F + a]
-            tval = _objective(trial, w, Vinv, T, C, M, mask, g2, dummy, False, wk)
+            tval = _objective(trial, w, Winv, T, C, M, mask, g2, dummy, False, wk)
             pred = 0.0
             for i in range(n):
                 pred += grad[i] * step[i]
@@ -301,7 +303,7 @@ def _newton(h, w, Vinv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no co
         for l in range(L):
             for a in range(F):
                 h[l, a] = trial[l, a]
-        val = _objective(h, w, Vinv, T, C, M, mask, grad, hess, True, wk)
+        val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
         mu = mu * 0.25 if mu > 1e-6 else 0.0
     gn = 0.0
     for i in range(n):
@@ -310,7 +312,7 @@ def _newton(h, w, Vinv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no co
 
 
 @nb.njit(cache=True, parallel=True)
-def _prox_kernel(w, T, starts, Vinv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks):  # pragma: no cover
+def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks):  # pragma: no cover
     N, L, F = w.shape
     S = starts.shape[1]
     size = (N + n_chunks - 1) // n_chunks
@@ -324,7 +326,7 @@ def _prox_kernel(w, T, starts, Vinv, C, M, mask, max_iter, gtol, out_h, out_val,
                 for l in range(L):
                     for a in range(F):
                         h[l, a] = starts[i, s, l, a]
-                val, gn = _newton(h, w[i], Vinv, T[i], C, M, mask, max_iter, gtol, wk, nw)
+                val, gn = _newton(h, w[i], Winv, T[i], C, M, mask, max_iter, gtol, wk, nw)
                 for l in range(L):
                     for a in range(F):
                         cand_h[i, s, l, a] = h[l, a]
@@ -349,12 +351,12 @@ def _hessians(hh, T, C, M, mask, out):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True, parallel=True)
-def _values(hh, w, Vinv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
+def _values(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
     N, L, F = hh.shape
     for i in nb.prange(N):
         wk = _work(L, F)
         dummy = np.zeros((1, 1))
-        out_val[i] = _objective(hh[i], w[i], Vinv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
+        out_val[i] = _objective(hh[i], w[i], Winv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
 
 
 # --------------------------------------------------------------------------- public wrappers
@@ -403,11 +405,14 @@ def prox_batch(
     starts: np.ndarray | None = None,
     max_iter: int = 60,
     gtol: float = 1e-11,
+    mix: np.ndarray | None = None,
 ) -> ProxResult:
     """Global minimiser of ``sum_l (h_l - w_l)^T V^{-1} (h_l - w_l)/2 + ell(h; T)`` at every node.
 
     ``w`` (N, L, F), ``T`` (N, L, L), ``V`` (F, F) positive definite. ``starts`` (N, S, L, F)
-    defaults to :func:`default_starts`.
+    defaults to :func:`default_starts`. With a position mixing ``mix = P`` (L x L; correlated
+    tokens, :class:`attnphase.theory.saddle.Saddle`) the fields are ``h = P h~`` of whitened fields
+    with metric ``V^{-1}`` per position, i.e. the metric is ``(P P^T)^{-1} (x) V^{-1}``.
     """
     w = np.ascontiguousarray(w, dtype=np.float64)
     T = np.ascontiguousarray(T, dtype=np.float64)
@@ -416,23 +421,32 @@ def prox_batch(
     starts = np.ascontiguousarray(starts, dtype=np.float64)
     N, L, F = w.shape
     S = starts.shape[1]
-    Vinv = np.linalg.inv(V)
-    Vinv = 0.5 * (Vinv + Vinv.T)
+    Winv = _metric(V, L, mix)
     out_h = np.empty_like(w)
     out_val = np.empty(N)
     out_gn = np.empty(N)
     cand_h = np.empty((N, S, L, F))
     cand_val = np.empty((N, S))
     _prox_kernel(
-        w, T, starts, Vinv, np.ascontiguousarray(C, dtype=np.float64),
+        w, T, starts, Winv, np.ascontiguousarray(C, dtype=np.float64),
         np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter, gtol,
         out_h, out_val, out_gn, cand_h, cand_val, max(1, min(N, 4 * nb.get_num_threads())),
     )
     return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
 
 
+def _metric(V: np.ndarray, L: int, mix: np.ndarray | None) -> np.ndarray:
+    """Inverse metric ``(P P^T)^{-1} (x) V^{-1}`` over the flattened fields (``P = I`` by default)."""
+    Vinv = np.linalg.inv(V)
+    Vinv = 0.5 * (Vinv + Vinv.T)
+    pos = np.eye(L) if mix is None else np.linalg.inv(mix @ mix.T)
+    Winv = np.kron(0.5 * (pos + pos.T), Vinv)
+    return np.ascontiguousarray(Winv)
+
+
 def objective_batch(
-    h: np.ndarray, w: np.ndarray, T: np.ndarray, V: np.ndarray, C: np.ndarray, amap: AttentionMap
+    h: np.ndarray, w: np.ndarray, T: np.ndarray, V: np.ndarray, C: np.ndarray, amap: AttentionMap,
+    mix: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Proximal objective and its gradient at given ``h`` (N, L, F) (for tests and checks)."""
     N, L, F = h.shape
@@ -440,7 +454,7 @@ def objective_batch(
     grad = np.empty((N, L * F))
     _values(
         np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64),
-        np.linalg.inv(V), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
+        _metric(V, L, mix), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
         amap.M.astype(np.float64), amap.mask, val, grad,
     )
     return val, grad

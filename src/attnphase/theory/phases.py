@@ -110,8 +110,8 @@ def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order:
 def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedPointResult,
               extra: dict[str, Any]) -> BranchPoint:
     op = res.op
-    s2 = spec.sigma**2
-    found = classify(op, spec.sigma)
+    s2 = sd.s2
+    found = classify(op, float(np.sqrt(s2)))
     exists = res.converged and found == branch
     if not res.converged:
         reason = f"solver did not converge: {res.reason} (last relative change {res.residual:.2e})"
@@ -134,23 +134,24 @@ def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: Fixed
         "theta_hat": res.data.hats.theta_hat.tolist(),
     }
     diag.update(extra)
+    qu, mu, tu = sd.user_units(op)
     return BranchPoint(
         branch=branch,
         alpha=float(alpha),
         exists=bool(exists),
         reason=reason,
-        q=float(op.q[0, 0] / s2),
-        m=float(op.m[0, 0]),
-        theta=float(op.theta[0, 0] / s2),
+        q=float(qu[0, 0]),
+        m=float(mu[0, 0]),
+        theta=float(tu[0, 0]),
         V=float(op.V[0, 0]),
         train_loss=float(train),
         test_error=float(test),
         converged=bool(res.converged),
         iterations=int(res.iterations),
         diagnostics=diag,
-        q_matrix=tuple(map(tuple, (op.q / s2).tolist())),
-        m_matrix=tuple(map(tuple, op.m.tolist())),
-        theta_matrix=tuple(map(tuple, (op.theta / s2).tolist())),
+        q_matrix=tuple(map(tuple, qu.tolist())),
+        m_matrix=tuple(map(tuple, mu.tolist())),
+        theta_matrix=tuple(map(tuple, tu.tolist())),
         op=op,
     )
 
@@ -174,7 +175,7 @@ def solve_point(
         raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(BRANCHES)}")
     sd = _make_saddle(spec, alpha, settings)
     if start is None:
-        start = start_point(spec, branch, sd.F)
+        start = sd.from_paper(start_point(spec, branch, sd.F))
         if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
             sd0 = _make_saddle(spec, alpha, settings, order=settings.warmup_order)
             res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6))

@@ -106,15 +106,19 @@ class DataStep:
 class Saddle:
     """Self-consistent equations of THEORY.md 2.2 for one ``(spec, alpha)`` and integration rule.
 
-    Only the uncorrelated-token case ``C = sigma^2 I`` is derived here; other ``C`` raise.
+    Correlated tokens (THEORY.md 2.3, covariance ``C`` across positions) are reduced to the
+    uncorrelated equations by whitening: with ``P = C^{1/2}`` the whitened tokens
+    ``x~ = P^{-1} x`` are i.i.d. ``N(0, 1)`` per position with positional Gram
+    ``G~ = P^{-1} G P^{-1}``, and the fields are ``h = P h~``, ``h* = P h~*``. The equations of
+    THEORY.md 2.2 then hold for ``h~`` with ``sigma = 1``, ``G~`` and the loss
+    ``ell(P h~; T(P h~*))``; the proximal problem is solved in ``h`` with the metric
+    ``(P P^T)^{-1} (x) V^{-1}``. Order parameters are then natural units (``q = Q^T Q / d``) and
+    ``m~ = P^{-1} m``. For ``C = sigma^2 I`` the ordinary paper-convention path is used.
     """
 
-    def __init__(self, spec: ModelSpec, alpha: float, rule: Rule):
-        if not spec.uncorrelated:
-            raise ValueError(
-                "the theory solver covers uncorrelated tokens (token_corr = 0) only; "
-                "use the simulator for correlated tokens"
-            )
+    def __init__(self, spec: ModelSpec, alpha: float, rule: Rule, whiten: bool | None = None):
+        """``whiten``: force (True) or forbid (False) the whitened path; by default it is used
+        for correlated tokens only (the tests use it to check the two paths agree)."""
         if spec.value != "identity":
             raise ValueError("the theory solver covers value = identity only; use the simulator")
         self.spec = spec
@@ -123,10 +127,19 @@ class Saddle:
         self.L = spec.L
         self.F = self.amap.field_dim
         self.rs = spec.teacher_rank
-        self.s2 = spec.sigma**2
-        self.rho = self.s2 * np.eye(self.rs)
-        self.G = spec.G_array
         self.C = spec.C_array
+        if whiten is False and not spec.uncorrelated:
+            raise ValueError("correlated tokens need the whitened path")
+        if not whiten and spec.uncorrelated:
+            self.mix: np.ndarray | None = None
+            self.s2 = spec.sigma**2
+            self.G = spec.G_array
+        else:
+            self.mix = sym_sqrt(self.C)
+            Pinv = np.linalg.inv(self.mix)
+            self.s2 = 1.0
+            self.G = Pinv @ spec.G_array @ Pinv
+        self.rho = self.s2 * np.eye(self.rs)
         self.rule = rule
         n_xi = self.L * self.F
         if rule.x.shape[1] != n_xi + self.L * self.rs:
@@ -151,7 +164,30 @@ class Saddle:
         Rs = sym_sqrt(R)
         w = op.m[None] + xi @ qs
         hstar = xi @ (qis @ op.theta) + eta @ Rs
+        if self.mix is not None:  # whitened -> actual fields (correlated tokens)
+            w = np.einsum("lk,nka->nla", self.mix, w)
+            hstar = np.einsum("lk,nka->nla", self.mix, hstar)
         return w, hstar, qis, qinv, R
+
+    def unmix(self, h: np.ndarray) -> np.ndarray:
+        """Actual fields -> whitened fields ``P^{-1} h`` (identity for uncorrelated tokens)."""
+        if self.mix is None:
+            return h
+        return np.einsum("lk,n...ka->n...la", np.linalg.inv(self.mix), h)
+
+    def from_paper(self, op: OrderParams) -> OrderParams:
+        """Paper-convention order parameters at ``sigma`` (THEORY.md 2.1) -> this saddle's units
+        (unchanged for uncorrelated tokens; whitened natural units otherwise)."""
+        if self.mix is None:
+            return op
+        s2 = self.spec.sigma**2
+        return OrderParams(op.q / s2, np.linalg.solve(self.mix, op.m), op.V / s2, op.theta / s2)
+
+    def user_units(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(q, m, theta)`` in the units of THEORY.md section 1 (``q = Q^T Q / d``,
+        ``m_l = pi_l^T Q / d``, ``theta = Q*^T Q / d``)."""
+        m = op.m if self.mix is None else self.mix @ op.m
+        return op.q / self.s2, m, op.theta / self.s2
 
     # ------------------------------------------------------------------ data step
     def data_step(
@@ -169,13 +205,17 @@ class Saddle:
         w, hstar, qis, qinv, R = self.fields(op)
         T = target_map(hstar, self.spec)
         if starts is None:
-            starts = default_starts(w, op.V)
+            starts = default_starts(self.unmix(w), op.V)
+            if self.mix is not None:
+                starts = np.einsum("lk,nska->nsla", self.mix, starts)
         else:
             starts = np.concatenate([w[:, None], starts], axis=1)
-        prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts)
+        prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts, mix=self.mix)
         Vinv = np.linalg.inv(op.V)
-        h1 = prox.h
+        w = self.unmix(w)
+        h1 = self.unmix(prox.h)
         h2, M2 = second_minimum(prox)
+        h2 = self.unmix(h2)
         if switch_width > 0:
             with np.errstate(over="ignore"):
                 p = 1.0 / (1.0 + np.exp(-(M2 - prox.value) / switch_width))
@@ -278,7 +318,8 @@ def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
         from attnphase.theory.quadrature import sobol_gaussian
 
         rule = sobol_gaussian(dim, 16, 0, seed=0)
-    hstar = spec.sigma * rule.x.reshape(rule.size, spec.L, spec.teacher_rank)
+    # teacher fields h*_l ~ N(0, C_lk I) across positions (C = sigma^2 I: i.i.d.)
+    hstar = np.einsum("lk,nka->nla", sym_sqrt(spec.C_array), rule.x.reshape(rule.size, spec.L, spec.teacher_rank))
     T = target_map(hstar, spec)
     ET = np.einsum("n,nlk->lk", rule.w, T)
     D = T - ET[None]
