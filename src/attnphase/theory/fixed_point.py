@@ -86,6 +86,8 @@ class FixedPointResult:
     reason: str
     seconds: float
     history: list[float] = field(default_factory=list)
+    #: Jacobian of the residual in relative units at the solution (for the next continuation point)
+    jacobian: np.ndarray | None = None
 
 
 def _rel_change(new: np.ndarray, old: np.ndarray) -> float:
@@ -115,52 +117,121 @@ def _warm_starts(ds: DataStep) -> np.ndarray:
     return np.stack([ds.prox.h, second], axis=1)
 
 
-def _polish(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, ref: DataStep | None = None):
-    """Solve ``F(x) - x = 0`` by Powell's hybrid method (MINPACK ``hybr``) in relative units.
+@dataclass
+class _QNResult:
+    x: np.ndarray
+    ds: DataStep
+    rel: float
+    J: np.ndarray
+    evals: int
+    ok: bool
+    message: str
 
-    Used once the damped/Anderson iteration is close: the map is smooth there (full multi-start
-    at every evaluation, so it is a deterministic function of ``x``), and a quasi-Newton root
-    finder converges in a few evaluations where Anderson stalls on the badly scaled unknowns.
-    Returns ``(x, evaluations, message)``; ``x`` is ``None`` when the root finder failed.
+
+def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
+                  ds0: DataStep | None = None, max_evals: int = 20) -> _QNResult | None:
+    """Newton's method on ``r(x) = F(x) - x`` in relative units, with Broyden updates.
+
+    The Jacobian is ``J0`` when given (the previous point of a continuation: it changes slowly
+    along a branch, so a warm-started point converges in a few evaluations) and forward
+    differences otherwise. Trial evaluations use the warm-start set of the last full multi-start
+    evaluation (a deterministic, smooth map); a point is accepted only when the *full* map moves
+    every unknown by less than ``tol`` (relative). Returns ``None`` when the start is invalid.
     """
-    from scipy.optimize import root
-
     L, F, rs = saddle.L, saddle.F, saddle.rs
-    # unknowns held at exactly zero by a symmetry of the branch (theta on the positional branch,
-    # m on the semantic branch of a symmetric target) stay in that invariant subspace
     free = np.abs(x0) > 1e-14
+    nf = int(free.sum())
     scale = np.maximum(np.abs(x0), 1e-3)[free]
-    state = {"n": 0}
-    # a fixed warm-start set (the minima found by the last full multi-start evaluation) keeps the
-    # map a deterministic function of x at a third of the cost; the result is re-checked with
-    # the full set by the caller
-    warm = _warm_starts(ref) if ref is not None else None
+    evals = 0
 
-    def full(y: np.ndarray) -> np.ndarray:
+    def full_x(y: np.ndarray) -> np.ndarray:
         x = np.zeros_like(x0)
         x[free] = y * scale
         return x
 
-    def resid(y: np.ndarray) -> np.ndarray:
-        x = full(y)
+    def evaluate(y: np.ndarray, ref: DataStep | None):
+        nonlocal evals
+        x = full_x(y)
         op = OrderParams.from_vector(x, L, F, rs)
         if not _valid(op):
-            return np.full_like(y, 1e3)
-        state["n"] += 1
-        starts = None if ref is None else warm
+            return None
+        evals += 1
+        starts = None if ref is None else _warm_starts(ref)
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
-        return (saddle.weights_step(ds.hats).to_vector() - x)[free] / scale
+        fx = saddle.weights_step(ds.hats).to_vector()
+        if not np.all(np.isfinite(fx)):
+            return None
+        return (fx - x)[free] / scale, ds, fx
 
-    try:
-        sol = root(
-            resid, x0[free] / scale, method="hybr",
-            options={"xtol": 0.1 * settings.tol, "maxfev": settings.polish_maxfev},
-        )
-    except (ValueError, np.linalg.LinAlgError) as exc:
-        return None, state["n"], f"root finder failed: {exc}"
-    if not np.all(np.isfinite(sol.x)):
-        return None, state["n"], "root finder returned non-finite values"
-    return full(sol.x), state["n"], str(sol.message)
+    y = x0[free] / scale
+    first = evaluate(y, None) if ds0 is None else None
+    if first is None and ds0 is None:
+        return None
+    if first is not None:
+        r, ref, fx = first
+    else:
+        ref = ds0
+        fx = saddle.weights_step(ds0.hats).to_vector()
+        r = (fx - x0)[free] / scale
+    rel = _rel_change(fx, full_x(y))
+    if rel < settings.tol:
+        return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged")
+    if J0 is not None and J0.shape == (nf, nf) and np.all(np.isfinite(J0)):
+        J = J0.copy()
+    else:
+        J = np.empty((nf, nf))
+        h = 1e-6
+        for j in range(nf):
+            yj = y.copy()
+            yj[j] += h
+            out = evaluate(yj, ref)
+            if out is None:
+                return _QNResult(full_x(y), ref, rel, np.eye(nf), evals, False, "invalid finite difference")
+            J[:, j] = (out[0] - r) / h
+    # residual of the warm-start map at the current point (the full one may differ slightly)
+    out = evaluate(y, ref)
+    if out is None:
+        return _QNResult(full_x(y), ref, rel, J, evals, False, "invalid point")
+    r = out[0]
+    msg = "evaluation budget spent"
+    while evals < max_evals:
+        try:
+            dy = -np.linalg.solve(J, r)
+        except np.linalg.LinAlgError:
+            msg = "singular Jacobian"
+            break
+        step = 1.0
+        accepted = None
+        for _ in range(4):
+            out = evaluate(y + step * dy, ref)
+            if out is not None and np.linalg.norm(out[0]) < np.linalg.norm(r) * (1.0 + 1e-3) + 1e-15:
+                accepted = out
+                break
+            step *= 0.5
+        if accepted is None:
+            msg = "no decrease along the Newton direction"
+            break
+        s_ = step * dy
+        r_new = accepted[0]
+        J += np.outer(r_new - r - J @ s_, s_) / max(float(s_ @ s_), 1e-300)
+        y = y + s_
+        r = r_new
+        if float(np.max(np.abs(s_))) < settings.tol or float(np.max(np.abs(r))) < 0.1 * settings.tol:
+            # verify with the full multi-start set
+            out = evaluate(y, None)
+            if out is None:
+                msg = "invalid point"
+                break
+            r_full, ref, fx = out
+            rel = _rel_change(fx, full_x(y))
+            if rel < settings.tol:
+                return _QNResult(full_x(y), ref, rel, J, evals, True, "converged")
+            out = evaluate(y, ref)
+            if out is None:
+                msg = "invalid point"
+                break
+            r = out[0]
+    return _QNResult(full_x(y), ref, rel, J, evals, False, msg)
 
 
 def solve_fixed_point(
@@ -168,11 +239,30 @@ def solve_fixed_point(
     start: OrderParams,
     settings: SolverSettings,
     on_iteration=None,
+    jacobian: np.ndarray | None = None,
 ) -> FixedPointResult:
-    """Anderson-accelerated damped iteration of ``x = F(x)`` from ``start``."""
+    """Solve ``x = F(x)`` from ``start``.
+
+    With ``jacobian`` (relative units, from a nearby solution: continuation) a quasi-Newton
+    solve is tried first. Otherwise, or if it fails, an Anderson-accelerated damped iteration
+    runs until the relative change is below ``polish_below`` and the quasi-Newton stage
+    (forward-difference Jacobian, Broyden updates) finishes.
+    """
     t0 = time.perf_counter()
     L, F, rs = saddle.L, saddle.F, saddle.rs
     x = start.to_vector()
+    n_polish = 0
+    if jacobian is not None:
+        qn = _quasi_newton(saddle, x, settings, J0=jacobian)
+        if qn is not None:
+            n_polish += qn.evals
+            log.debug("quasi-Newton from the continuation Jacobian: %d evaluations, %s", qn.evals, qn.message)
+            if qn.ok:
+                return FixedPointResult(
+                    op=OrderParams.from_vector(qn.x, L, F, rs), data=qn.ds, converged=True,
+                    iterations=qn.evals, residual=qn.rel, reason="converged", seconds=time.perf_counter() - t0,
+                    history=[qn.rel], jacobian=qn.J,
+                )
     X: list[np.ndarray] = []  # iterates
     R: list[np.ndarray] = []  # residuals F(x) - x
     history: list[float] = []
@@ -185,7 +275,8 @@ def solve_fixed_point(
     reason = "max_iter reached"
     full_next = True
     n_polished = 0
-    n_polish = 0
+    last_J: np.ndarray | None = None
+    ds_at_x = False  # the last data step was evaluated exactly at the returned x
     for it in range(1, settings.max_iter + 1):
         op = OrderParams.from_vector(x, L, F, rs)
         if not _valid(op):
@@ -203,14 +294,28 @@ def solve_fixed_point(
         history.append(rel)
         if on_iteration is not None:
             on_iteration(it, rel)
+        if rel < settings.tol and full:
+            converged = True
+            reason = "converged"
+            x = fx
+            break
         if rel < settings.polish_below and full and n_polished < settings.max_polish:
             n_polished += 1
             fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
-            x_pol, n_eval, msg = _polish(saddle, fx, settings, ref=ds)
-            n_polish += n_eval
-            log.debug("polish: %d evaluations, %s", n_eval, msg)
-            if x_pol is not None:
-                x = x_pol
+            qn = _quasi_newton(saddle, fx, settings, J0=last_J)
+            if qn is not None:
+                n_polish += qn.evals
+                log.debug("quasi-Newton: %d evaluations, %s", qn.evals, qn.message)
+                last_J = qn.J
+                if qn.ok:
+                    x = qn.x
+                    ds = qn.ds
+                    converged = True
+                    ds_at_x = True
+                    reason = "converged"
+                    history.append(qn.rel)
+                    break
+                x = qn.x
                 full_next = True
                 X.clear()
                 R.clear()
@@ -263,7 +368,7 @@ def solve_fixed_point(
             x_new = x + 0.1 * res
         x = x_new
     op = OrderParams.from_vector(x, L, F, rs)
-    if converged:
+    if converged and not ds_at_x:
         ds = (
             saddle.data_step(op, starts=_warm_starts(ds), switch_width=settings.switch_width)
             if ds is not None
@@ -279,4 +384,5 @@ def solve_fixed_point(
         reason=reason,
         seconds=time.perf_counter() - t0,
         history=history,
+        jacobian=last_J,
     )
