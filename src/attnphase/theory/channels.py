@@ -377,15 +377,19 @@ class ProxResult:
 
 
 def default_starts(w: np.ndarray, V: np.ndarray, spread: tuple[float, ...] = (1.0, 2.5)) -> np.ndarray:
-    """Multi-start set per node: ``w``, ``0`` and ``w +- c V^{1/2} e_i`` for each field coordinate.
+    """Multi-start set per node: ``w``, ``-w``, ``0`` and ``w +- c V^{1/2} e_i`` for each field
+    coordinate.
 
     The loss is bounded, so every minimiser lies within ``O(V^{1/2})`` of ``w``; the offsets
-    cover that ball along each coordinate at two radii.
+    cover that ball along each coordinate at two radii. The loss is even in ``h`` (bilinear
+    scores), so minima come in near-mirror pairs when ``V`` is large; ``-w`` finds the mirror of
+    the minimum reached from ``w`` (without it the full set missed the second minimum of some
+    nodes near the switching surface that the warm-start set, which contains ``-h``, found).
     """
     N, L, F = w.shape
     evals, evecs = np.linalg.eigh(V)
     Vh = (evecs * np.sqrt(np.maximum(evals, 0.0))) @ evecs.T
-    starts = [w, np.zeros_like(w)]
+    starts = [w, -w, np.zeros_like(w)]
     for c in spread:
         for l in range(L):
             for a in range(F):

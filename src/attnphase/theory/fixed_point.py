@@ -110,10 +110,12 @@ def _valid(op: OrderParams) -> bool:
 
 
 def _warm_starts(ds: DataStep) -> np.ndarray:
-    """Previous global minimiser and the best *other* local minimum at each node."""
+    """Previous global minimiser and the best *other* local minimum at each node (the global one
+    again where there is none). Every start is then a point the full multi-start set reached,
+    so at the same order parameters the warm-started map equals the full one (the soft split
+    sees the same two lowest minima); a start outside that set (e.g. ``-h``) found second minima
+    the full set lacks and made the two maps differ by ~1e-6."""
     second, v2 = second_minimum(ds.prox)
-    none = ~np.isfinite(v2)
-    second[none] = -ds.prox.h[none]
     return np.stack([ds.prox.h, second], axis=1)
 
 
@@ -194,6 +196,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         return _QNResult(full_x(y), ref, rel, J, evals, False, "invalid point")
     r = out[0]
     msg = "evaluation budget spent"
+    s_ = np.full(nf, np.inf)
     while evals < max_evals:
         try:
             dy = -np.linalg.solve(J, r)
@@ -208,15 +211,18 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
                 accepted = out
                 break
             step *= 0.5
-        if accepted is None:
+        stalled = accepted is None
+        if stalled and float(np.max(np.abs(r))) > 10 * settings.tol:
             msg = "no decrease along the Newton direction"
             break
-        s_ = step * dy
-        r_new = accepted[0]
-        J += np.outer(r_new - r - J @ s_, s_) / max(float(s_ @ s_), 1e-300)
-        y = y + s_
-        r = r_new
-        if float(np.max(np.abs(s_))) < settings.tol or float(np.max(np.abs(r))) < 0.1 * settings.tol:
+        if not stalled:
+            s_ = step * dy
+            r_new = accepted[0]
+            J += np.outer(r_new - r - J @ s_, s_) / max(float(s_ @ s_), 1e-300)
+            y = y + s_
+            r = r_new
+        # at the noise floor of the map (no decrease possible) or below tol: full check
+        if stalled or float(np.max(np.abs(s_))) < settings.tol or float(np.max(np.abs(r))) < settings.tol:
             # verify with the full multi-start set
             out = evaluate(y, None)
             if out is None:
@@ -226,6 +232,9 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
             rel = _rel_change(fx, full_x(y))
             if rel < settings.tol:
                 return _QNResult(full_x(y), ref, rel, J, evals, True, "converged")
+            if stalled:
+                msg = f"stalled at relative change {rel:.1e}"
+                break
             out = evaluate(y, ref)
             if out is None:
                 msg = "invalid point"

@@ -186,6 +186,8 @@ def solve_point(
             res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6))
             if res0.converged:
                 start = res0.op
+                if jacobian is None:
+                    jacobian = res0.jacobian
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian)
     extra: dict[str, Any] = {}
     point = _to_point(spec, alpha, branch, sd, res, extra)
