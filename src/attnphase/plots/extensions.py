@@ -110,6 +110,7 @@ def question_figure(
     left.set_xlabel("alpha = n / d")
     left.set_ylabel("Delta = eps_t(sem.) - eps_t(pos.)")
     left.legend(fontsize=7)
+    right.set_xlim(-0.5, len(labels) - 0.5)
     right.set_xticks(range(len(labels)))
     right.set_xticklabels(labels, fontsize=8, rotation=15)
     right.set_ylabel("alpha_c (simulation, +- 1 SE)")
@@ -117,8 +118,10 @@ def question_figure(
         right.legend(fontsize=7)
     for ax in (left, right):
         style_axes(ax)
-    first = results[labels[0]]
-    fig.suptitle(f"{title}  (d = {first.d}, {len(first.seeds)} seeds)", fontsize=10)
+    ds = sorted({results[n].d for n in labels})
+    ns = sorted({len(results[n].seeds) for n in labels})
+    fig.suptitle(f"{title}  (d = {'/'.join(map(str, ds))}, "
+                 f"{'/'.join(map(str, ns))} seeds)", fontsize=10)
     return fig
 
 
