@@ -30,7 +30,9 @@ def _label(res: SimTransition) -> str:
             + (f"({s.value_rank})" if s.value == "lowrank" else ""))
 
 
-def _draw_delta(ax, res: SimTransition, color: str, label: str, seeds: bool = True) -> None:
+def _draw_delta(ax, res: SimTransition, color: str, label: str, seeds: bool = True,
+                hold_label: bool = True) -> bool:
+    """Draw one Delta curve; returns whether it drew open markers (points not used)."""
     a = [p.alpha for p in res.points]
     mean = [p.delta_mean for p in res.points]
     se = [p.delta_se for p in res.points]
@@ -41,7 +43,7 @@ def _draw_delta(ax, res: SimTransition, color: str, label: str, seeds: bool = Tr
     bad = [i for i, p in enumerate(res.points) if not p.usable]
     if bad:
         ax.plot([a[i] for i in bad], [mean[i] for i in bad], "o", mfc="white", mec=color,
-                label="a start did not hold" if label else None)
+                label="a start did not hold (not used)" if hold_label else None)
     c = res.crossing
     if c.alpha_c is not None:
         ax.axvline(c.alpha_c, color=color, ls="--", lw=1.2, gid=ALPHA_C_GID)
@@ -49,6 +51,7 @@ def _draw_delta(ax, res: SimTransition, color: str, label: str, seeds: bool = Tr
         hi = c.hi if c.hi is not None else c.alpha_c
         if hi > lo:
             ax.axvspan(lo, hi, color=color, alpha=0.12, lw=0)
+    return bool(bad)
 
 
 def transition_figure(res: SimTransition, title: str | None = None) -> Figure:
@@ -88,10 +91,11 @@ def question_figure(
     fig = new_figure(10.0, 4.0)
     left = fig.add_subplot(1, 2, 1)
     right = fig.add_subplot(1, 2, 2)
+    labelled = False
     for i, name in enumerate(labels):
         res = results[name]
         color = _CYCLE[i % len(_CYCLE)]
-        _draw_delta(left, res, color, name, seeds=False)
+        labelled |= _draw_delta(left, res, color, name, seeds=False, hold_label=not labelled)
         c = res.crossing
         if c.alpha_c is not None:
             right.errorbar([i], [c.alpha_c], yerr=[[c.se or 0.0], [c.se or 0.0]], fmt="o",
