@@ -28,8 +28,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 
 #: Training settings used when none are given: GD lr 0.15 with heavy-ball momentum 0.9 (same
 #: minima as plain GD, docs/simulation.md), tolerance 1e-5 on ``||grad R|| / sqrt(d)``.
-DEFAULT_SETTINGS = {"momentum": 0.9, "tol": 1e-5, "max_steps": 4000, "log_every": 0}
+DEFAULT_SETTINGS: Mapping[str, Any] = MappingProxyType(
+    {"momentum": 0.9, "tol": 1e-5, "max_steps": 4000, "log_every": 0})
 
 
 @dataclass(frozen=True)
@@ -231,7 +233,6 @@ class SimTransition:
     require_held: bool
     seconds: float
     version: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def alpha_c(self) -> float | None:
@@ -265,7 +266,6 @@ class SimTransition:
             "per_seed": self.seed_summary(),
             "points": [p.to_dict() for p in self.points],
             "seconds": self.seconds,
-            **({"extra": self.extra} if self.extra else {}),
         }
 
     def rows(self) -> list[dict[str, Any]]:
