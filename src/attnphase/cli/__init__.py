@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "attnphase.cli.sim_cmds",
     "attnphase.cli.sweep_cmds",
     "attnphase.cli.histogram_cmds",
+    "attnphase.cli.extension_cmds",
 )
 
 
