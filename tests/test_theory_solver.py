@@ -102,3 +102,37 @@ def test_sanity_anchor_reference_case():
                                                                         noise_tol=1e-4))
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55
+
+
+def test_replicated_transition_combines_scrambles(monkeypatch):
+    """Mean and standard error over scrambles, each scramble with its own seed; a scramble
+    without alpha_c is left out of the mean and said so."""
+    import attnphase.theory.phases as ph
+
+    vals = {0: (1.30, 1.50), 1: (1.26, 1.48), 2: (None, 1.52)}
+    seen = []
+
+    def fake(spec, alphas=None, settings=None, progress=None):
+        seen.append(settings.seed)
+        ac, al = vals[settings.seed - 0]
+        return ph.Transition(ac, al, {"semantic": 0.4, "positional": None}, 0.002, ())
+
+    monkeypatch.setattr(ph, "find_transition", fake)
+    tr = ph.find_transition_replicated(ModelSpec(), settings=SolverSettings(seed=0), replicas=3)
+    assert seen == [0, 1, 2]
+    assert tr.alpha_c == pytest.approx(1.28) and tr.errors["alpha_c"] == pytest.approx(0.02)
+    assert tr.alpha_l == pytest.approx(1.50) and tr.errors["alpha_l"] == pytest.approx(np.std([1.5, 1.48, 1.52], ddof=1) / np.sqrt(3))
+    assert tr.spinodals["positional"] is None and tr.errors["spinodal_semantic"] == pytest.approx(0.0, abs=1e-15)
+    assert any("scramble 2 found no alpha_c" in n for n in tr.notes)
+    d = tr.to_dict()
+    assert set(d) >= {"alpha_c", "alpha_l", "spinodals", "linear_test_error", "errors", "replicas"}
+    assert len(d["replicas"]) == 3
+
+
+def test_cli_transition_json_schema(capsys):
+    rc = main(["transition", "--omega", "0.3", "--order", "6", "--alpha", "0.8:1.8:3", "--replicas", "2", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"alpha_c", "alpha_l", "spinodals", "linear_test_error"}
+    assert set(out["spinodals"]) == {"semantic", "positional"}
+    assert len(out["replicas"]) == 2 and set(out["errors"]) >= {"alpha_c", "alpha_l"}

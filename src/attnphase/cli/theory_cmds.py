@@ -101,18 +101,28 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def cmd_transition(args: argparse.Namespace) -> int:
     """``attnphase transition``: ``alpha_c``, ``alpha_l`` and the spinodals at one ``omega``."""
-    from attnphase.theory import find_transition
+    from attnphase.theory import find_transition_replicated
 
     spec = spec_from_args(args)
     grid = alpha_grid(args.alpha)
     settings = settings_from_args(args)
-    tr = find_transition(spec, grid, settings, progress=None if args.json else _progress("transition"))
+    if settings.n_replicas < 1:
+        raise ValueError("--replicas must be >= 1")
+    tr = find_transition_replicated(spec, grid, settings, replicas=settings.n_replicas,
+                                    progress=None if args.json else _progress("transition"))
     if args.json:
         print_json(tr.to_dict())
         return 0
-    fmt = lambda v: "none" if v is None else f"{v:.4f}"  # noqa: E731
-    print(f"omega = {spec.omega:g}: alpha_c = {fmt(tr.alpha_c)}, alpha_l = {fmt(tr.alpha_l)}, "
-          f"spinodals: semantic {fmt(tr.spinodals['semantic'])}, positional {fmt(tr.spinodals['positional'])}; "
+
+    def fmt(v: float | None, key: str = "") -> str:
+        if v is None:
+            return "none"
+        e = tr.errors.get(key)
+        return f"{v:.4f}" + (f" +- {e:.4f}" if e is not None else "")
+
+    print(f"omega = {spec.omega:g}: alpha_c = {fmt(tr.alpha_c, 'alpha_c')}, alpha_l = {fmt(tr.alpha_l, 'alpha_l')}, "
+          f"spinodals: semantic {fmt(tr.spinodals['semantic'], 'spinodal_semantic')}, "
+          f"positional {fmt(tr.spinodals['positional'], 'spinodal_positional')}; "
           f"linear baseline test error {tr.linear_test_error:.6f}")
     for n in tr.notes:
         print(f"note: {n}")
@@ -160,7 +170,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_solver_flags(p, order=8, tol="1e-6", noise_tol="1e-4")
     p.add_argument("--alpha", default="0.2:2.4:12", help="bracketing grid start:stop:num")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_transition, replicas="1")
+    # --replicas: independent QMC scrambles, averaged; their standard error is reported
+    p.set_defaults(func=cmd_transition, replicas="3")
 
     p = sub.add_parser("curves", help="paper-style curves vs alpha (PNG, PDF, CSV)")
     add_model_flags(p)

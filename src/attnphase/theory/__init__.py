@@ -11,6 +11,7 @@ from attnphase.theory.phases import (
     BranchPoint,
     Transition,
     find_transition,
+    find_transition_replicated,
     follow_branch,
     solve_point,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "SolverSettings",
     "Transition",
     "find_transition",
+    "find_transition_replicated",
     "follow_branch",
     "linear_test_error",
     "solve_point",

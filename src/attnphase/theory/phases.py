@@ -316,15 +316,73 @@ class Transition:
     linear_test_error: float
     notes: tuple[str, ...] = ()
     grid: dict[str, list] = field(default_factory=dict)
+    #: integration-error estimate (standard error over independent QMC scrambles; empty for one)
+    errors: dict[str, float | None] = field(default_factory=dict)
+    #: the transition of each scramble when several were combined
+    replicas: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "alpha_c": self.alpha_c,
             "alpha_l": self.alpha_l,
             "spinodals": dict(self.spinodals),
             "linear_test_error": self.linear_test_error,
             "notes": list(self.notes),
         }
+        if self.errors:
+            d["errors"] = dict(self.errors)
+            d["replicas"] = list(self.replicas)
+        return d
+
+
+def find_transition_replicated(
+    spec: ModelSpec,
+    alphas: Sequence[float] | None = None,
+    settings: SolverSettings | None = None,
+    replicas: int = 3,
+    progress: Callable[[int, int], None] | None = None,
+) -> Transition:
+    """:func:`find_transition` on ``replicas`` independently scrambled QMC rules (seeds
+    ``settings.seed + k``): the mean of each point and its standard error.
+
+    At the fast preset (2^8 x 4 nodes) ``alpha_c(0.3)`` scatters by ~0.04 between scrambles
+    (measured: 1.336, 1.254, 1.283), because the two training errors cross at a shallow angle; the
+    standard error is the honest uncertainty of the reported value.
+    """
+    settings = settings or SolverSettings()
+    if replicas < 1:
+        raise ValueError("replicas must be >= 1")
+    runs = []
+    for k in range(replicas):
+        def prog(i: int, n: int, k: int = k) -> None:
+            if progress is not None:
+                progress(k * n + i, replicas * n)
+
+        runs.append(find_transition(spec, alphas, replace(settings, seed=settings.seed + k), progress=prog))
+    if replicas == 1:
+        return runs[0]
+
+    def combine(vals: list[float | None]) -> tuple[float | None, float | None]:
+        got = [v for v in vals if v is not None]
+        if not got:
+            return None, None
+        mean = float(np.mean(got))
+        se = float(np.std(got, ddof=1) / np.sqrt(len(got))) if len(got) > 1 else None
+        return mean, se
+
+    a_c, e_c = combine([r.alpha_c for r in runs])
+    a_l, e_l = combine([r.alpha_l for r in runs])
+    spin, errs = {}, {"alpha_c": e_c, "alpha_l": e_l}
+    for b in ("semantic", "positional"):
+        spin[b], errs[f"spinodal_{b}"] = combine([r.spinodals[b] for r in runs])
+    notes = [f"mean of {replicas} QMC scrambles (seeds {settings.seed}..{settings.seed + replicas - 1}); "
+             "errors are standard errors over them"]
+    for k, r in enumerate(runs):
+        notes += [f"scramble {k}: {n}" for n in r.notes]
+        if r.alpha_c is None and a_c is not None:
+            notes.append(f"scramble {k} found no alpha_c; the mean uses the others")
+    return Transition(a_c, a_l, spin, runs[0].linear_test_error, tuple(notes), runs[0].grid, errs,
+                      tuple(r.to_dict() for r in runs))
 
 
 def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
