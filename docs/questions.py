@@ -130,6 +130,12 @@ QUESTIONS: dict[str, dict[str, Any]] = {
 # theory covers the variant (tied / untied / causal / correlated tokens; not the trainable value).
 # Drawn as open diamonds in the figures. Leave a label out (or None) where there is no theory.
 THEORY_ALPHA_C: dict[str, dict[str, float | None]] = {name: {} for name in QUESTIONS}
+# mean of 3 QMC scrambles at the fast preset, from docs/questions_theory.py -> docs/data/q_theory.csv
+THEORY_ALPHA_C["correlation"] = {"c = 0": 1.291, "c = 0.2": 1.989, "c = 0.4": 4.052}
+THEORY_ALPHA_C["untied"] = {"tied, omega 0.2": 0.997, "tied, omega 0.3": 1.291, "untied, omega 0.3": 2.300}
+THEORY_ALPHA_C["causal"] = {"bidirectional": 1.291, "causal": 2.916}
+THEORY_ALPHA_C["dcheck"] = {"c = 0, d = 300": 1.291, "c = 0.2, d = 300": 1.989, "c = 0, d = 600": 1.291,
+                            "c = 0.2, d = 600": 1.989}
 # ---------------------------------------------------------------------------------------------
 
 
