@@ -79,7 +79,7 @@ CASES = {
         Case("L3", {"L": 3}, _pair(1.5, 0.6),
              "L = 3, r = 1, default simplex positions and A (diag 0.6, off-diagonal 0.2)"),
         Case("r2", {"rank": 2},
-             _pair(1.5, 1.5) + (Comparison("mixed", 1.5, ("semantic", "positional")),),
+             _pair(1.5, 1.5) + (Comparison("mixed", 1.5, ("semantic",)),),
              "L = 2, r = 2, r* = 1"),
         Case("untied", {"variant": "untied"},
              _pair(1.5, 1.5) + (Comparison("semantic", 2.5, ("semantic",)),

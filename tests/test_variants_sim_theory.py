@@ -102,6 +102,8 @@ AGREEING = [
     ("r2-mixed", {"rank": 2}, 1.5, "mixed", "semantic", ("theta", "m", "q", "test_error"), 8),
     ("untied-positional", {"variant": "untied"}, 1.5, "positional", "positional",
      ("m", "q", "test_error"), 8),
+    ("untied-semantic", {"variant": "untied"}, 2.5, "semantic", "semantic",
+     ("theta", "q", "test_error"), 8),
     ("causal-semantic-3", {"variant": "causal"}, 3.0, "semantic", "semantic",
      ("theta", "q", "test_error"), 10),
     ("causal-semantic-2", {"variant": "causal"}, 2.0, "semantic", "semantic",
