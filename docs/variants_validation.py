@@ -1,8 +1,9 @@
 """Theory versus finite-d simulation for the attention variants of issue 5 (THEORY.md 2.2-2.3).
 
-For each variant the theory solver (``solve_point`` with the quick preset ``FAST``) gives the
-semantic and positional branch at one ``alpha``; the simulator trains from the matching informed
-start at several ``d`` (seeds batched); the table compares rotation-invariant summaries:
+For each variant the theory solver (``solve_point`` with the quick preset ``FAST``, QMC order 8,
+or ``--order`` for another order) gives the semantic and positional branch (and, for ``r = 2``,
+the mixed one) at the ``alpha`` of each comparison; the simulator trains from the matching
+informed start at several ``d`` (seeds batched); the table compares invariant summaries:
 
 * ``theta`` = ``||theta||_F`` over all student columns (query and key for ``untied``), i.e. ``|theta|``
   for ``r = 1``; ``theta_Q``/``theta_K`` separately for ``untied``;
