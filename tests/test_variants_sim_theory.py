@@ -1,9 +1,9 @@
 """Theory versus finite-d simulation for the attention variants (issue 5; THEORY.md 2.2-2.3).
 
 The fast test checks that theory and simulation land on the same branch for the causal student.
-The slow tests compare the theory (``solve_point`` with the quick preset ``FAST``) with the mean of
-4 seeds at ``d = 1000`` from the informed starts, at the 7 % of issue 5, for the variants and
-quantities where docs/variants.md reports agreement (the numbers are measured there, by
+The slow tests compare the theory (``solve_point`` with the quick preset ``FAST`` at QMC order 8,
+or 10 for the causal cases) with the mean of 4 seeds at ``d = 1000`` from the informed starts, at
+the 7 % of issue 5, for the variants and quantities where docs/variants.md reports agreement (the numbers are measured there, by
 ``docs/variants_validation.py``). Run them with
 ``PYTHONPATH=src python -m pytest tests/test_variants_sim_theory.py -m slow -q -s``.
 """
