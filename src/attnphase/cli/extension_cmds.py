@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnphase.cli.common import add_model_flags, alpha_grid, print_json, to_int
-from attnphase.cli.sim_cmds import _add_train_flags, _add_value_flags, _seeds, _settings, _spec
+from attnphase.cli.common import add_model_flags, print_json
+from attnphase.cli.sim_cmds import _add_train_flags, _add_value_flags, _seeds, _settings, scalar_grid_args
 
 
 def cmd_sim_transition(args: argparse.Namespace) -> int:
@@ -21,13 +21,7 @@ def cmd_sim_transition(args: argparse.Namespace) -> int:
     alpha grid and alpha_c where it crosses zero (figure PNG/PDF + CSV with --out)."""
     from attnphase.sim.transition import sim_transition
 
-    spec = _spec(args)
-    if spec.rank != 1 or spec.teacher_rank != 1:
-        raise ValueError("sim-transition classifies scalar overlaps: use --rank 1 --teacher-rank 1")
-    alphas = alpha_grid(args.alpha)
-    d = to_int(args.d, "d")
-    if d < 2:
-        raise ValueError(f"--d must be >= 2, got {d}")
+    spec, alphas, d = scalar_grid_args(args, "sim-transition classifies")
     seeds = _seeds(args)
     settings = _settings(args)
     res = sim_transition(spec, alphas, d, seeds, settings, require_held=not args.keep_all)

@@ -118,17 +118,23 @@ def _fmt(v: Any) -> str:
     return f"{v:.4f}" if isinstance(v, float) else "matrix"
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    """``attnphase compare``: theory branches vs finite-d simulation (figures PNG/PDF + CSV)."""
-    from attnphase.plots.compare import compare_figure, run_compare
-
+def scalar_grid_args(args: argparse.Namespace, what: str):
+    """``(spec, alphas, d)`` of a command that sweeps ``alpha`` at one ``d`` with scalar overlaps."""
     spec = _spec(args)
     if spec.rank != 1 or spec.teacher_rank != 1:
-        raise ValueError("compare plots scalar overlaps: use --rank 1 --teacher-rank 1")
+        raise ValueError(f"{what} scalar overlaps: use --rank 1 --teacher-rank 1")
     alphas = alpha_grid(args.alpha)
     d = to_int(args.d, "d")
     if d < 2:
         raise ValueError(f"--d must be >= 2, got {d}")
+    return spec, alphas, d
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``attnphase compare``: theory branches vs finite-d simulation (figures PNG/PDF + CSV)."""
+    from attnphase.plots.compare import compare_figure, run_compare
+
+    spec, alphas, d = scalar_grid_args(args, "compare plots")
     theory_points = to_int(args.theory_points, "theory-points")
     if theory_points < 2:
         raise ValueError(f"--theory-points must be >= 2, got {theory_points}")
