@@ -173,11 +173,14 @@ def test_kill_9_then_rerun_is_complete_without_duplicates(tmp_path, workers):
 
 def test_ctrl_c_stops_cleanly_and_rerun_completes(tmp_path):
     store = tmp_path / "s.sqlite"
-    grid = ["x=0:1:20", "sleep=0.05"]
+    # 20 points of 0.2 s: after the third one the sweep still has ~3 s to go when Ctrl-C comes
+    # (with 0.05 s points it once finished before the signal on a loaded machine)
+    grid = ["x=0:1:20", "sleep=0.2"]
     proc = _start_sweep(store, grid, 1)
     deadline = time.time() + 60
     while _count(store) < 3 and time.time() < deadline:
         time.sleep(0.01)
+    assert proc.poll() is None, "the sweep finished before it could be interrupted"
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err.decode().strip() == "attnphase: interrupted"
