@@ -124,8 +124,11 @@ def _start_sweep(store, grid, workers):
     cmd = [sys.executable, "-m", "attnphase", "sweep", "run", "--kind", "selftest",
            *sum((["--param", g] for g in grid), []), "--store", str(store),
            "--workers", str(workers), "--quiet"]
+    # a job started in the background by a non-interactive shell (e.g. CI) inherits an ignored
+    # SIGINT; restore the default so that Python turns Ctrl-C into KeyboardInterrupt
     return subprocess.Popen(cmd, env=_env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _count(store):
@@ -174,7 +177,6 @@ def test_kill_9_then_rerun_is_complete_without_duplicates(tmp_path, workers):
 def test_ctrl_c_stops_cleanly_and_rerun_completes(tmp_path):
     store = tmp_path / "s.sqlite"
     # 20 points of 0.2 s: after the third one the sweep still has ~3 s to go when Ctrl-C comes
-    # (with 0.05 s points it once finished before the signal on a loaded machine)
     grid = ["x=0:1:20", "sleep=0.2"]
     proc = _start_sweep(store, grid, 1)
     deadline = time.time() + 60

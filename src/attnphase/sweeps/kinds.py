@@ -297,16 +297,18 @@ def _transition_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     from attnphase.theory import find_transition
+    from attnphase.theory.phases import combine_transitions
 
     spec = model_spec(params)
     settings = _solver_settings(params)
     if settings is None:
-        tr = find_transition(spec)
-    else:
-        if "settings" not in inspect.signature(find_transition).parameters:
-            raise ValueError("find_transition takes no solver settings")
-        tr = find_transition(spec, settings=settings)
-    return _split_diagnostics(tr.to_dict())
+        return _split_diagnostics(find_transition(spec).to_dict())
+    if "settings" not in inspect.signature(find_transition).parameters:
+        raise ValueError("find_transition takes no solver settings")
+    # solver_n_replicas > 1: mean and standard error over independent QMC scrambles
+    runs = [find_transition(spec, settings=dataclasses.replace(settings, seed=settings.seed + k)).to_dict()
+            for k in range(max(1, settings.n_replicas))]
+    return _split_diagnostics(combine_transitions(runs, settings.seed))
 
 
 _CURVE_EXTRA = (

@@ -131,7 +131,7 @@ class _QNResult:
 
 
 def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
-                  ds0: DataStep | None = None, max_evals: int = 20) -> _QNResult | None:
+                  warm: DataStep | None = None, max_evals: int = 20) -> _QNResult | None:
     """Newton's method on ``r(x) = F(x) - x`` in relative units, with Broyden updates.
 
     The Jacobian is ``J0`` when given (the previous point of a continuation: it changes slowly
@@ -166,18 +166,24 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         return (fx - x)[free] / scale, ds, fx
 
     y = x0[free] / scale
-    first = evaluate(y, None) if ds0 is None else None
-    if first is None and ds0 is None:
+    # the first evaluation is warm-started from a nearby solution on the same rule when given
+    # (continuation), else from the full multi-start set
+    if warm is not None and warm.prox.h.shape[0] != saddle.rule.size:
+        warm = None
+    first = evaluate(y, warm)
+    if first is None:
         return None
-    if first is not None:
-        r, ref, fx = first
-    else:
-        ref = ds0
-        fx = saddle.weights_step(ds0.hats).to_vector()
-        r = (fx - x0)[free] / scale
+    r, ref, fx = first
     rel = _rel_change(fx, full_x(y))
     if rel < settings.tol:
-        return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged")
+        if warm is not None:
+            first = evaluate(y, None)
+            if first is None:
+                return None
+            r, ref, fx = first
+            rel = _rel_change(fx, full_x(y))
+        if rel < settings.tol:
+            return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged")
     if J0 is not None and J0.shape == (nf, nf) and np.all(np.isfinite(J0)):
         J = J0.copy()
     else:
@@ -249,11 +255,13 @@ def solve_fixed_point(
     settings: SolverSettings,
     on_iteration=None,
     jacobian: np.ndarray | None = None,
+    warm: DataStep | None = None,
 ) -> FixedPointResult:
     """Solve ``x = F(x)`` from ``start``.
 
     With ``jacobian`` (relative units, from a nearby solution: continuation) a quasi-Newton
-    solve is tried first. Otherwise, or if it fails, an Anderson-accelerated damped iteration
+    solve is tried first, its first evaluation warm-started from ``warm`` (the data step of that
+    solution, same rule) when given; convergence is always checked with the full start set. Otherwise, or if it fails, an Anderson-accelerated damped iteration
     runs until the relative change is below ``polish_below`` and the quasi-Newton stage
     (forward-difference Jacobian, Broyden updates) finishes.
     """
@@ -262,7 +270,7 @@ def solve_fixed_point(
     x = start.to_vector()
     n_polish = 0
     if jacobian is not None:
-        qn = _quasi_newton(saddle, x, settings, J0=jacobian)
+        qn = _quasi_newton(saddle, x, settings, J0=jacobian, warm=warm)
         if qn is not None:
             n_polish += qn.evals
             log.debug("quasi-Newton from the continuation Jacobian: %d evaluations, %s", qn.evals, qn.message)

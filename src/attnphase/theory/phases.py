@@ -86,11 +86,14 @@ class BranchPoint:
     op: OrderParams | None = field(default=None, repr=False, compare=False)
     #: Jacobian of the fixed-point residual at the solution (relative units; warm starts)
     jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: the data step at the solution (its minimisers warm-start a nearby solve on the same rule)
+    data: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("op", None)
         d.pop("jacobian", None)
+        d.pop("data", None)
         return d
 
     def summary(self) -> dict[str, Any]:
@@ -157,6 +160,7 @@ def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: Fixed
         theta_matrix=tuple(map(tuple, tu.tolist())),
         op=op,
         jacobian=res.jacobian,
+        data=res.data,
     )
 
 
@@ -168,6 +172,7 @@ def solve_point(
     start: OrderParams | None = None,
     error_estimate: bool = True,
     jacobian: np.ndarray | None = None,
+    warm: Any = None,
 ) -> BranchPoint:
     """Fixed point of ``branch`` at ``alpha`` (THEORY.md 2.1-2.2).
 
@@ -188,7 +193,7 @@ def solve_point(
                 start = res0.op
                 if jacobian is None:
                     jacobian = res0.jacobian
-    res = solve_fixed_point(sd, start, settings, jacobian=jacobian)
+    res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
     extra: dict[str, Any] = {}
     point = _to_point(spec, alpha, branch, sd, res, extra)
     if error_estimate and point.exists and settings.n_replicas > 1:
@@ -287,12 +292,13 @@ def follow_branch(
     prev: OrderParams | None = None
     found: list[BranchPoint] = []
     for i, a in enumerate(alphas):
-        start, jac = prev, None
+        start, jac, warm = prev, None, None
         if found:
-            jac = found[-1].jacobian
+            jac, warm = found[-1].jacobian, found[-1].data
             if len(found) >= 2:  # secant predictor along the branch
                 start = _extrapolate(found[-2], found[-1], a) or prev
-        pt = solve_point(spec, a, branch, settings, start=start, error_estimate=False, jacobian=jac)
+        pt = solve_point(spec, a, branch, settings, start=start, error_estimate=False, jacobian=jac,
+                         warm=warm)
         if not pt.exists and prev is not None:
             pt2 = solve_point(spec, a, branch, settings, start=None, error_estimate=False)
             if pt2.exists:
@@ -335,6 +341,39 @@ class Transition:
         return d
 
 
+def combine_transitions(runs: Sequence[dict[str, Any]], seed0: int = 0) -> dict[str, Any]:
+    """Combine :meth:`Transition.to_dict` results of independent QMC scrambles (seeds
+    ``seed0, seed0 + 1, ...``): the mean of each point, its standard error under ``errors`` and
+    every scramble under ``replicas``. A scramble missing a point is left out of that mean."""
+    runs = list(runs)
+    if len(runs) == 1:
+        return dict(runs[0])
+
+    def combine(vals: list[float | None]) -> tuple[float | None, float | None]:
+        got = [float(v) for v in vals if v is not None]
+        if not got:
+            return None, None
+        mean = float(np.mean(got))
+        se = float(np.std(got, ddof=1) / np.sqrt(len(got))) if len(got) > 1 else None
+        return mean, se
+
+    a_c, e_c = combine([r.get("alpha_c") for r in runs])
+    a_l, e_l = combine([r.get("alpha_l") for r in runs])
+    spin: dict[str, float | None] = {}
+    errs: dict[str, float | None] = {"alpha_c": e_c, "alpha_l": e_l}
+    for b in ("semantic", "positional"):
+        spin[b], errs[f"spinodal_{b}"] = combine([r.get("spinodals", {}).get(b) for r in runs])
+    notes = [f"mean of {len(runs)} QMC scrambles (seeds {seed0}..{seed0 + len(runs) - 1}); "
+             "errors are standard errors over them"]
+    for k, r in enumerate(runs):
+        notes += [f"scramble {k}: {n}" for n in r.get("notes", [])]
+        if r.get("alpha_c") is None and a_c is not None:
+            notes.append(f"scramble {k} found no alpha_c; the mean uses the others")
+    return {"alpha_c": a_c, "alpha_l": a_l, "spinodals": spin,
+            "linear_test_error": runs[0].get("linear_test_error"), "notes": notes, "errors": errs,
+            "replicas": runs}
+
+
 def find_transition_replicated(
     spec: ModelSpec,
     alphas: Sequence[float] | None = None,
@@ -343,7 +382,7 @@ def find_transition_replicated(
     progress: Callable[[int, int], None] | None = None,
 ) -> Transition:
     """:func:`find_transition` on ``replicas`` independently scrambled QMC rules (seeds
-    ``settings.seed + k``): the mean of each point and its standard error.
+    ``settings.seed + k``), combined by :func:`combine_transitions`.
 
     At the fast preset (2^8 x 4 nodes) ``alpha_c(0.3)`` scatters by ~0.04 between scrambles
     (measured: 1.336, 1.254, 1.283), because the two training errors cross at a shallow angle; the
@@ -361,28 +400,9 @@ def find_transition_replicated(
         runs.append(find_transition(spec, alphas, replace(settings, seed=settings.seed + k), progress=prog))
     if replicas == 1:
         return runs[0]
-
-    def combine(vals: list[float | None]) -> tuple[float | None, float | None]:
-        got = [v for v in vals if v is not None]
-        if not got:
-            return None, None
-        mean = float(np.mean(got))
-        se = float(np.std(got, ddof=1) / np.sqrt(len(got))) if len(got) > 1 else None
-        return mean, se
-
-    a_c, e_c = combine([r.alpha_c for r in runs])
-    a_l, e_l = combine([r.alpha_l for r in runs])
-    spin, errs = {}, {"alpha_c": e_c, "alpha_l": e_l}
-    for b in ("semantic", "positional"):
-        spin[b], errs[f"spinodal_{b}"] = combine([r.spinodals[b] for r in runs])
-    notes = [f"mean of {replicas} QMC scrambles (seeds {settings.seed}..{settings.seed + replicas - 1}); "
-             "errors are standard errors over them"]
-    for k, r in enumerate(runs):
-        notes += [f"scramble {k}: {n}" for n in r.notes]
-        if r.alpha_c is None and a_c is not None:
-            notes.append(f"scramble {k} found no alpha_c; the mean uses the others")
-    return Transition(a_c, a_l, spin, runs[0].linear_test_error, tuple(notes), runs[0].grid, errs,
-                      tuple(r.to_dict() for r in runs))
+    d = combine_transitions([r.to_dict() for r in runs], settings.seed)
+    return Transition(d["alpha_c"], d["alpha_l"], d["spinodals"], runs[0].linear_test_error,
+                      tuple(d["notes"]), runs[0].grid, d["errors"], tuple(d["replicas"]))
 
 
 def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
@@ -481,7 +501,7 @@ def find_transition(
         pool = solved[branch] or [near]
         best = min(pool, key=lambda p: abs(p.alpha - a))
         pt = solve_point(spec, a, branch, settings, start=best.op, error_estimate=False,
-                         jacobian=best.jacobian)
+                         jacobian=best.jacobian, warm=best.data)
         if pt.exists:
             solved[branch].append(pt)
         return pt
