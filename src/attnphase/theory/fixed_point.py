@@ -171,19 +171,14 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
     if warm is not None and warm.prox.h.shape[0] != saddle.rule.size:
         warm = None
     first = evaluate(y, warm)
+    if first is not None and warm is not None and _rel_change(first[2], full_x(y)) < settings.tol:
+        first = evaluate(y, None)  # a warm-started fixed point is confirmed with the full set
     if first is None:
         return None
     r, ref, fx = first
     rel = _rel_change(fx, full_x(y))
     if rel < settings.tol:
-        if warm is not None:
-            first = evaluate(y, None)
-            if first is None:
-                return None
-            r, ref, fx = first
-            rel = _rel_change(fx, full_x(y))
-        if rel < settings.tol:
-            return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged")
+        return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged")
     if J0 is not None and J0.shape == (nf, nf) and np.all(np.isfinite(J0)):
         J = J0.copy()
     else:
