@@ -32,8 +32,8 @@ class SolverSettings:
     ``tol``: relative change of every unknown at convergence. ``switch_width``: width ``tau`` of
     the split of a node between its two lowest local minima (``tau -> 0`` is the hard global
     minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at alpha = 2.2). ``polish_below``: switch from
-    the damped/Anderson iteration to Powell's hybrid root finder. ``noise_tol``: when ``tol`` is
-    not reachable after ``max_polish`` polishes (the discretised map is smooth only to ~1e-7 on
+    the damped/Anderson iteration to the quasi-Newton stage (Broyden updates). ``noise_tol``:
+    when ``tol`` is not reachable after ``max_polish`` quasi-Newton stages (the discretised map is smooth only to ~1e-7 on
     the semantic branch), a residual below ``noise_tol`` is accepted and said so in ``reason``.
     """
 
@@ -50,7 +50,6 @@ class SolverSettings:
     switch_width: float = 1e-5
     polish_below: float = 1e-2
     anderson_below: float = 3e-2
-    polish_maxfev: int = 80
     max_polish: int = 3
     noise_tol: float = 1e-6
 
@@ -256,9 +255,10 @@ def solve_fixed_point(
 
     With ``jacobian`` (relative units, from a nearby solution: continuation) a quasi-Newton
     solve is tried first, its first evaluation warm-started from ``warm`` (the data step of that
-    solution, same rule) when given; convergence is always checked with the full start set. Otherwise, or if it fails, an Anderson-accelerated damped iteration
-    runs until the relative change is below ``polish_below`` and the quasi-Newton stage
-    (forward-difference Jacobian, Broyden updates) finishes.
+    solution, same rule) when given; convergence is always checked with the full start set.
+    Otherwise, or if it fails, an Anderson-accelerated damped iteration runs until the relative
+    change is below ``polish_below`` and the quasi-Newton stage (forward-difference Jacobian,
+    Broyden updates) finishes.
     """
     t0 = time.perf_counter()
     L, F, rs = saddle.L, saddle.F, saddle.rs
@@ -340,12 +340,7 @@ def solve_fixed_point(
                       f"(< noise_tol {settings.noise_tol:g}; tol {settings.tol:g} not reached)")
             x = fx
             break
-        if rel < settings.tol:
-            if full:
-                converged = True
-                reason = "converged"
-                x = fx
-                break
+        if rel < settings.tol:  # (a full evaluation has converged above)
             full_next = True  # verify with the full multi-start set
             continue
         full_next = it % settings.full_starts_every == 0 or rel < settings.polish_below

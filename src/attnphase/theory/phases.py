@@ -289,24 +289,23 @@ def follow_branch(
     check_alpha(alphas)
     settings = settings or SolverSettings()
     out: list[BranchPoint] = []
-    prev: OrderParams | None = None
-    found: list[BranchPoint] = []
+    found: list[BranchPoint] = []  # the points where the branch exists, in order
     for i, a in enumerate(alphas):
-        start, jac, warm = prev, None, None
+        start, jac, warm = None, None, None
         if found:
-            jac, warm = found[-1].jacobian, found[-1].data
+            last = found[-1]
+            start, jac, warm = last.op, last.jacobian, last.data
             if len(found) >= 2:  # secant predictor along the branch
-                start = _extrapolate(found[-2], found[-1], a) or prev
+                start = _extrapolate(found[-2], last, a) or start
         pt = solve_point(spec, a, branch, settings, start=start, error_estimate=False, jacobian=jac,
                          warm=warm)
-        if not pt.exists and prev is not None:
+        if not pt.exists and found:
             pt2 = solve_point(spec, a, branch, settings, start=None, error_estimate=False)
             if pt2.exists:
                 pt = pt2
         out.append(pt)
         if pt.exists:
             found.append(pt)
-        prev = pt.op if pt.exists else prev
         if progress is not None:
             progress(i + 1, len(alphas))
     return out
