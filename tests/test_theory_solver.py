@@ -102,6 +102,13 @@ def test_sanity_anchor_reference_case():
                                                                         noise_tol=1e-4))
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55
+    # the shipped transition preset (2^8 x 4 nodes, refined on 4 x 2^10 x 4): measured in session 3
+    # alpha_c = 1.2547 +- 0.0065, alpha_l = 1.4940 +- 0.0045 (full order-12 solve: 1.2525, 1.490)
+    from attnphase.theory.fixed_point import FAST as PRESET
+
+    tr = find_transition(spec, settings=SolverSettings(**PRESET))
+    assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33 and tr.errors["alpha_c"] < 0.02
+    assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55 and tr.errors["alpha_l"] < 0.02
 
 
 def test_replicated_transition_combines_scrambles(monkeypatch):
@@ -130,9 +137,21 @@ def test_replicated_transition_combines_scrambles(monkeypatch):
 
 
 def test_cli_transition_json_schema(capsys):
-    rc = main(["transition", "--omega", "0.3", "--order", "6", "--alpha", "0.8:1.8:3", "--replicas", "2", "--json"])
+    rc = main(["transition", "--omega", "0.3", "--order", "6", "--alpha", "0.8:1.8:3", "--replicas", "2",
+               "--refine-order", "0", "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"alpha_c", "alpha_l", "spinodals", "linear_test_error"}
     assert set(out["spinodals"]) == {"semantic", "positional"}
     assert len(out["replicas"]) == 2 and set(out["errors"]) >= {"alpha_c", "alpha_l"}
+
+
+def test_cli_transition_refined_reports_errors(capsys):
+    """One scramble with refinement: alpha_c and alpha_l come with the fine rules' errors."""
+    rc = main(["transition", "--omega", "0.3", "--order", "6", "--alpha", "0.9:1.7:3", "--refine-order", "7",
+               "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["alpha_c"] is not None and out["alpha_l"] is not None
+    assert 0 < out["errors"]["alpha_c"] < 0.2 and 0 < out["errors"]["alpha_l"] < 0.2
+    assert any("refined" in n for n in out["notes"])

@@ -38,10 +38,13 @@ def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
     for _name, vals in sorted(lines.spinodals.items()):
         ax.plot(_arr(vals), w, label="spinodals" if first else None, **LINE_STYLES["spinodal"])
         first = False
-    ax.plot(_arr(lines.alpha_c), w, marker="o", markersize=3, label=r"$\alpha_c$",
-            **LINE_STYLES["alpha_c"])
-    ax.plot(_arr(lines.alpha_l), w, marker="s", markersize=3, label=r"$\alpha_l$",
-            **LINE_STYLES["alpha_l"])
+    for key, marker in (("alpha_c", "o"), ("alpha_l", "s")):
+        vals = _arr(getattr(lines, key))
+        ax.plot(vals, w, marker=marker, markersize=3, label=rf"$\alpha_{key[-1]}$", **LINE_STYLES[key])
+        se = _arr(getattr(lines, f"{key}_se", ()) or [None] * len(w))
+        if np.isfinite(se).any():  # integration-error bars (standard errors)
+            ax.errorbar(vals, w, xerr=np.nan_to_num(se), fmt="none", elinewidth=0.8, capsize=2,
+                        color=LINE_STYLES[key].get("color"))
     if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8, frameon=False)
 

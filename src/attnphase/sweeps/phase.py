@@ -50,12 +50,17 @@ class PhaseLines:
     errors: tuple[str | None, ...]
     params: Mapping[str, Any] = field(default_factory=dict)
     report: SweepReport | None = None
+    #: integration-error estimates (standard errors) of alpha_c and alpha_l, when the solver gave one
+    alpha_c_se: tuple[float | None, ...] = ()
+    alpha_l_se: tuple[float | None, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "omega": list(self.omega),
             "alpha_c": list(self.alpha_c),
             "alpha_l": list(self.alpha_l),
+            "alpha_c_error": list(self.alpha_c_se) or [None] * len(self.omega),
+            "alpha_l_error": list(self.alpha_l_se) or [None] * len(self.omega),
             "spinodals": {k: list(v) for k, v in self.spinodals.items()},
             "eps_g_lin": list(self.eps_g_lin),
             "errors": list(self.errors),
@@ -65,8 +70,10 @@ class PhaseLines:
     def to_frame(self) -> Any:
         import pandas as pd
 
+        none = (None,) * len(self.omega)
         data: dict[str, Any] = {"omega": self.omega, "alpha_c": self.alpha_c,
-                                "alpha_l": self.alpha_l}
+                                "alpha_c_error": self.alpha_c_se or none, "alpha_l": self.alpha_l,
+                                "alpha_l_error": self.alpha_l_se or none}
         for k, v in self.spinodals.items():
             data[f"spinodal_{k}"] = v
         data["eps_g_lin"] = self.eps_g_lin
@@ -129,7 +136,7 @@ def phase_lines(
                       fixed=base)
     points = sweep.points()
     rep, res = _run_and_fetch(points, store, **run_kw)
-    omega, ac, al, lin, errs = [], [], [], [], []
+    omega, ac, al, lin, errs, ac_se, al_se = [], [], [], [], [], [], []
     spin: dict[str, list[float | None]] = {}
     for i, p in enumerate(points):
         r = res.get(p.key, {})
@@ -138,13 +145,16 @@ def phase_lines(
         errs.append(r.get("error") if r.get("status") != "ok" else None)
         ac.append(_num(out.get("alpha_c")))
         al.append(_num(out.get("alpha_l")))
+        se = out.get("errors") or {}
+        ac_se.append(_num(se.get("alpha_c")))
+        al_se.append(_num(se.get("alpha_l")))
         lin.append(_num(out.get("linear_test_error", out.get("eps_g_lin"))))
         for k, v in (out.get("spinodals") or {}).items():
             spin.setdefault(str(k), [None] * len(points))[i] = _num(v)
     params = {k: v for k, v in points[0].params.items() if k != "omega"} if points else {}
     return PhaseLines(tuple(omega), tuple(ac), tuple(al),
                       {k: tuple(v) for k, v in spin.items()}, tuple(lin), tuple(errs),
-                      params, rep)
+                      params, rep, tuple(ac_se), tuple(al_se))
 
 
 def phase_heatmaps(

@@ -35,6 +35,11 @@ class SolverSettings:
     the damped/Anderson iteration to the quasi-Newton stage (Broyden updates). ``noise_tol``:
     when ``tol`` is not reachable after ``max_polish`` quasi-Newton stages (the discretised map is smooth only to ~1e-7 on
     the semantic branch), a residual below ``noise_tol`` is accepted and said so in ``reason``.
+    ``refine_order`` (0: off): :func:`attnphase.theory.phases.refine_point` takes one Newton step
+    from a fixed point of this rule on ``refine_replicas`` independent finer rules (``qmc``: log2
+    of each base sample; ``gh``: points per dimension of one rule) and re-evaluates the training
+    error variationally; :func:`~attnphase.theory.phases.find_transition` uses it for the points
+    that locate ``alpha_c`` and ``alpha_l``.
     """
 
     method: str = "qmc"
@@ -52,6 +57,8 @@ class SolverSettings:
     anderson_below: float = 3e-2
     max_polish: int = 3
     noise_tol: float = 1e-6
+    refine_order: int = 0
+    refine_replicas: int = 4
 
     def __post_init__(self) -> None:
         if self.method not in ("qmc", "gh"):
@@ -66,11 +73,17 @@ class SolverSettings:
             raise ValueError("noise_tol must lie in [tol, 1)")
         if not 0 <= self.damping < 1:
             raise ValueError("damping must lie in [0, 1)")
+        if self.refine_order != 0 and self.refine_order < 2:
+            raise ValueError("refine_order must be 0 (off) or >= 2")
+        if self.refine_replicas < 1:
+            raise ValueError("refine_replicas must be >= 1")
 
 
-#: quick settings for curves, transitions and phase diagrams (2^8 x 4 nodes, tol 1e-6): about
-#: 1-2 % integration error on the overlaps; use the defaults for single points
-FAST = {"order": 8, "tol": 1e-6, "noise_tol": 1e-4, "n_replicas": 1, "warmup_order": None}
+#: quick settings for curves, transitions and phase diagrams: branches followed on 2^8 x 4 nodes
+#: (tol 1e-6; about 1-2 % integration error on the overlaps), the points that locate alpha_c and
+#: alpha_l refined on 4 x 2^10 x 4 nodes (see ``refine_point``); use the defaults for single points
+FAST = {"order": 8, "tol": 1e-6, "noise_tol": 1e-4, "n_replicas": 1, "warmup_order": None,
+        "refine_order": 10}
 
 
 @dataclass
@@ -130,14 +143,16 @@ class _QNResult:
 
 
 def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
-                  warm: DataStep | None = None, max_evals: int = 20) -> _QNResult | None:
+                  warm: DataStep | None = None, max_evals: int = 20, confirm_full: bool = True) -> _QNResult | None:
     """Newton's method on ``r(x) = F(x) - x`` in relative units, with Broyden updates.
 
     The Jacobian is ``J0`` when given (the previous point of a continuation: it changes slowly
     along a branch, so a warm-started point converges in a few evaluations) and forward
     differences otherwise. Trial evaluations use the warm-start set of the last full multi-start
     evaluation (a deterministic, smooth map); a point is accepted only when the *full* map moves
-    every unknown by less than ``tol`` (relative). Returns ``None`` when the start is invalid.
+    every unknown by less than ``tol`` (relative), or with ``confirm_full=False`` (a loose ``tol``)
+    when the warm-started map does (``ds`` is then the first, full evaluation, not one at ``x``).
+    Returns ``None`` when the start is invalid.
     """
     L, F, rs = saddle.L, saddle.F, saddle.rs
     free = np.abs(x0) > 1e-14
@@ -221,6 +236,8 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
             J += np.outer(r_new - r - J @ s_, s_) / max(float(s_ @ s_), 1e-300)
             y = y + s_
             r = r_new
+        if not confirm_full and float(np.max(np.abs(r))) < settings.tol:
+            return _QNResult(full_x(y), ref, float(np.max(np.abs(r))), J, evals, True, "converged (warm-started map)")
         # at the noise floor of the map (no decrease possible) or below tol: full check
         if stalled or float(np.max(np.abs(s_))) < settings.tol or float(np.max(np.abs(r))) < settings.tol:
             # verify with the full multi-start set

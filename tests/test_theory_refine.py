@@ -1,0 +1,84 @@
+"""Multi-fidelity refinement of fixed points (``refine_point``) and the noise-aware root search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnphase import ModelSpec
+from attnphase.theory import SolverSettings, solve_point
+from attnphase.theory.fixed_point import solve_fixed_point
+from attnphase.theory.phases import _make_saddle, _root, refine_point
+from attnphase.theory.quadrature import Rule
+from attnphase.theory.saddle import Saddle
+
+COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
+                        refine_order=8, refine_replicas=2)
+
+
+def _union_saddle(spec: ModelSpec, alpha: float, s: SolverSettings) -> Saddle:
+    """The fine rule of refine_point built independently: the union of its scrambles."""
+    rules = [_make_saddle(spec, alpha, s, order=s.refine_order, seed=s.seed + 104729 * (k + 1)).rule
+             for k in range(s.refine_replicas)]
+    x = np.concatenate([r.x for r in rules])
+    return Saddle(spec, alpha, Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", s.refine_order))
+
+
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_refined_point_is_the_fine_rule_fixed_point(branch):
+    """One refinement from a coarse fixed point lands on the fixed point of the fine rule solved
+    from scratch: order parameters to the refinement tolerance, the training error (variational:
+    second order in that tolerance) much closer, and much closer than the coarse point was."""
+    spec = ModelSpec(omega=0.3)
+    alpha = 1.5
+    coarse = solve_point(spec, alpha, branch, COARSE, error_estimate=False)
+    assert coarse.exists
+    ref = refine_point(spec, coarse, COARSE)
+    info = ref.diagnostics["refined"]
+    assert info["applied"], info
+    assert info["nodes"] == 2 * 4 * 2**8
+    sd = _union_saddle(spec, alpha, COARSE)
+    exact = solve_fixed_point(sd, coarse.op, SolverSettings(tol=1e-8, noise_tol=1e-6))
+    assert exact.converged
+    x, xr, xc = exact.op.to_vector(), ref.op.to_vector(), coarse.op.to_vector()
+    big = np.abs(x) > 1e-8
+    err_ref = np.max(np.abs(xr - x)[big] / np.abs(x[big]))
+    err_coarse = np.max(np.abs(xc - x)[big] / np.abs(x[big]))
+    assert err_ref < 5e-3 and err_ref < 0.3 * err_coarse
+    train = -sd.free_energy(exact.op, exact.data)
+    assert abs(ref.train_loss - train) / train < 2e-5
+    assert abs(ref.train_loss - train) < 0.1 * abs(coarse.train_loss - train)
+    # standard errors over the two fine scrambles are reported and finite
+    assert info["errors"]["train_loss"] > 0 and np.isfinite(info["errors"]["test_error"])
+
+
+def test_refine_off_and_absent_points_pass_through():
+    spec = ModelSpec(omega=0.3)
+    p = solve_point(spec, 1.5, "semantic", SolverSettings(order=6, n_replicas=1, warmup_order=None, tol=1e-6,
+                                                         noise_tol=1e-4), error_estimate=False)
+    assert refine_point(spec, p, SolverSettings(order=6)) is p  # refine_order = 0: off
+
+
+def test_settings_reject_bad_refinement():
+    with pytest.raises(ValueError, match="refine_order"):
+        SolverSettings(refine_order=1)
+    with pytest.raises(ValueError, match="refine_replicas"):
+        SolverSettings(refine_replicas=0)
+
+
+def test_root_stops_at_the_noise_level():
+    """With a noise estimate the search stops once the secant step is below the noise in x
+    units, returning the secant root; without one it runs to xtol."""
+    calls = []
+
+    def f(x: float) -> float:
+        calls.append(x)
+        return (x - 0.3137) * (1.0 + 0.3 * x)
+
+    r = _root(f, 0.0, 1.0, f(0.0), f(1.0), 1e-9, noise=lambda: 0.02)
+    n_noise = len(calls) - 2
+    assert abs(r - 0.3137) < 0.02 / 1.0
+    calls.clear()
+    r2 = _root(f, 0.0, 1.0, f(0.0), f(1.0), 1e-9)
+    assert abs(r2 - 0.3137) < 1e-8
+    assert n_noise < len(calls) - 2
