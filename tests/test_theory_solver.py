@@ -52,14 +52,18 @@ def test_non_convergence_is_reported_not_hidden():
 
 
 def test_cli_solve_json_schema(capsys):
-    rc = main(["solve", "--alpha", "1.0", "--omega", "0.3", "--order", "8", "--replicas", "1", "--json"])
+    rc = main(["solve", "--alpha", "1.0", "--omega", "0.3", "--order", "7", "--refine-order", "8", "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"params", "branches", "global_minimum", "linear_test_error"}
     assert set(out["branches"]) == {"semantic", "positional", "trivial"}
-    for b in out["branches"].values():
+    for name, b in out["branches"].items():
         if b is not None:
             assert set(b) >= {"q", "m", "theta", "V", "train_loss", "test_error", "converged", "iterations"}
+            # the refinement converged to tol on the fine rules and gave the error estimate
+            ref = out["diagnostics"][name]["refined"]
+            assert ref["applied"] and ref["nodes"] == 4 * 4 * 2**8 and ref["residual"] < 1e-6
+            assert 0 < b["error_estimate"]["q_user"] < 0.1
     assert out["global_minimum"] in out["branches"]
     assert out["params"]["omega"] == 0.3
 

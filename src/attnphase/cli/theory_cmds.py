@@ -21,8 +21,9 @@ def add_solver_flags(p: argparse.ArgumentParser, order: int = 12, tol: str = "1e
     p.add_argument("--max-iter", default="300", help="maximum fixed-point iterations")
     if refine_order:
         p.add_argument("--refine-order", default=str(refine_order),
-                       help="the points that locate alpha_c and alpha_l are refined by one Newton step on 4 "
-                            f"finer rules of this order (0: off; default {refine_order})")
+                       help="carry the coarse fixed points to 4 finer QMC scrambles of this order (log2 of "
+                            "each base sample; multi-fidelity refinement, which also gives the error estimate; "
+                            f"0: off; default {refine_order})")
     p.add_argument("--replicas", default="3",
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
 
@@ -72,7 +73,13 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise ValueError(f"--branch must be one of {', '.join(BRANCHES)}, all; got {args.branch!r}")
     settings = settings_from_args(args)
     branches = BRANCHES if args.branch == "all" else (args.branch,)
-    points = {b: solve_point(spec, alpha, b, settings) for b in branches}
+    if settings.refine_order:  # coarse solve, then refined on the fine rules (error estimate from them)
+        from attnphase.theory.phases import refine_point
+
+        points = {b: refine_point(spec, solve_point(spec, alpha, b, settings, error_estimate=False), settings,
+                                  tol=settings.tol) for b in branches}
+    else:
+        points = {b: solve_point(spec, alpha, b, settings) for b in branches}
     existing = {b: p for b, p in points.items() if p.exists}
     glob = min(existing, key=lambda b: existing[b].train_loss) if existing else None
     lin = linear_test_error(spec)
@@ -165,7 +172,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="fixed points (semantic, positional, trivial) at one alpha")
     p.add_argument("--alpha", required=True, help="sample complexity n/d")
     add_model_flags(p)
-    add_solver_flags(p)
+    add_solver_flags(p, order=8, refine_order=11)
     p.add_argument("--branch", default="all", help="semantic, positional, trivial or all (default)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_solve)

@@ -282,7 +282,7 @@ REFINE_TOL = 1e-3
 REFINE_MAX_EVALS = 12
 
 
-def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
+def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None) -> BranchPoint:
     """Carry a fixed point of the solver's (coarse) rule to finer rules (multi-fidelity solve).
 
     The fine rule is the union of ``settings.refine_replicas`` independent scrambles of
@@ -298,9 +298,14 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) 
     shallow crossing of the two training errors (``alpha_c``): at ``omega = 0.3`` the coarse
     (2^8 x 4) training errors of four scrambles scatter by 0.4-1.5 %, refined ones by ~0.1 %.
 
+    With ``tol`` (e.g. ``settings.tol`` for a single solve) the fine solve runs to that relative
+    change instead, confirmed with the full multi-start set (a residual below ``noise_tol`` is
+    accepted as the rule's noise floor, as in :func:`solve_fixed_point`).
+
     Standard errors over the fine scrambles are in ``diagnostics["refined"]["errors"]``
-    (absolute for ``train_loss`` and ``test_error``, relative for the order parameters). A
-    refinement that does not converge returns the coarse point with the reason.
+    (absolute for ``train_loss`` and ``test_error``, relative for the order parameters) and, as
+    relative errors of the reported values, in ``diagnostics["error_estimate"]``. A refinement
+    that does not converge returns the coarse point with the reason.
     """
     from attnphase.theory.fixed_point import _quasi_newton  # noqa: PLC0415
     from attnphase.theory.quadrature import Rule
@@ -323,8 +328,13 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) 
     info: dict[str, Any] = {"method": settings.method, "order": order, "replicas": n, "nodes": union.rule.size,
                             "coarse": {"train_loss": point.train_loss, "test_error": point.test_error,
                                        "q": point.q, "m": point.m, "theta": point.theta}}
-    qn = _quasi_newton(union, x0, replace(settings, tol=REFINE_TOL, noise_tol=max(settings.noise_tol, REFINE_TOL)), J0=point.jacobian, max_evals=REFINE_MAX_EVALS,
-                       confirm_full=False)
+    exact = tol is not None
+    qs = replace(settings, tol=tol, noise_tol=max(settings.noise_tol, tol)) if exact else \
+        replace(settings, tol=REFINE_TOL, noise_tol=max(settings.noise_tol, REFINE_TOL))
+    qn = _quasi_newton(union, x0, qs, J0=point.jacobian, max_evals=3 * REFINE_MAX_EVALS if exact else REFINE_MAX_EVALS,
+                       confirm_full=exact)
+    if qn is not None and not qn.ok and exact and qn.rel < settings.noise_tol:
+        qn = replace(qn, ok=True, message=f"noise floor: relative change {qn.rel:.1e} (< noise_tol)")
     if qn is None or not qn.ok:
         info["applied"] = False
         info["reason"] = "refinement did not converge: " + ("invalid start" if qn is None else qn.message)
@@ -333,6 +343,8 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) 
     op = OrderParams.from_vector(x, L, F, rs)
     info["step"] = float(np.max(np.abs(x - x0) / np.maximum(np.abs(x0), 1e-3)))
     info["evaluations"] = qn.evals
+    info["solver_reason"] = qn.message
+    info["residual"] = qn.rel
     # each fine rule at x (warm-started from the union's minima at x0)
     starts = _warm_starts(qn.ds)
     cuts = np.cumsum([0] + [f.rule.size for f in fine])
@@ -364,12 +376,23 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) 
         info["errors"] = {"train_loss": float(np.std(trains, ddof=1) / np.sqrt(n)),
                           "test_error": float(np.std(tests, ddof=1) / np.sqrt(n)),
                           **{nm: float(v) for nm, v in zip(op.names(), rel, strict=True)}}
+        names = op.names()
+        est: dict[str, Any] = {nm: info["errors"][nm] for nm in names}
+        est["test_error"] = info["errors"]["test_error"] / test
+        est["train_loss"] = info["errors"]["train_loss"] / abs(train)
+        est["q_user"] = est[names[0]]
+        est["m_user"] = est[names[F * (F + 1) // 2]] if np.any(np.abs(op.m) > 1e-12) else 0.0
+        est["theta_user"] = est[names[-F * rs]] if np.any(np.abs(op.theta) > 1e-12) else 0.0
+        est["method"] = f"standard error over {n} fine {settings.method} rules (refinement)"
+    else:
+        est = None
     qu, mu, tu = sd.user_units(op)
     return replace(
         point, q=float(qu[0, 0]), m=float(mu[0, 0]), theta=float(tu[0, 0]), V=float(op.V[0, 0]),
         train_loss=float(train), test_error=float(test), q_matrix=tuple(map(tuple, qu.tolist())),
         m_matrix=tuple(map(tuple, mu.tolist())), theta_matrix=tuple(map(tuple, tu.tolist())),
-        op=op, diagnostics={**point.diagnostics, "refined": info},
+        op=op, diagnostics={**point.diagnostics, "refined": info,
+                            **({"error_estimate": est} if est is not None else {})},
     )
 
 
