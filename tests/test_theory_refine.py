@@ -82,3 +82,17 @@ def test_root_stops_at_the_noise_level():
     r2 = _root(f, 0.0, 1.0, f(0.0), f(1.0), 1e-9)
     assert abs(r2 - 0.3137) < 1e-8
     assert n_noise < len(calls) - 2
+
+
+def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monkeypatch):
+    """A refinement that cannot converge (here: no evaluation budget) is said so, and the coarse
+    point comes back with the linear-response error estimate of the coarse rule."""
+    import attnphase.theory.phases as ph
+
+    monkeypatch.setattr(ph, "REFINE_MAX_EVALS", 1)
+    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    p = ph.solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
+    assert p.exists and not p.diagnostics["refined"]["applied"]
+    assert "did not converge" in p.diagnostics["refined"]["reason"]
+    assert p.diagnostics["error_estimate"]["method"].startswith("linear response")
+    assert p.diagnostics["quadrature"]["nodes"] == 4 * 2**7

@@ -63,7 +63,8 @@ def _progress(label: str):
 def cmd_solve(args: argparse.Namespace) -> int:
     """``attnphase solve``: the fixed points at one ``alpha``."""
     from attnphase import __version__
-    from attnphase.theory import BRANCHES, linear_test_error, solve_point
+    from attnphase.theory import BRANCHES, linear_test_error
+    from attnphase.theory.phases import solve_refined
 
     spec = spec_from_args(args)
     alpha = to_float(args.alpha, "alpha")
@@ -73,13 +74,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise ValueError(f"--branch must be one of {', '.join(BRANCHES)}, all; got {args.branch!r}")
     settings = settings_from_args(args)
     branches = BRANCHES if args.branch == "all" else (args.branch,)
-    if settings.refine_order:  # coarse solve, then refined on the fine rules (error estimate from them)
-        from attnphase.theory.phases import refine_point
-
-        points = {b: refine_point(spec, solve_point(spec, alpha, b, settings, error_estimate=False), settings,
-                                  tol=settings.tol) for b in branches}
-    else:
-        points = {b: solve_point(spec, alpha, b, settings) for b in branches}
+    # coarse solve refined on the fine rules (their standard error is the error estimate)
+    points = {b: solve_refined(spec, alpha, b, settings) for b in branches}
     existing = {b: p for b, p in points.items() if p.exists}
     glob = min(existing, key=lambda b: existing[b].train_loss) if existing else None
     lin = linear_test_error(spec)
@@ -108,6 +104,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
         else:
             print(f"{b:<11}{'-':>10}{'-':>10}{'-':>10}{'-':>10}{'-':>12}{'-':>12}  {p.reason}")
     print(f"global minimum: {glob or 'none found'}; linear baseline test error {lin:.6f}")
+    for b, p in points.items():
+        ref = p.diagnostics.get("refined") or {}
+        if p.exists and ref and not ref.get("applied"):
+            print(f"note: {b}: {ref.get('reason')}; the values are those of the coarse rule "
+                  f"({p.diagnostics['quadrature']['nodes']} nodes)")
     return 0
 
 
