@@ -96,3 +96,16 @@ def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monk
     assert "did not converge" in p.diagnostics["refined"]["reason"]
     assert p.diagnostics["error_estimate"]["method"].startswith("linear response")
     assert p.diagnostics["quadrature"]["nodes"] == 4 * 2**7
+
+
+def test_curve_points_are_refined_when_the_solver_asks():
+    """The stored ``curve`` kind carries each followed point to the fine rules (so the plotted
+    training-error difference crosses zero where the refined alpha_c is marked)."""
+    from attnphase.sweeps.kinds import _curve_compute, _curve_normalize
+
+    params = _curve_normalize({"omega": 0.3, "alphas": "1.2,1.4", "branch": "positional", "solver_order": 6,
+                               "solver_warmup_order": 6, "solver_n_replicas": 1, "solver_tol": 1e-6,
+                               "solver_noise_tol": 1e-4, "solver_refine_order": 7, "solver_refine_replicas": 2})
+    result, diag = _curve_compute(params)
+    assert result["exists"] == [True, True]
+    assert all(r["applied"] and r["nodes"] == 2 * 4 * 2**7 for r in diag["refined"])

@@ -355,11 +355,15 @@ def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     settings = _solver_settings(params)
     if settings is not None:
         pts = follow_branch(spec, alphas, params["branch"], settings=settings)
+        if getattr(settings, "refine_order", 0):  # each point carried to the fine rules
+            from attnphase.theory.phases import refine_point
+
+            pts = [refine_point(spec, p, settings) for p in pts]
     else:
         pts = follow_branch(spec, alphas, params["branch"])
     result: dict[str, Any] = {"alpha": [], "exists": []}
     result.update({k: [] for k in _CURVE_KEYS})
-    diag: dict[str, Any] = {"converged": [], "iterations": [], "reason": []}
+    diag: dict[str, Any] = {"converged": [], "iterations": [], "reason": [], "refined": []}
     for p in pts:
         ok = bool(getattr(p, "exists", True))
         result["alpha"].append(float(p.alpha))
@@ -371,6 +375,8 @@ def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
         diag["converged"].append(bool(getattr(p, "converged", True)))
         diag["iterations"].append(getattr(p, "iterations", None))
         diag["reason"].append(str(getattr(p, "reason", "")))
+        ref = (getattr(p, "diagnostics", None) or {}).get("refined") or {}
+        diag["refined"].append({k: ref.get(k) for k in ("applied", "nodes", "errors", "reason") if k in ref} or None)
     return result, diag
 
 

@@ -311,8 +311,8 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     from attnphase.theory.quadrature import Rule
 
     order = settings.refine_order
-    if order == 0 or not point.exists or point.op is None or point.data is None:
-        return point
+    if order == 0 or not point.exists or getattr(point, "op", None) is None or getattr(point, "data", None) is None:
+        return point  # (nothing to refine: off, absent, or a point without its solver state)
     alpha = point.alpha
     sd = _make_saddle(spec, alpha, settings)
     L, F, rs = sd.L, sd.F, sd.rs
@@ -728,8 +728,8 @@ def find_transition(
     refined: dict[tuple[str, float], BranchPoint] = {}
 
     def fine(p: BranchPoint) -> BranchPoint:
-        if not settings.refine_order or not p.exists:
-            return p
+        if not settings.refine_order or not p.exists or "refined" in p.diagnostics:
+            return p  # (a point given already refined, e.g. by the curves command, is kept)
         key = (p.branch, p.alpha)
         if key not in refined:
             refined[key] = refine_point(spec, p, settings)
