@@ -130,12 +130,13 @@ QUESTIONS: dict[str, dict[str, Any]] = {
 # theory covers the variant (tied / untied / causal / correlated tokens; not the trainable value).
 # Drawn as open diamonds in the figures. Leave a label out (or None) where there is no theory.
 THEORY_ALPHA_C: dict[str, dict[str, float | None]] = {name: {} for name in QUESTIONS}
-# mean of 3 QMC scrambles at the fast preset, from docs/questions_theory.py -> docs/data/q_theory.csv
-THEORY_ALPHA_C["correlation"] = {"c = 0": 1.291, "c = 0.2": 1.989, "c = 0.4": 4.052}
-THEORY_ALPHA_C["untied"] = {"tied, omega 0.2": 0.997, "tied, omega 0.3": 1.291, "untied, omega 0.3": 2.300}
-THEORY_ALPHA_C["causal"] = {"bidirectional": 1.291, "causal": 2.916}
-THEORY_ALPHA_C["dcheck"] = {"c = 0, d = 300": 1.291, "c = 0.2, d = 300": 1.989, "c = 0, d = 600": 1.291,
-                            "c = 0.2, d = 600": 1.989}
+# mean of 3 refined transitions (coarse 2^8 x 4 nodes, alpha_c/alpha_l points refined on 4 x 2^10 x 4;
+# session 3), from docs/questions_theory.py -> docs/data/q_theory.csv
+THEORY_ALPHA_C["correlation"] = {"c = 0": 1.255, "c = 0.2": 1.965, "c = 0.4": 3.988}
+THEORY_ALPHA_C["untied"] = {"tied, omega 0.2": 0.953, "tied, omega 0.3": 1.255, "untied, omega 0.3": 2.314}
+THEORY_ALPHA_C["causal"] = {"bidirectional": 1.255, "causal": 2.558}
+THEORY_ALPHA_C["dcheck"] = {"c = 0, d = 300": 1.255, "c = 0.2, d = 300": 1.965, "c = 0, d = 600": 1.255,
+                            "c = 0.2, d = 600": 1.965}
 # ---------------------------------------------------------------------------------------------
 
 

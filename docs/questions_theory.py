@@ -1,8 +1,9 @@
 """Theory alpha_c for the reviewer questions (docs/questions.md, "Theory"): one
-``find_transition`` per variant the solver covers, at the fast preset (2^8 x 4 QMC nodes) with
-three independent scrambles (mean and spread), written to docs/data/q_theory.csv.
+``find_transition`` per variant the solver covers, at the transition preset (branches on 2^8 x 4
+QMC nodes, the points that locate alpha_c and alpha_l refined on 4 x 2^10 x 4 nodes) with three
+independent scrambles (mean and spread), written to docs/data/q_theory.csv.
 
-Run: ``python docs/questions_theory.py`` (about 15-25 min on 2 cores).
+Run: ``python docs/questions_theory.py`` (about 15 min on 2 cores; the untied case ~3 min each).
 """
 
 from __future__ import annotations
