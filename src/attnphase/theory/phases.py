@@ -276,8 +276,9 @@ def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: Solver
     return out
 
 
-#: relative change of every unknown at which the refinement solve stops (see refine_point)
-REFINE_TOL = 1e-3
+#: relative change of every unknown at which the refinement solve stops (see refine_point): it
+#: enters the training error squared; on the test error it stays below the fine rules' own error
+REFINE_TOL = 2e-3
 #: fine data steps a refinement may spend
 REFINE_MAX_EVALS = 12
 
@@ -333,6 +334,10 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         replace(settings, tol=REFINE_TOL, noise_tol=max(settings.noise_tol, REFINE_TOL))
     qn = _quasi_newton(union, x0, qs, J0=point.jacobian, max_evals=2 * REFINE_MAX_EVALS if exact else REFINE_MAX_EVALS,
                        confirm_full=exact)
+    if qn is not None and not qn.ok and point.jacobian is not None:
+        # the coarse Jacobian can point the wrong way on the fine map (seen at small omega):
+        # once more with forward differences on the fine rule (warm-started)
+        qn = _quasi_newton(union, x0, qs, J0=None, max_evals=qn.evals + REFINE_MAX_EVALS, confirm_full=exact)
     if qn is not None and not qn.ok and exact and settings.noise_tol > tol:
         # tol below the fine map's noise floor (as in solve_fixed_point): a second stage from
         # where the first stopped, to noise_tol, with its Broyden Jacobian
@@ -634,6 +639,9 @@ def _root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, 
 GLOBAL_MARGIN = 0.05
 #: iteration budget of a spinodal probe (a solve that decides whether a branch exists at one alpha)
 SPINODAL_PROBE_ITER = 60
+#: bisection tolerance of the spinodals (they come from the coarse rule, which moves them by
+#: 0.1-0.3 between scrambles, so locating them more tightly buys nothing)
+SPINODAL_XTOL = 0.02
 
 
 def _refined_se(p: BranchPoint, key: str) -> float | None:
@@ -710,7 +718,7 @@ def find_transition(
             anchor = sem[i]
             spin["semantic"] = _bisect(
                 lambda a: 1.0 if solve_at(a, "semantic", anchor, probe).exists else None,
-                grid[i], grid[i - 1], 1.0, xtol,
+                grid[i], grid[i - 1], 1.0, SPINODAL_XTOL,
             )
     pos_ok = [p.exists for p in pos]
     if any(pos_ok) and not all(pos_ok):
@@ -719,7 +727,7 @@ def find_transition(
             anchor = pos[j]
             spin["positional"] = _bisect(
                 lambda a: 1.0 if solve_at(a, "positional", anchor, probe).exists else None,
-                grid[j], grid[j + 1], 1.0, xtol,
+                grid[j], grid[j + 1], 1.0, SPINODAL_XTOL,
             )
     # alpha_c and alpha_l: bracketed on the grid, then located by regula falsi. With
     # ``settings.refine_order`` the points that decide them are refined (refine_point): the
