@@ -178,14 +178,18 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
     curves: dict[str, Any] = {}
 
     # one sweep for everything that is stored: the pool stays busy on every core
+    # (the longest points first: transitions at small omega, where the refinement works hardest,
+    # then the refined curves; the short simulations fill the gaps at the end)
     todo: list[Point] = []
-    if "curves" in s.parts:
-        curve_pts = _curve_points(spec, s)  # the longest points first
-        sim_pts = _sim_points(spec, s)
-        todo += curve_pts + sim_pts
-        todo += SweepSpec("transition", fixed={**base, "omega": s.omega}).points()
     if "phase" in s.parts:
-        todo += SweepSpec("transition", axes=(("omega", omegas),), fixed=base).points()
+        todo += SweepSpec("transition", axes=(("omega", tuple(sorted(omegas))),), fixed=base).points()
+    if "curves" in s.parts:
+        curve_pts = _curve_points(spec, s)
+        sim_pts = _sim_points(spec, s)
+        todo += curve_pts
+        todo += SweepSpec("transition", fixed={**base, "omega": s.omega}).points()
+        todo += sim_pts
+    todo = list({p.key: p for p in todo}.values())  # the omega of the curves may be on the phase grid
     logger.info("demo: %d points (theory branches, simulations at d=%d, transitions)",
                 len(todo), s.d)
     run_sweep(todo, store, **run_kw)
