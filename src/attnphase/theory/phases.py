@@ -644,10 +644,6 @@ SPINODAL_PROBE_ITER = 60
 SPINODAL_XTOL = 0.02
 
 
-def _applied(p: BranchPoint) -> bool:
-    return bool(p.diagnostics.get("refined", {}).get("applied"))
-
-
 def _refined_se(p: BranchPoint, key: str) -> float | None:
     """Standard error of ``key`` over the fine rules of a refined point (``None`` otherwise)."""
     return p.diagnostics.get("refined", {}).get("errors", {}).get(key)
@@ -753,8 +749,6 @@ def find_transition(
         if not (s.exists and p.exists):
             return None
         fs, fp = fine(s), fine(p)
-        if settings.refine_order and not (_applied(fs) and _applied(fp)):
-            fs, fp = s, p  # a failed refinement: compare both on the coarse rule, not mixed
         v = fs.train_loss - fp.train_loss
         es, ep = _refined_se(fs, "train_loss"), _refined_se(fp, "train_loss")
         hist["alpha_c"].append((s.alpha, v, None if es is None or ep is None else float(np.hypot(es, ep))))
@@ -804,9 +798,7 @@ def find_transition(
         cands = [b for b in (s, p) if b.exists]
         if len(cands) == 2 and abs(s.train_loss - p.train_loss) > GLOBAL_MARGIN * max(s.train_loss, p.train_loss):
             cands = [min(cands, key=lambda b: b.train_loss)]  # unambiguous on the coarse rule
-        refined_cands = [fine(b) for b in cands]
-        if all(_applied(b) for b in refined_cands):
-            cands = refined_cands  # (a failed refinement: all candidates on the coarse rule)
+        cands = [fine(b) for b in cands]
         return min(cands, key=lambda b: b.train_loss) if cands else None
 
     def gap_at(s: BranchPoint, p: BranchPoint) -> float | None:
@@ -850,10 +842,6 @@ def find_transition(
                   "alpha_l": _root_error(hist["alpha_l"]) if alpha_l is not None else None}
         notes.append(f"alpha_c and alpha_l from points refined on {settings.refine_replicas} x "
                      f"{settings.method} rules of order {settings.refine_order} (errors: their standard error)")
-        failed = sorted(f"{b} at alpha = {a:.4g}" for (b, a), v in refined.items() if not _applied(v))
-        if failed:
-            notes.append("refinement did not converge for " + ", ".join(failed)
-                         + "; there both branches were compared on the coarse rule")
     grid_data = {
         "alpha": grid.tolist(),
         "semantic_train": [p.train_loss if p.exists else None for p in sem],
