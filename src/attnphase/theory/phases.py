@@ -146,28 +146,28 @@ def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: Fixed
         "theta_hat": res.data.hats.theta_hat.tolist(),
     }
     diag.update(extra)
-    qu, mu, tu = sd.user_units(op)
     return BranchPoint(
         branch=branch,
         alpha=float(alpha),
         exists=bool(exists),
         reason=reason,
-        q=float(qu[0, 0]),
-        m=float(mu[0, 0]),
-        theta=float(tu[0, 0]),
-        V=float(op.V[0, 0]),
         train_loss=float(train),
         test_error=float(test),
         converged=bool(res.converged),
         iterations=int(res.iterations),
         diagnostics=diag,
-        q_matrix=tuple(map(tuple, qu.tolist())),
-        m_matrix=tuple(map(tuple, mu.tolist())),
-        theta_matrix=tuple(map(tuple, tu.tolist())),
-        op=op,
         jacobian=res.jacobian,
         data=res.data,
+        **_overlap_fields(sd, op),
     )
+
+
+def _overlap_fields(sd: Saddle, op: OrderParams) -> dict[str, Any]:
+    """The :class:`BranchPoint` fields that come from the order parameters (user units)."""
+    qu, mu, tu = sd.user_units(op)
+    return {"q": float(qu[0, 0]), "m": float(mu[0, 0]), "theta": float(tu[0, 0]), "V": float(op.V[0, 0]),
+            "q_matrix": tuple(map(tuple, qu.tolist())), "m_matrix": tuple(map(tuple, mu.tolist())),
+            "theta_matrix": tuple(map(tuple, tu.tolist())), "op": op}
 
 
 def solve_point(
@@ -233,6 +233,14 @@ def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray):
     return free, scale, J, resid
 
 
+def _add_user_errors(est: dict[str, Any], names: list[str], F: int, rs: int, has_m: bool, has_theta: bool) -> None:
+    """Copy the relative errors of the first ``q``, ``m`` and ``theta`` entries to the user-facing
+    keys ``q_user``, ``m_user``, ``theta_user`` (0 for an overlap that is zero by symmetry)."""
+    est["q_user"] = est[names[0]]
+    est["m_user"] = est[names[F * (F + 1) // 2]] if has_m else 0.0
+    est["theta_user"] = est[names[-F * rs]] if has_theta else 0.0
+
+
 def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
                     point: BranchPoint) -> dict[str, float]:
     """Integration-error estimate of the fixed point by linear response.
@@ -269,9 +277,7 @@ def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: Solver
     tests = [sd.test_error(OrderParams.from_vector(x0 + d, L, F, rs)) for d in D]
     out["test_error"] = float(np.sqrt(np.mean((np.asarray(tests) - point.test_error) ** 2)) / point.test_error)
     # the user-facing scalars
-    out["q_user"] = out[names[0]]
-    out["m_user"] = out[names[F * (F + 1) // 2]] if point.m != 0 else 0.0
-    out["theta_user"] = out[names[-F * rs]] if abs(point.theta) > 1e-10 * max(1.0, s2) else 0.0
+    _add_user_errors(out, names, F, rs, point.m != 0, abs(point.theta) > 1e-10 * max(1.0, s2))
     out["method"] = f"linear response over {len(deltas)} extra {settings.method} rules"  # type: ignore[assignment]
     return out
 
@@ -357,6 +363,10 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     info["evaluations"] = qn.evals
     info["solver_reason"] = qn.message
     info["residual"] = qn.rel
+    if classify(op, float(np.sqrt(sd.s2))) != point.branch:
+        info["applied"] = False
+        info["reason"] = "the refined point left the branch"
+        return replace(point, diagnostics={**point.diagnostics, "refined": info})
     # each fine rule at x (warm-started from the union's minima at x0)
     starts = _warm_starts(qn.ds)
     cuts = np.cumsum([0] + [f.rule.size for f in fine])
@@ -364,10 +374,6 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
              for k, f in enumerate(fine)]
     hats = Hats(*(sum(getattr(ds.hats, k) for ds in steps) / n for k in ("q_hat", "m_hat", "V_hat", "theta_hat")))
     mean = replace(steps[0], hats=hats, mean_M=float(np.mean([ds.mean_M for ds in steps])))
-    if classify(op, float(np.sqrt(sd.s2))) != point.branch:
-        info["applied"] = False
-        info["reason"] = "the refined point left the branch"
-        return replace(point, diagnostics={**point.diagnostics, "refined": info})
     train = -sd.free_energy(op, mean)
     test = sd.test_error(op)
     info["applied"] = True
@@ -392,19 +398,13 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         est: dict[str, Any] = {nm: info["errors"][nm] for nm in names}
         est["test_error"] = info["errors"]["test_error"] / test
         est["train_loss"] = info["errors"]["train_loss"] / abs(train)
-        est["q_user"] = est[names[0]]
-        est["m_user"] = est[names[F * (F + 1) // 2]] if np.any(np.abs(op.m) > 1e-12) else 0.0
-        est["theta_user"] = est[names[-F * rs]] if np.any(np.abs(op.theta) > 1e-12) else 0.0
+        _add_user_errors(est, names, F, rs, bool(np.any(np.abs(op.m) > 1e-12)), bool(np.any(np.abs(op.theta) > 1e-12)))
         est["method"] = f"standard error over {n} fine {settings.method} rules (refinement)"
     else:
         est = None
-    qu, mu, tu = sd.user_units(op)
     return replace(
-        point, q=float(qu[0, 0]), m=float(mu[0, 0]), theta=float(tu[0, 0]), V=float(op.V[0, 0]),
-        train_loss=float(train), test_error=float(test), q_matrix=tuple(map(tuple, qu.tolist())),
-        m_matrix=tuple(map(tuple, mu.tolist())), theta_matrix=tuple(map(tuple, tu.tolist())),
-        op=op, diagnostics={**point.diagnostics, "refined": info,
-                            **({"error_estimate": est} if est is not None else {})},
+        point, train_loss=float(train), test_error=float(test), **_overlap_fields(sd, op),
+        diagnostics={**point.diagnostics, "refined": info, **({"error_estimate": est} if est is not None else {})},
     )
 
 
