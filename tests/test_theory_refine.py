@@ -109,3 +109,79 @@ def test_curve_points_are_refined_when_the_solver_asks():
     result, diag = _curve_compute(params)
     assert result["exists"] == [True, True]
     assert all(r["applied"] and r["nodes"] == 2 * 4 * 2**7 for r in diag["refined"])
+
+
+def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
+    """The reported standard error is that of the fixed points of the individual fine rules,
+    each solved from scratch (a linear-response step with the solve's Broyden Jacobian was up to
+    9x off at L = 3)."""
+    spec = ModelSpec(omega=0.3)
+    s = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
+                       refine_order=8, refine_replicas=3)
+    coarse = solve_point(spec, 1.5, "semantic", s, error_estimate=False)
+    ref = refine_point(spec, coarse, s, tol=1e-6)
+    info = ref.diagnostics["refined"]
+    assert info["applied"], info
+    assert all(st.startswith("converged") for st in info["rule_solves"])
+    xs = []
+    for k in range(3):
+        sd = _make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1))
+        res = solve_fixed_point(sd, ref.op, SolverSettings(tol=1e-8, noise_tol=1e-6))
+        assert res.converged
+        xs.append(res.op.to_vector())
+    X = np.asarray(xs)
+    x = ref.op.to_vector()
+    se = np.std(X, ddof=1, axis=0) / np.sqrt(3) / np.abs(x).clip(1e-300)
+    for i, name in enumerate(ref.op.names()):
+        if abs(x[i]) > 1e-8:
+            assert info["errors"][name] == pytest.approx(se[i], rel=0.1), name
+
+
+def _rotated(op, t):
+    from attnphase.theory.saddle import OrderParams
+
+    R = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+    return OrderParams(R.T @ op.q @ R, op.m @ R, R.T @ op.V @ R, R.T @ op.theta)
+
+
+@pytest.mark.parametrize("kind", ["positional", "semantic", "mixed"])
+def test_gauge_fix_picks_one_point_per_rotation_orbit(kind):
+    """Rank 2 (tied): rotations Q -> Q U leave the model invariant; every rotation of a point has
+    the same canonical representative, which is a rotation of it (invariants unchanged) and is
+    kept by gauge_fix. Rank 1 and untied keys/queries pass through unchanged."""
+    from attnphase.theory.saddle import OrderParams
+
+    rng = np.random.default_rng(3)
+    A, B = rng.normal(size=(2, 2)), rng.normal(size=(2, 2))
+    q, V = A @ A.T + 0.1 * np.eye(2), B @ B.T + np.eye(2)
+    m = np.outer([1.0, -1.0], [0.3, 0.2]) if kind != "semantic" else np.zeros((2, 2))
+    theta = np.array([[0.2], [-0.1]]) if kind != "positional" else np.zeros((2, 1))
+    op = OrderParams(q, m, V, theta)
+    sd = _make_saddle(ModelSpec(omega=0.3, rank=2), 1.0, SolverSettings(order=4))
+    g = sd.gauge_fix(op)
+    for t in (0.3, 2.0, -1.1):
+        assert np.allclose(sd.gauge_fix(_rotated(op, t)).to_vector(), g.to_vector(), atol=1e-12)
+    assert np.allclose(sd.gauge_fix(g).to_vector(), g.to_vector(), atol=1e-12)
+    for a, b in ((g.q, q), (g.V, V), (g.theta @ g.theta.T, theta @ theta.T)):
+        assert np.allclose(np.linalg.eigvalsh(a), np.linalg.eigvalsh(b), atol=1e-12)
+    assert np.allclose(g.m @ g.m.T, m @ m.T, atol=1e-12)
+    if kind != "mixed":  # one axis carries all of the signal
+        assert np.all(g.m[:, 1] == 0) and np.all(g.theta[1] == 0)
+    one = OrderParams(np.eye(1) * 0.2, np.array([[0.1], [-0.1]]), np.eye(1) * 3, np.array([[0.3]]))
+    assert sd.gauge_fix(one) is one
+    sd_u = _make_saddle(ModelSpec(omega=0.3, variant="untied"), 1.0, SolverSettings(order=4))
+    assert sd_u.gauge_fix(op) is op
+
+
+def test_rank_two_semantic_point_refines():
+    """Rank 2: in the canonical gauge the coarse fixed point refines (it did not when the
+    iterates drifted along the rotation orbit) and the error estimate is finite."""
+    spec = ModelSpec(omega=0.3, rank=2)
+    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
+    coarse = solve_point(spec, 1.5, "semantic", s, error_estimate=False)
+    assert coarse.exists and coarse.converged
+    ref = refine_point(spec, coarse, s, tol=1e-6)
+    info = ref.diagnostics["refined"]
+    assert info["applied"], info
+    assert np.all(np.abs(ref.op.m) < 1e-9) and ref.op.theta[1, 0] == 0  # (m = 0 up to rounding)
+    assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05

@@ -102,12 +102,16 @@ class FixedPointResult:
     jacobian: np.ndarray | None = None
 
 
-def _rel_change(new: np.ndarray, old: np.ndarray) -> float:
+def _rel_change(new: np.ndarray, old: np.ndarray, natural: np.ndarray | None = None) -> float:
     """Largest relative change over the unknowns. An unknown that is zero by symmetry is
     measured against ``1e-4`` of the largest unknown (the proximal solutions are exact to
-    ~1e-12, which leaves that much noise on the exact zeros)."""
+    ~1e-12, which leaves that much noise on the exact zeros); with ``natural``
+    (:meth:`OrderParams.natural_scale`) the off-diagonal entries of ``q`` and ``V`` are measured
+    against their diagonal."""
     floor = 1e-4 * max(float(np.max(np.abs(old))), 1e-12)
     scale = np.maximum(np.maximum(np.abs(old), np.abs(new)), floor)
+    if natural is not None:
+        scale = np.maximum(scale, natural)
     return float(np.max(np.abs(new - old) / scale)) if new.size else 0.0
 
 
@@ -174,23 +178,24 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         evals += 1
         starts = None if ref is None else _warm_starts(ref)
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
-        fx = saddle.weights_step(ds.hats).to_vector()
+        fx = saddle.weights_step(ds.hats, op).to_vector()
         if not np.all(np.isfinite(fx)):
             return None
         return (fx - x)[free] / scale, ds, fx
 
     y = x0[free] / scale
+    nat = OrderParams.from_vector(x0, L, F, rs).natural_scale()
     # the first evaluation is warm-started from a nearby solution on the same rule when given
     # (continuation), else from the full multi-start set
     if warm is not None and warm.prox.h.shape[0] != saddle.rule.size:
         warm = None
     first = evaluate(y, warm)
-    if first is not None and warm is not None and _rel_change(first[2], full_x(y)) < settings.tol:
+    if first is not None and warm is not None and _rel_change(first[2], full_x(y), nat) < settings.tol:
         first = evaluate(y, None)  # a warm-started fixed point is confirmed with the full set
     if first is None:
         return None
     r, ref, fx = first
-    rel = _rel_change(fx, full_x(y))
+    rel = _rel_change(fx, full_x(y), nat)
     if rel < settings.tol:
         return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged")
     if J0 is not None and J0.shape == (nf, nf) and np.all(np.isfinite(J0)):
@@ -246,7 +251,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
                 msg = "invalid point"
                 break
             r_full, ref, fx = out
-            rel = _rel_change(fx, full_x(y))
+            rel = _rel_change(fx, full_x(y), nat)
             if rel < settings.tol:
                 return _QNResult(full_x(y), ref, rel, J, evals, True, "converged")
             if stalled:
@@ -314,12 +319,12 @@ def solve_fixed_point(
         starts = None if (full_next or ds is None) else _warm_starts(ds)
         full = starts is None
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
-        fx = saddle.weights_step(ds.hats).to_vector()
+        fx = saddle.weights_step(ds.hats, op).to_vector()
         if not np.all(np.isfinite(fx)):
             reason = "non-finite update (the map diverged)"
             break
         res = fx - x
-        rel = _rel_change(fx, x)
+        rel = _rel_change(fx, x, op.natural_scale())
         history.append(rel)
         if on_iteration is not None:
             on_iteration(it, rel)

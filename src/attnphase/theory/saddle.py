@@ -69,6 +69,19 @@ class OrderParams:
         theta = x[2 * nt + L * F :].reshape(F, rs)
         return OrderParams(q, m, V, theta)
 
+    def natural_scale(self) -> np.ndarray:
+        """Scale of each entry of :meth:`to_vector` for relative changes: ``sqrt(|a_ii a_jj|)``
+        for the entries of ``q`` and ``V`` (an off-diagonal entry is measured against the
+        diagonal, not against itself: it is small in the canonical gauge of rank >= 2), zero
+        for ``m`` and ``theta`` (their own size is the scale)."""
+        iu = np.triu_indices(self.q.shape[0])
+
+        def mat(a: np.ndarray) -> np.ndarray:
+            d = np.abs(np.diag(a))
+            return np.sqrt(np.outer(d, d))[iu]
+
+        return np.concatenate([mat(self.q), np.zeros(self.m.size), mat(self.V), np.zeros(self.theta.size)])
+
     def names(self) -> list[str]:
         F = self.q.shape[0]
         L = self.m.shape[0]
@@ -243,8 +256,9 @@ class Saddle:
         return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T)
 
     # ------------------------------------------------------------------ weights step
-    def weights_step(self, h: Hats) -> OrderParams:
-        """Closed-form ridge step of THEORY.md 2.2."""
+    def weights_step(self, h: Hats, ref: OrderParams | None = None) -> OrderParams:
+        """Closed-form ridge step of THEORY.md 2.2, in the gauge of :meth:`gauge_fix` (``ref``:
+        the order parameters the conjugates were computed at)."""
         s2 = self.s2
         K = self.spec.lam * np.eye(self.F) + s2 * h.V_hat
         Kinv = np.linalg.inv(K)
@@ -253,6 +267,55 @@ class Saddle:
         theta = s2 * Kinv @ h.theta_hat @ self.rho
         inner = s2 * h.q_hat + h.m_hat.T @ self.G @ h.m_hat + s2 * h.theta_hat @ self.rho @ h.theta_hat.T
         q = s2 * Kinv @ inner @ Kinv
+        return self.gauge_fix(OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta), ref)
+
+    def gauge_fix(self, op: OrderParams, ref: OrderParams | None = None) -> OrderParams:
+        """Canonical representative of the rotation orbit of ``op`` (student rank ``r >= 2``).
+
+        With tied (or causal) attention the scores ``h h^T`` and the ridge are invariant under
+        ``Q -> Q U`` for orthogonal ``U`` (r x r), so the fixed points of THEORY.md 2.2 are orbits
+        ``(U^T q U, m U, U^T V U, U^T theta)``: the Jacobian of the fixed-point map is singular
+        along them, and a finite integration rule (not rotation invariant) makes the iterates
+        drift along the orbit. The representative's first axes are the eigenvectors of the
+        signal matrix ``theta theta^T + m^T m`` (decreasing eigenvalues; on the semantic and the
+        positional branch one axis carries all of ``theta`` or ``m``), the remaining axes those
+        of ``q`` restricted to its null space. Each signal axis is signed so that
+        ``sum_b theta_ab + sum_l 2^-l m_la > 0``. The reflection of an axis without signal is a
+        residual symmetry: it only flips ``q_0a`` and ``V_0a``, which vanish on a symmetric
+        branch (semantic, ``r = 2``) up to the rule's noise, so any fixed sign rule would make
+        the map jump there. Such an axis is signed to agree with ``ref`` (the point the map was
+        evaluated at, already in this gauge), else so that ``V_0a > 0``. Rank one and untied
+        keys/queries (no such symmetry) are returned unchanged.
+        """
+        F = op.q.shape[0]
+        if F < 2 or not np.array_equal(self.amap.M, np.eye(F)):
+            return op
+        S = op.theta @ op.theta.T + op.m.T @ op.m
+        lam, U = np.linalg.eigh(0.5 * (S + S.T))
+        lam, U = lam[::-1], U[:, ::-1]
+        k = int(np.sum(lam > 1e-10 * max(float(lam[0]), 1e-300))) if lam[0] > 1e-24 else 0
+        if k < F:  # the rest: eigenvectors of q in the null space of the signal
+            N = U[:, k:]
+            mu, W = np.linalg.eigh(N.T @ op.q @ N)
+            U = np.concatenate([U[:, :k], N @ W[:, ::-1]], axis=1)
+        weights = 0.5 ** np.arange(op.m.shape[0])
+        m, theta = op.m @ U, U.T @ op.theta
+        for a in range(k):
+            if np.sum(theta[a]) + weights @ m[:, a] < 0:
+                U[:, a] = -U[:, a]
+        q, V = U.T @ op.q @ U, U.T @ op.V @ U
+        for a in range(max(k, 1), F):
+            s = V[0, a]
+            if ref is not None and ref.q.shape == op.q.shape:
+                s_ref = (q[0, a] * ref.q[0, a] / max(abs(q[0, 0] * q[a, a]), 1e-300)
+                         + V[0, a] * ref.V[0, a] / max(abs(V[0, 0] * V[a, a]), 1e-300))
+                s = s_ref if s_ref != 0 else s
+            if s < 0:
+                U[:, a] = -U[:, a]
+        q, V = U.T @ op.q @ U, U.T @ op.V @ U
+        m, theta = op.m @ U, U.T @ op.theta
+        m[:, k:] = 0.0  # exact zeros on the axes without signal
+        theta[k:] = 0.0
         return OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta)
 
     # ------------------------------------------------------------------ errors
