@@ -154,9 +154,12 @@ def test_gauge_fix_picks_one_point_per_rotation_orbit(kind):
     rng = np.random.default_rng(3)
     A, B = rng.normal(size=(2, 2)), rng.normal(size=(2, 2))
     q, V = A @ A.T + 0.1 * np.eye(2), B @ B.T + np.eye(2)
-    m = np.outer([1.0, -1.0], [0.3, 0.2]) if kind != "semantic" else np.zeros((2, 2))
-    theta = np.array([[0.2], [-0.1]]) if kind != "positional" else np.zeros((2, 1))
-    op = OrderParams(q, m, V, theta)
+    m = np.outer([1.0, -1.0], [0.3, 0.0]) if kind != "semantic" else np.zeros((2, 2))
+    theta = np.array([[0.2], [-0.1]]) if kind == "mixed" else np.array([[0.2], [0.0]]) if kind == "semantic" \
+        else np.zeros((2, 1))
+    if kind != "mixed":  # a point of the symmetric branch: no q, V coupling to the axis without signal
+        q, V = np.diag(np.diag(q)), np.diag(np.diag(V))
+    op = _rotated(OrderParams(q, m, V, theta), 0.7)
     sd = _make_saddle(ModelSpec(omega=0.3, rank=2), 1.0, SolverSettings(order=4))
     g = sd.gauge_fix(op)
     for t in (0.3, 2.0, -1.1):
@@ -166,11 +169,28 @@ def test_gauge_fix_picks_one_point_per_rotation_orbit(kind):
         assert np.allclose(np.linalg.eigvalsh(a), np.linalg.eigvalsh(b), atol=1e-12)
     assert np.allclose(g.m @ g.m.T, m @ m.T, atol=1e-12)
     if kind != "mixed":  # one axis carries all of the signal
-        assert np.all(g.m[:, 1] == 0) and np.all(g.theta[1] == 0)
+        assert np.all(g.m[:, 1] == 0) and np.all(g.theta[1] == 0) and g.q[0, 1] == 0 and g.V[0, 1] == 0
     one = OrderParams(np.eye(1) * 0.2, np.array([[0.1], [-0.1]]), np.eye(1) * 3, np.array([[0.3]]))
     assert sd.gauge_fix(one) is one
     sd_u = _make_saddle(ModelSpec(omega=0.3, variant="untied"), 1.0, SolverSettings(order=4))
     assert sd_u.gauge_fix(op) is op
+
+
+def test_rank_two_rule_makes_the_map_reflection_equivariant():
+    """The rank-2 QMC rule contains the reflection of the second student axis, so the data step
+    at a point of the symmetric branch gives exactly symmetric conjugates (the subspace the
+    gauge projects on is invariant)."""
+    from attnphase.theory.saddle import OrderParams
+
+    spec = ModelSpec(omega=0.3, rank=2)
+    sd = _make_saddle(spec, 1.5, SolverSettings(order=8))
+    assert sd.rule.size == 4 * 2**8
+    op = OrderParams(np.diag([0.03, 0.045]), np.array([[0.22, 0.0], [-0.22, 0.0]]), np.diag([17.0, 29.0]),
+                     np.zeros((2, 1)))
+    h = sd.data_step(op).hats
+    # (rounding: without the reflections they are 1e-2 to 1e-1 of the diagonal at this order)
+    assert abs(h.q_hat[0, 1]) < 1e-9 * h.q_hat[0, 0] and abs(h.V_hat[0, 1]) < 1e-9 * h.V_hat[0, 0]
+    assert np.all(np.abs(h.m_hat[:, 1]) < 1e-9 * np.max(np.abs(h.m_hat)))
 
 
 def test_rank_two_semantic_point_refines():

@@ -112,10 +112,12 @@ def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order:
                  seed: int | None = None) -> Saddle:
     from attnphase.theory.channels import AttentionMap
 
-    F = AttentionMap.from_spec(spec).field_dim
+    amap = AttentionMap.from_spec(spec)
+    F = amap.field_dim
     dim = spec.L * (F + spec.teacher_rank)
+    rotations = F >= 2 and np.array_equal(amap.M, np.eye(F))  # tied rank >= 2 (Saddle.gauge_fix)
     rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
-                     seed=settings.seed if seed is None else seed)
+                     seed=settings.seed if seed is None else seed, axes=F if rotations else 1)
     return Saddle(spec, alpha, rule)
 
 
@@ -277,7 +279,7 @@ def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: Solver
     tests = [sd.test_error(OrderParams.from_vector(x0 + d, L, F, rs)) for d in D]
     out["test_error"] = float(np.sqrt(np.mean((np.asarray(tests) - point.test_error) ** 2)) / point.test_error)
     # the user-facing scalars
-    _add_user_errors(out, names, F, rs, point.m != 0, abs(point.theta) > 1e-10 * max(1.0, s2))
+    _add_user_errors(out, names, F, rs, abs(point.m) > 1e-9, abs(point.theta) > 1e-9)
     out["method"] = f"linear response over {len(deltas)} extra {settings.method} rules"  # type: ignore[assignment]
     return out
 
@@ -458,7 +460,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         est: dict[str, Any] = {nm: info["errors"][nm] for nm in names}
         est["test_error"] = info["errors"]["test_error"] / test
         est["train_loss"] = info["errors"]["train_loss"] / abs(train)
-        _add_user_errors(est, names, F, rs, bool(np.any(np.abs(op.m) > 1e-12)), bool(np.any(np.abs(op.theta) > 1e-12)))
+        _add_user_errors(est, names, F, rs, bool(np.any(np.abs(op.m) > 1e-9)), bool(np.any(np.abs(op.theta) > 1e-9)))
         est["method"] = f"standard error over {n} fine {settings.method} rules (refinement)"
     else:
         est = None

@@ -45,30 +45,43 @@ def gauss_hermite(dim: int, order: int) -> Rule:
     return Rule(x, w, "gh", order)
 
 
-def symmetrise(x: np.ndarray, n_xi: int) -> np.ndarray:
+def symmetrise(x: np.ndarray, n_xi: int, axes: int = 1) -> np.ndarray:
     """Orbit of each point under ``eta -> -eta`` and ``(xi, eta) -> -(xi, eta)`` (4 copies).
 
     The first ``n_xi`` coordinates are the student noises ``xi``, the rest the teacher ``eta``.
+    With ``axes = r >= 2`` (``xi`` of shape ``(L, r)`` per node, tied attention of rank ``r``)
+    also under the reflection of each student axis ``a >= 1`` at every position
+    (``xi_la -> -xi_la``; ``4 * 2^(r-1)`` copies): it makes the discretised map exactly
+    equivariant under the reflections of the canonical gauge (``Saddle.gauge_fix``), so the
+    symmetric branches keep ``q_0a = V_0a = 0`` exactly instead of up to the rule's noise.
     """
     flip_eta = x.copy()
     flip_eta[:, n_xi:] *= -1
-    return np.concatenate([x, flip_eta, -x, -flip_eta], axis=0)
+    out = np.concatenate([x, flip_eta, -x, -flip_eta], axis=0)
+    for a in range(1, axes):
+        flip = out.copy()
+        flip[:, a:n_xi:axes] *= -1
+        out = np.concatenate([out, flip], axis=0)
+    return out
 
 
-def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0) -> Rule:
-    """Scrambled Sobol rule with ``4 * 2**log2_n`` symmetrised nodes (equal weights)."""
+def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 1) -> Rule:
+    """Scrambled Sobol rule with ``4 * 2**log2_n`` symmetrised nodes (equal weights); with
+    ``axes = r >= 2`` the base sample is ``2^(log2_n - r + 1)`` points, so the node count is the
+    same."""
     sampler = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(seed))
-    u = sampler.random_base2(log2_n)
+    u = sampler.random_base2(max(log2_n - (axes - 1), 0))  # same node count with the reflections
     u = np.clip(u, 1e-16, 1 - 1e-16)
-    x = symmetrise(ndtri(u), n_xi)
+    x = symmetrise(ndtri(u), n_xi, axes)
     return Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", log2_n)
 
 
-def make_rule(method: str, dim: int, order: int, n_xi: int, seed: int = 0) -> Rule:
+def make_rule(method: str, dim: int, order: int, n_xi: int, seed: int = 0, axes: int = 1) -> Rule:
     """Build the rule named by ``method`` (``gh`` or ``qmc``; ``order`` is points per dimension
-    for ``gh`` and ``log2`` of the base sample size for ``qmc``)."""
+    for ``gh`` and ``log2`` of the base sample size for ``qmc``; ``axes``: see
+    :func:`symmetrise`)."""
     if method == "gh":
         return gauss_hermite(dim, order)
     if method == "qmc":
-        return sobol_gaussian(dim, order, n_xi, seed)
+        return sobol_gaussian(dim, order, n_xi, seed, axes)
     raise ValueError(f"unknown quadrature method {method!r}; choose 'gh' or 'qmc'")

@@ -284,8 +284,17 @@ class Saddle:
         residual symmetry: it only flips ``q_0a`` and ``V_0a``, which vanish on a symmetric
         branch (semantic, ``r = 2``) up to the rule's noise, so any fixed sign rule would make
         the map jump there. Such an axis is signed to agree with ``ref`` (the point the map was
-        evaluated at, already in this gauge), else so that ``V_0a > 0``. Rank one and untied
-        keys/queries (no such symmetry) are returned unchanged.
+        evaluated at, already in this gauge), else so that ``V_0a > 0``.
+
+        Where some but not all axes carry signal, the blocks of ``q`` and ``V`` coupling the two
+        sets are set to zero: the solver follows the branch that is symmetric under those
+        reflections. The map is exactly equivariant under them (the QMC rule is symmetrised,
+        :func:`attnphase.theory.quadrature.symmetrise`), so this subspace is invariant and its
+        fixed points are fixed points of the full equations; without the projection rounding
+        noise grew along an unstable or soft direction of that sector (``q_01``, ``V_01`` up to
+        6-9 % of the diagonal scale, different on every rule) and the refinements failed.
+        Symmetry-broken rank-2 solutions are not searched. Rank one and untied keys/queries (no
+        such symmetry) are returned unchanged.
         """
         F = op.q.shape[0]
         if F < 2 or not np.array_equal(self.amap.M, np.eye(F)):
@@ -316,6 +325,9 @@ class Saddle:
         m, theta = op.m @ U, U.T @ op.theta
         m[:, k:] = 0.0  # exact zeros on the axes without signal
         theta[k:] = 0.0
+        if 0 < k < F:  # the symmetric branch: no coupling between signal and other axes
+            q[:k, k:] = q[k:, :k] = 0.0
+            V[:k, k:] = V[k:, :k] = 0.0
         return OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta)
 
     # ------------------------------------------------------------------ errors
