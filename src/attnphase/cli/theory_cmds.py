@@ -63,17 +63,18 @@ def _progress(label: str):
 def cmd_solve(args: argparse.Namespace) -> int:
     """``attnphase solve``: the fixed points at one ``alpha``."""
     from attnphase import __version__
-    from attnphase.theory import BRANCHES, linear_test_error
+    from attnphase.theory import branches_for, linear_test_error
     from attnphase.theory.phases import solve_refined
 
     spec = spec_from_args(args)
     alpha = to_float(args.alpha, "alpha")
     if alpha <= 0:
         raise ValueError(f"--alpha must be > 0, got {alpha}")
-    if args.branch not in (*BRANCHES, "all"):
-        raise ValueError(f"--branch must be one of {', '.join(BRANCHES)}, all; got {args.branch!r}")
+    known = branches_for(spec)
+    if args.branch not in (*known, "all"):
+        raise ValueError(f"--branch must be one of {', '.join(known)}, all; got {args.branch!r}")
     settings = settings_from_args(args)
-    branches = BRANCHES if args.branch == "all" else (args.branch,)
+    branches = known if args.branch == "all" else (args.branch,)
     # coarse solve refined on the fine rules (their standard error is the error estimate)
     points = {b: solve_refined(spec, alpha, b, settings) for b in branches}
     existing = {b: p for b, p in points.items() if p.exists}
@@ -179,7 +180,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--alpha", required=True, help="sample complexity n/d")
     add_model_flags(p)
     add_solver_flags(p, order=8, refine_order=11)
-    p.add_argument("--branch", default="all", help="semantic, positional, trivial or all (default)")
+    p.add_argument("--branch", default="all",
+                   help="semantic, positional, trivial, mixed (tied rank >= 2: one direction semantic, one positional) or all (default)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_solve)
 

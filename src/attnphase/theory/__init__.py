@@ -8,8 +8,10 @@ Glossary (paper convention inside the solver, user units outside):
 from attnphase.theory.fixed_point import SolverSettings
 from attnphase.theory.phases import (
     BRANCHES,
+    MIXED,
     BranchPoint,
     Transition,
+    branches_for,
     find_transition,
     find_transition_replicated,
     follow_branch,
@@ -19,7 +21,9 @@ from attnphase.theory.saddle import OrderParams, linear_test_error
 
 __all__ = [
     "BRANCHES",
+    "MIXED",
     "BranchPoint",
+    "branches_for",
     "OrderParams",
     "SolverSettings",
     "Transition",

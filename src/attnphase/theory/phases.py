@@ -31,14 +31,36 @@ from attnphase.theory.saddle import Hats, OrderParams, Saddle, linear_test_error
 log = logging.getLogger(__name__)
 
 BRANCHES = ("semantic", "positional", "trivial")
+#: for tied attention of rank r >= 2: one student direction semantic, another positional (the
+#: state GD reaches at r = 2, docs/variants.md)
+MIXED = "mixed"
 #: threshold (user units) above which an overlap counts as non-zero when classifying a fixed point
 CLASSIFY_TOL = 1e-3
 
 
+def branches_for(spec: ModelSpec) -> tuple[str, ...]:
+    """The branches the solver looks for: :data:`BRANCHES`, and :data:`MIXED` for tied (or
+    causal) attention of rank ``r >= 2``."""
+    return (*BRANCHES, MIXED) if _has_mixed(spec) else BRANCHES
+
+
+def _has_mixed(spec: ModelSpec) -> bool:
+    return spec.rank >= 2 and not spec.variant.startswith("untied")
+
+
 def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
-    """Recommended starts of THEORY.md 2.1 (paper convention), generalised to any ``L, r, r*``."""
+    """Recommended starts of THEORY.md 2.1 (paper convention), generalised to any ``L, r, r*``.
+
+    ``mixed`` (rank >= 2): the first student direction semantic, the second positional."""
     L, rs = spec.L, spec.teacher_rank
     G = spec.G_array
+    s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
+    if branch == MIXED and F >= 2:
+        m = np.zeros((L, F))
+        m[:, 1] = 0.2 * G[:, 0]
+        theta = np.zeros((F, rs))
+        theta[0, 0] = 0.35 * s2
+        return OrderParams(np.diag([0.9 * s2, 0.02 * s2] + [0.02 * s2] * (F - 2)), m, 14.6 * np.eye(F), theta)
     if branch == "positional":
         q0, m0, V0, t0 = 0.02, 0.2, 14.6, 0.0
     elif branch == "semantic":
@@ -46,8 +68,7 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     elif branch == "trivial":
         q0, m0, V0, t0 = 0.02, 0.0, 14.6, 0.0
     else:
-        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(BRANCHES)} or all")
-    s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))} or all")
     q = q0 * s2 * np.eye(F)
     m = np.zeros((L, F))
     m[:, 0] = m0 * G[:, 0]
@@ -57,10 +78,13 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     return OrderParams(q, m, V0 * np.eye(F), theta)
 
 
-def classify(op: OrderParams, sigma: float) -> str:
-    """Name the branch a fixed point belongs to (semantic: ``theta != 0``; positional: ``m != 0``)."""
+def classify(op: OrderParams, sigma: float, mixed: bool = False) -> str:
+    """Name the branch a fixed point belongs to (semantic: ``theta != 0``; positional: ``m != 0``;
+    with ``mixed`` (tied rank >= 2, in the gauge of ``Saddle.gauge_fix``) both, ``mixed``)."""
     theta = np.max(np.abs(op.theta)) / sigma**2
     m = np.max(np.abs(op.m))
+    if mixed and theta > CLASSIFY_TOL and m > CLASSIFY_TOL:
+        return MIXED
     if theta > CLASSIFY_TOL:
         return "semantic"
     if m > CLASSIFY_TOL:
@@ -125,7 +149,7 @@ def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: Fixed
               extra: dict[str, Any]) -> BranchPoint:
     op = res.op
     s2 = sd.s2
-    found = classify(op, float(np.sqrt(s2)))
+    found = classify(op, float(np.sqrt(s2)), _has_mixed(spec))
     exists = res.converged and found == branch
     if not res.converged:
         reason = f"solver did not converge: {res.reason} (last relative change {res.residual:.2e})"
@@ -167,7 +191,8 @@ def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: Fixed
 def _overlap_fields(sd: Saddle, op: OrderParams) -> dict[str, Any]:
     """The :class:`BranchPoint` fields that come from the order parameters (user units)."""
     qu, mu, tu = sd.user_units(op)
-    return {"q": float(qu[0, 0]), "m": float(mu[0, 0]), "theta": float(tu[0, 0]), "V": float(op.V[0, 0]),
+    q, m, theta = sd.user_scalars(op)
+    return {"q": float(q), "m": float(m), "theta": float(theta), "V": float(op.V[0, 0]),
             "q_matrix": tuple(map(tuple, qu.tolist())), "m_matrix": tuple(map(tuple, mu.tolist())),
             "theta_matrix": tuple(map(tuple, tu.tolist())), "op": op}
 
@@ -189,8 +214,8 @@ def solve_point(
     """
     check_alpha(alpha)
     settings = settings or SolverSettings()
-    if branch not in BRANCHES:
-        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(BRANCHES)}")
+    if branch not in branches_for(spec):
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))}")
     sd = _make_saddle(spec, alpha, settings)
     if start is None:
         start = sd.from_paper(start_point(spec, branch, sd.F))
@@ -235,12 +260,20 @@ def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray):
     return free, scale, J, resid
 
 
-def _add_user_errors(est: dict[str, Any], names: list[str], F: int, rs: int, has_m: bool, has_theta: bool) -> None:
-    """Copy the relative errors of the first ``q``, ``m`` and ``theta`` entries to the user-facing
-    keys ``q_user``, ``m_user``, ``theta_user`` (0 for an overlap that is zero by symmetry)."""
-    est["q_user"] = est[names[0]]
-    est["m_user"] = est[names[F * (F + 1) // 2]] if has_m else 0.0
-    est["theta_user"] = est[names[-F * rs]] if has_theta else 0.0
+def _add_user_errors(est: dict[str, Any], sd: Saddle, op: OrderParams, samples: np.ndarray, se: bool) -> None:
+    """Relative errors of the summary scalars (:meth:`Saddle.user_scalars`) in the user-facing
+    keys ``q_user``, ``m_user``, ``theta_user``: from the order parameters ``samples`` of the
+    independent rules, as a standard error of their mean (``se``) or as the root-mean-square
+    deviation from ``op`` (linear response); 0 for an overlap that is zero by symmetry."""
+    L, F, rs = sd.L, sd.F, sd.rs
+    center = sd.user_scalars(op)
+    vals = np.array([sd.user_scalars(OrderParams.from_vector(x, L, F, rs)) for x in samples])
+    if se:
+        err = np.std(vals, ddof=1, axis=0) / np.sqrt(len(vals))
+    else:
+        err = np.sqrt(np.mean((vals - center) ** 2, axis=0))
+    for key, c, e in zip(("q_user", "m_user", "theta_user"), center, err, strict=True):
+        est[key] = float(e / abs(c)) if abs(c) > 1e-9 else 0.0
 
 
 def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
@@ -275,11 +308,10 @@ def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: Solver
     op = point.op
     names = op.names()
     out = {n: float(v) for n, v in zip(names, rel, strict=True)}
-    s2 = spec.sigma**2
     tests = [sd.test_error(OrderParams.from_vector(x0 + d, L, F, rs)) for d in D]
     out["test_error"] = float(np.sqrt(np.mean((np.asarray(tests) - point.test_error) ** 2)) / point.test_error)
     # the user-facing scalars
-    _add_user_errors(out, names, F, rs, abs(point.m) > 1e-9, abs(point.theta) > 1e-9)
+    _add_user_errors(out, sd, op, x0 + D, se=False)
     out["method"] = f"linear response over {len(deltas)} extra {settings.method} rules"  # type: ignore[assignment]
     return out
 
@@ -430,7 +462,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     info["evaluations"] = qn.evals
     info["solver_reason"] = qn.message
     info["residual"] = qn.rel
-    if classify(op, float(np.sqrt(sd.s2))) != point.branch:
+    if classify(op, float(np.sqrt(sd.s2)), _has_mixed(spec)) != point.branch:
         info["applied"] = False
         info["reason"] = "the refined point left the branch"
         return replace(point, diagnostics={**point.diagnostics, "refined": info})
@@ -460,7 +492,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         est: dict[str, Any] = {nm: info["errors"][nm] for nm in names}
         est["test_error"] = info["errors"]["test_error"] / test
         est["train_loss"] = info["errors"]["train_loss"] / abs(train)
-        _add_user_errors(est, names, F, rs, bool(np.any(np.abs(op.m) > 1e-9)), bool(np.any(np.abs(op.theta) > 1e-9)))
+        _add_user_errors(est, sd, op, X, se=True)
         est["method"] = f"standard error over {n} fine {settings.method} rules (refinement)"
     else:
         est = None

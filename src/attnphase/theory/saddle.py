@@ -269,6 +269,20 @@ class Saddle:
         q = s2 * Kinv @ inner @ Kinv
         return self.gauge_fix(OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta), ref)
 
+    @property
+    def rotations(self) -> bool:
+        """Tied attention of rank ``r >= 2``: the model is invariant under ``Q -> Q U``."""
+        return self.F >= 2 and bool(np.array_equal(self.amap.M, np.eye(self.F)))
+
+    def user_scalars(self, op: OrderParams) -> np.ndarray:
+        """``(q, m, theta)`` of the summary tables in user units: the entries of rank one (and
+        of the query for untied keys/queries); for rank ``r >= 2`` the rotation invariants
+        ``tr q``, ``|m_1|`` (norm of the first position's overlaps) and ``|theta|`` (Frobenius)."""
+        qu, mu, tu = self.user_units(op)
+        if self.rotations:
+            return np.array([np.trace(qu), np.linalg.norm(mu[0]), np.linalg.norm(tu)])
+        return np.array([qu[0, 0], mu[0, 0], tu[0, 0]])
+
     def gauge_fix(self, op: OrderParams, ref: OrderParams | None = None) -> OrderParams:
         """Canonical representative of the rotation orbit of ``op`` (student rank ``r >= 2``).
 
@@ -276,55 +290,70 @@ class Saddle:
         ``Q -> Q U`` for orthogonal ``U`` (r x r), so the fixed points of THEORY.md 2.2 are orbits
         ``(U^T q U, m U, U^T V U, U^T theta)``: the Jacobian of the fixed-point map is singular
         along them, and a finite integration rule (not rotation invariant) makes the iterates
-        drift along the orbit. The representative's first axes are the eigenvectors of the
-        signal matrix ``theta theta^T + m^T m`` (decreasing eigenvalues; on the semantic and the
-        positional branch one axis carries all of ``theta`` or ``m``), the remaining axes those
-        of ``q`` restricted to its null space. Each signal axis is signed so that
-        ``sum_b theta_ab + sum_l 2^-l m_la > 0``. The reflection of an axis without signal is a
-        residual symmetry: it only flips ``q_0a`` and ``V_0a``, which vanish on a symmetric
-        branch (semantic, ``r = 2``) up to the rule's noise, so any fixed sign rule would make
-        the map jump there. Such an axis is signed to agree with ``ref`` (the point the map was
-        evaluated at, already in this gauge), else so that ``V_0a > 0``.
+        drift along the orbit. The representative's axes are chosen in stages, each in the
+        orthogonal complement of the previous ones: the directions of ``theta`` (eigenvectors of
+        ``theta theta^T``), then those of the positional overlaps ``m`` (of ``m^T m``), then the
+        eigenvectors of ``q`` (decreasing eigenvalues in each stage). So on the mixed branch of
+        ``r = 2`` axis 0 is semantic and axis 1 positional, whatever their sizes (ordering all
+        signal axes by one eigenvalue swapped them when the two crossed). Signal axes are signed
+        so that ``sum_b theta_ab`` (then ``sum_l 2^-l m_la``) is positive.
 
         Where some but not all axes carry signal, the blocks of ``q`` and ``V`` coupling the two
-        sets are set to zero: the solver follows the branch that is symmetric under those
-        reflections. The map is exactly equivariant under them (the QMC rule is symmetrised,
-        :func:`attnphase.theory.quadrature.symmetrise`), so this subspace is invariant and its
-        fixed points are fixed points of the full equations; without the projection rounding
-        noise grew along an unstable or soft direction of that sector (``q_01``, ``V_01`` up to
-        6-9 % of the diagonal scale, different on every rule) and the refinements failed.
-        Symmetry-broken rank-2 solutions are not searched. Rank one and untied keys/queries (no
-        such symmetry) are returned unchanged.
+        sets are set to zero: the solver follows the branch that is symmetric under the
+        reflections of the axes without signal. The map is exactly equivariant under them (the
+        QMC rule is symmetrised, :func:`attnphase.theory.quadrature.symmetrise`), so this
+        subspace is invariant and its fixed points are fixed points of the full equations;
+        without the projection rounding noise grew along an unstable or soft direction of that
+        sector (``q_01``, ``V_01`` up to 6-9 % of the diagonal scale, different on every rule)
+        and the refinements failed. Symmetry-broken solutions of that kind are not searched.
+        Without any signal (trivial branch) the reflection of an axis only flips ``V_0a``; it is
+        signed to agree with ``ref`` (the point the map was evaluated at, already in this gauge),
+        else so that ``V_0a > 0``. Rank one and untied keys/queries (no such symmetry) are
+        returned unchanged.
         """
         F = op.q.shape[0]
-        if F < 2 or not np.array_equal(self.amap.M, np.eye(F)):
+        if not self.rotations or F != self.F:
             return op
-        S = op.theta @ op.theta.T + op.m.T @ op.m
-        lam, U = np.linalg.eigh(0.5 * (S + S.T))
-        lam, U = lam[::-1], U[:, ::-1]
-        k = int(np.sum(lam > 1e-10 * max(float(lam[0]), 1e-300))) if lam[0] > 1e-24 else 0
-        if k < F:  # the rest: eigenvectors of q in the null space of the signal
-            N = U[:, k:]
+        N = np.eye(F)  # orthonormal basis of what is left
+        axes, ks = [], []
+        for S in (op.theta @ op.theta.T, op.m.T @ op.m):
+            kk = 0
+            if N.shape[1]:
+                lam, W = np.linalg.eigh(N.T @ (0.5 * (S + S.T)) @ N)
+                lam, W = lam[::-1], W[:, ::-1]
+                kk = int(np.sum(lam > max(1e-10 * float(lam[0]), 1e-18)))
+                axes.append(N @ W[:, :kk])
+                N = N @ W[:, kk:]
+            ks.append(kk)
+        k = sum(ks)
+        if N.shape[1]:
             mu, W = np.linalg.eigh(N.T @ op.q @ N)
-            U = np.concatenate([U[:, :k], N @ W[:, ::-1]], axis=1)
+            axes.append(N @ W[:, ::-1])
+        U = np.concatenate(axes, axis=1)
         weights = 0.5 ** np.arange(op.m.shape[0])
         m, theta = op.m @ U, U.T @ op.theta
         for a in range(k):
-            if np.sum(theta[a]) + weights @ m[:, a] < 0:
-                U[:, a] = -U[:, a]
-        q, V = U.T @ op.q @ U, U.T @ op.V @ U
-        for a in range(max(k, 1), F):
-            s = V[0, a]
-            if ref is not None and ref.q.shape == op.q.shape:
-                s_ref = (q[0, a] * ref.q[0, a] / max(abs(q[0, 0] * q[a, a]), 1e-300)
-                         + V[0, a] * ref.V[0, a] / max(abs(V[0, 0] * V[a, a]), 1e-300))
-                s = s_ref if s_ref != 0 else s
+            s = float(np.sum(theta[a]))
+            if abs(s) <= 1e-12:
+                s = float(weights @ m[:, a])
             if s < 0:
                 U[:, a] = -U[:, a]
         q, V = U.T @ op.q @ U, U.T @ op.V @ U
+        if k == 0:
+            for a in range(1, F):
+                s = V[0, a]
+                if ref is not None and ref.V.shape == op.V.shape and ref.V[0, a] != 0:
+                    s = V[0, a] * ref.V[0, a]
+                if s < 0:
+                    U[:, a] = -U[:, a]
+            q, V = U.T @ op.q @ U, U.T @ op.V @ U
         m, theta = op.m @ U, U.T @ op.theta
         m[:, k:] = 0.0  # exact zeros on the axes without signal
         theta[k:] = 0.0
+        if ks[0] == 0:  # overlaps at rounding level (<= 1e-9) are the symmetry's zeros
+            theta[:] = 0.0
+        if ks[1] == 0 and np.all(np.abs(m) <= 1e-9):
+            m[:] = 0.0
         if 0 < k < F:  # the symmetric branch: no coupling between signal and other axes
             q[:k, k:] = q[k:, :k] = 0.0
             V[:k, k:] = V[k:, :k] = 0.0

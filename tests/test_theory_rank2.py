@@ -1,0 +1,53 @@
+"""Rank-2 student (tied attention): the mixed branch, rotation invariants, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from attnphase import ModelSpec
+from attnphase.cli import main
+from attnphase.theory import MIXED, SolverSettings, branches_for, solve_point
+
+QUICK = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4)
+
+
+def test_mixed_branch_is_the_lowest_training_error_at_rank_two():
+    """At alpha = 1.5, omega = 0.3 the mixed fixed point (one direction semantic, the other
+    positional: the state GD reaches, docs/variants.md) exists, is classified mixed, and has a
+    lower training error than the pure semantic and positional branches; in the canonical gauge
+    axis 0 carries theta and axis 1 the positional overlaps."""
+    spec = ModelSpec(omega=0.3, rank=2)
+    assert MIXED in branches_for(spec) and MIXED not in branches_for(ModelSpec(omega=0.3))
+    pts = {b: solve_point(spec, 1.5, b, QUICK, error_estimate=False) for b in ("semantic", "positional", MIXED)}
+    for b, p in pts.items():
+        assert p.exists and p.branch == b, (b, p.reason)
+    mixed = pts[MIXED]
+    assert mixed.train_loss < min(pts["semantic"].train_loss, pts["positional"].train_loss)
+    op = mixed.op
+    assert op.theta[1, 0] == 0 and np.all(np.abs(op.m[:, 0]) < 1e-8) and abs(op.theta[0, 0]) > 0.01
+    assert np.all(np.abs(op.m[:, 1]) > 0.01)
+    # the summary scalars are rotation invariants: |theta|, |m_1| and tr q
+    th = np.asarray(mixed.theta_matrix)
+    assert mixed.theta == pytest.approx(np.linalg.norm(th)) and mixed.q == pytest.approx(np.trace(mixed.q_matrix))
+
+
+def test_mixed_branch_rejected_at_rank_one():
+    with pytest.raises(ValueError, match="unknown branch"):
+        solve_point(ModelSpec(omega=0.3), 1.5, MIXED, QUICK)
+
+
+def test_cli_solve_rank_two_reports_the_mixed_branch(capsys):
+    rc = main(["solve", "--alpha", "1.5", "--omega", "0.3", "--rank", "2", "--branch", "mixed", "--order", "8",
+               "--refine-order", "9", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["branches"]) == {MIXED}
+    b = out["branches"][MIXED]
+    assert b is not None and out["global_minimum"] == MIXED
+    assert out["diagnostics"][MIXED]["refined"]["applied"]
+    for key in ("q_user", "m_user", "theta_user", "test_error"):
+        assert 0 < b["error_estimate"][key] < 0.05
+    assert main(["solve", "--alpha", "1.5", "--branch", "mixed"]) == 2  # rank 1: no mixed branch
