@@ -205,3 +205,24 @@ def test_rank_two_semantic_point_refines():
     assert info["applied"], info
     assert np.all(np.abs(ref.op.m) < 1e-9) and ref.op.theta[1, 0] == 0  # (m = 0 up to rounding)
     assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
+
+
+def test_target_error_raises_the_refinement_order_until_met():
+    """``target_error``: the order goes up one step at a time from ``refine_order``; the
+    history records each order's estimate, and an unreachable target is reported as not met at
+    ``max_refine_order`` (never silently)."""
+    from dataclasses import replace
+
+    from attnphase.theory.phases import solve_refined
+
+    spec = ModelSpec(omega=0.3)
+    base = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
+    easy = solve_refined(spec, 1.5, "semantic", replace(base, target_error=0.5))
+    assert easy.diagnostics["target"]["met"] and [h["order"] for h in easy.diagnostics["target"]["history"]] == [8]
+    hard = solve_refined(spec, 1.5, "semantic", replace(base, target_error=1e-9, max_refine_order=9))
+    tgt = hard.diagnostics["target"]
+    assert not tgt["met"] and [h["order"] for h in tgt["history"]] == [8, 9] and tgt["order"] == 9
+    assert hard.diagnostics["refined"]["order"] == 9
+    assert hard.diagnostics["error_estimate"]["test_error"] == tgt["history"][-1]["test_error_estimate"] > 1e-9
+    with pytest.raises(ValueError, match="target_error"):
+        SolverSettings(target_error=1e-4, refine_replicas=1)

@@ -39,6 +39,8 @@ def settings_from_args(args: argparse.Namespace):
         max_iter=to_int(args.max_iter, "max-iter"),
         n_replicas=to_int(getattr(args, "replicas", "1"), "replicas"),
         refine_order=to_int(getattr(args, "refine_order", "0"), "refine-order"),
+        target_error=to_float(getattr(args, "target_error", "0"), "target-error"),
+        max_refine_order=to_int(getattr(args, "max_refine_order", "14"), "max-refine-order"),
     )
 
 
@@ -106,6 +108,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
             print(f"{b:<11}{'-':>10}{'-':>10}{'-':>10}{'-':>10}{'-':>12}{'-':>12}  {p.reason}")
     print(f"global minimum: {glob or 'none found'}; linear baseline test error {lin:.6f}")
     for b, p in points.items():
+        tgt = p.diagnostics.get("target")
+        if p.exists and tgt:
+            last = tgt["history"][-1]
+            print(f"note: {b}: test-error target {tgt['target_error']:g} {'met' if tgt['met'] else 'NOT met'} "
+                  f"(refinement order {tgt['order']}; last estimate {last['test_error_estimate']:.1e} at order "
+                  f"{last['order']})")
         ref = p.diagnostics.get("refined") or {}
         if p.exists and ref and not ref.get("applied"):
             print(f"note: {b}: {ref.get('reason')}; the values are those of the coarse rule "
@@ -147,6 +155,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     """``attnphase curves``: the paper-style figure of both branches against ``alpha``."""
     from attnphase.plots.curves import curves_figure, curves_table
     from attnphase.theory import find_transition, follow_branch, linear_test_error
+    from attnphase.theory.phases import semantic_side
 
     spec = spec_from_args(args)
     grid = alpha_grid(args.alpha)
@@ -155,7 +164,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     prog = _progress("curves")
     n = len(grid)
-    sem = follow_branch(spec, grid[::-1], "semantic", settings, progress=lambda i, _: prog(i, 2 * n))[::-1]
+    sem = follow_branch(spec, grid[::-1], semantic_side(spec), settings, progress=lambda i, _: prog(i, 2 * n))[::-1]
     pos = follow_branch(spec, grid, "positional", settings, progress=lambda i, _: prog(n + i, 2 * n))
     if settings.refine_order:  # every point carried to the fine rules (the plotted values too)
         from attnphase.theory.phases import refine_point
@@ -182,6 +191,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_solver_flags(p, order=8, refine_order=11)
     p.add_argument("--branch", default="all",
                    help="semantic, positional, trivial, mixed (tied rank >= 2: one direction semantic, one positional) or all (default)")
+    p.add_argument("--target-error", default="0",
+                   help="raise the refinement order until the estimated relative error of the test error is at "
+                        "most this (e.g. 1e-4; 0: off, the default)")
+    p.add_argument("--max-refine-order", default="14", help="highest refinement order for --target-error (default 14)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_solve)
 

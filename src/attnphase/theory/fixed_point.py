@@ -39,7 +39,10 @@ class SolverSettings:
     from a fixed point of this rule on ``refine_replicas`` independent finer rules (``qmc``: log2
     of each base sample; ``gh``: points per dimension of one rule) and re-evaluates the training
     error variationally; :func:`~attnphase.theory.phases.find_transition` uses it for the points
-    that locate ``alpha_c`` and ``alpha_l``.
+    that locate ``alpha_c`` and ``alpha_l``. ``target_error`` (0: off): a single solve
+    (:func:`~attnphase.theory.phases.solve_refined`) raises the refinement order one step at a
+    time, from ``refine_order`` up to ``max_refine_order``, until the estimated relative error of
+    the test error is at most this (the result says whether it was reached).
     """
 
     method: str = "qmc"
@@ -59,6 +62,8 @@ class SolverSettings:
     noise_tol: float = 1e-6
     refine_order: int = 0
     refine_replicas: int = 4
+    target_error: float = 0.0
+    max_refine_order: int = 14
 
     def __post_init__(self) -> None:
         if self.method not in ("qmc", "gh"):
@@ -77,6 +82,10 @@ class SolverSettings:
             raise ValueError("refine_order must be 0 (off) or >= 2")
         if self.refine_replicas < 1:
             raise ValueError("refine_replicas must be >= 1")
+        if not 0 <= self.target_error < 1:
+            raise ValueError("target_error must lie in [0, 1) (0: off)")
+        if self.target_error and self.refine_replicas < 2:
+            raise ValueError("target_error needs refine_replicas >= 2 (the error estimate)")
 
 
 #: quick settings for curves, transitions and phase diagrams: branches followed on 2^8 x 4 nodes

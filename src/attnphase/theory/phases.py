@@ -48,6 +48,12 @@ def _has_mixed(spec: ModelSpec) -> bool:
     return spec.rank >= 2 and not spec.variant.startswith("untied")
 
 
+def semantic_side(spec: ModelSpec) -> str:
+    """The branch that plays the semantic role in transitions and curves: ``semantic``, or
+    ``mixed`` for tied attention of rank ``r >= 2`` (see :func:`find_transition`)."""
+    return MIXED if _has_mixed(spec) else "semantic"
+
+
 def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     """Recommended starts of THEORY.md 2.1 (paper convention), generalised to any ``L, r, r*``.
 
@@ -515,7 +521,37 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     point = refine_point(spec, coarse, settings, tol=settings.tol)
     if coarse.exists and not point.diagnostics.get("refined", {}).get("applied") and settings.n_replicas > 1:
         point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, coarse)
+    if settings.target_error and coarse.exists:
+        point = _refine_to_target(spec, point, settings)
     return point
+
+
+def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
+    """Raise the refinement order one step at a time (each solve starts from the previous
+    refined point) until the relative error estimate of the test error is at most
+    ``settings.target_error`` or ``max_refine_order`` is reached; the history is in
+    ``diagnostics["target"]``."""
+    order = settings.refine_order
+    history: list[dict[str, Any]] = []
+
+    def estimate(p: BranchPoint) -> float:
+        est = p.diagnostics.get("error_estimate") or {}
+        return float(est.get("test_error", math.inf)) if p.diagnostics.get("refined", {}).get("applied") else math.inf
+
+    err = estimate(point)
+    kept = order
+    history.append({"order": order, "test_error_estimate": err, "nodes": point.diagnostics["refined"].get("nodes")})
+    while err > settings.target_error and order < settings.max_refine_order:
+        order += 1
+        nxt = refine_point(spec, point, replace(settings, refine_order=order), tol=settings.tol)
+        e = estimate(nxt)
+        history.append({"order": order, "test_error_estimate": e, "nodes": nxt.diagnostics["refined"].get("nodes")})
+        if not math.isfinite(e):
+            break  # (that refinement failed: keep the last refined point)
+        point, err, kept = nxt, e, order
+    return replace(point, diagnostics={**point.diagnostics, "target": {
+        "target_error": settings.target_error, "met": err <= settings.target_error, "order": kept,
+        "history": history}})
 
 
 def _extrapolate(p1: BranchPoint, p2: BranchPoint, alpha: float) -> OrderParams | None:
@@ -565,6 +601,17 @@ def follow_branch(
             found.append(pt)
         if progress is not None:
             progress(i + 1, len(alphas))
+    # points before the first one found (the direct start converged elsewhere there, e.g. the
+    # mixed start at the largest alpha): continued backwards from the first found point
+    first = next((i for i, p in enumerate(out) if p.exists), None)
+    if first:
+        last = out[first]
+        for i in range(first - 1, -1, -1):
+            pt = solve_point(spec, alphas[i], branch, settings, start=last.op, error_estimate=False,
+                             jacobian=last.jacobian, warm=last.data)
+            if not pt.exists:
+                break
+            out[i] = last = pt
     return out
 
 
@@ -765,8 +812,12 @@ def find_transition(
 
     The semantic branch is followed downward from the largest ``alpha`` and the positional
     branch upward from the smallest, so each is tracked as far as it exists (its spinodal).
+    For tied attention of rank ``r >= 2`` the semantic side is the ``mixed`` branch (one
+    direction semantic, the other positional: the state GD reaches, and the lowest training
+    error of the three at large ``alpha``); its spinodal is reported under ``semantic``.
     """
     settings = settings or SolverSettings()
+    sem_name = semantic_side(spec)
     grid = np.asarray(alphas if alphas is not None else np.linspace(0.2, 2.4, 12), dtype=float)
     check_alpha(grid)
     grid = np.sort(grid)
@@ -782,12 +833,12 @@ def find_transition(
     if branches is not None:  # already followed on this grid (e.g. by the curves command)
         sem, pos = list(branches[0]), list(branches[1])
     else:
-        sem = follow_branch(spec, grid[::-1], "semantic", settings, progress=tick)[::-1]
+        sem = follow_branch(spec, grid[::-1], sem_name, settings, progress=tick)[::-1]
         pos = follow_branch(spec, grid, "positional", settings, progress=tick)
-    notes: list[str] = []
+    notes: list[str] = [] if sem_name == "semantic" else ["rank >= 2: the semantic side is the mixed branch"]
     spin: dict[str, float | None] = {"semantic": None, "positional": None}
 
-    solved = {"semantic": [p for p in sem if p.exists], "positional": [p for p in pos if p.exists]}
+    solved = {sem_name: [p for p in sem if p.exists], "positional": [p for p in pos if p.exists]}
 
     # a spinodal probe that has not converged within this budget counts as "branch absent" (near
     # a spinodal the map's Jacobian becomes singular and a failing solve would otherwise run
@@ -807,11 +858,13 @@ def find_transition(
     # spinodal of the semantic branch: lowest alpha where it exists
     sem_ok = [p.exists for p in sem]
     if any(sem_ok) and not all(sem_ok):
-        i = next(k for k in range(len(grid)) if sem_ok[k] and all(sem_ok[k:]))
-        if i > 0:
+        i = next((k for k in range(len(grid)) if sem_ok[k] and all(sem_ok[k:])), None)
+        if i is None:
+            notes.append(f"the {sem_name} branch is not found at the grid end (alpha = {grid[-1]:g})")
+        elif i > 0:
             anchor = sem[i]
             spin["semantic"] = _bisect(
-                lambda a: 1.0 if solve_at(a, "semantic", anchor, probe).exists else None,
+                lambda a: 1.0 if solve_at(a, sem_name, anchor, probe).exists else None,
                 grid[i], grid[i - 1], 1.0, SPINODAL_XTOL,
             )
     pos_ok = [p.exists for p in pos]
@@ -873,12 +926,19 @@ def find_transition(
                 k = settle(lambda i: train_diff(sem[i], pos[i]), k, lambda v: v is not None and v > 0)
             s_anchor, p_anchor = sem[k], pos[k]
             dlo, dhi = train_diff(sem[k], pos[k]), train_diff(sem[k + 1], pos[k + 1])
+            if dlo is None and dhi is not None and dhi <= 0:
+                se = hist["alpha_c"][-1][2]
+                notes.append(f"the refined training errors do not cross where both branches exist: the {sem_name} "
+                             f"branch is already lower at alpha = {grid[k + 1]:g} (difference {dhi:.2g}"
+                             + (f" +- {se:.1g}" if se is not None else "") + "), the lowest grid point where it "
+                             "exists, so alpha_c (if any) lies between its spinodal and there")
+                break
             if dlo is None or dhi is None or not dlo > 0 >= dhi:
                 notes.append("the refined training errors do not cross on the coarse bracket")
                 break
 
             def dfun(a: float, s_anchor: BranchPoint = s_anchor, p_anchor: BranchPoint = p_anchor) -> float | None:
-                s = solve_at(a, "semantic", s_anchor)
+                s = solve_at(a, sem_name, s_anchor)
                 p = solve_at(a, "positional", p_anchor)
                 return train_diff(s, p)
 
@@ -919,7 +979,7 @@ def find_transition(
         s_anchor, p_anchor = sem[k + 1], pos[k + 1]
 
         def gfun(a: float) -> float | None:
-            s = solve_at(a, "semantic", s_anchor if s_anchor.exists else sem[k])
+            s = solve_at(a, sem_name, s_anchor if s_anchor.exists else sem[k])
             p = solve_at(a, "positional", p_anchor if p_anchor.exists else pos[k])
             return gap_at(s, p)
 
