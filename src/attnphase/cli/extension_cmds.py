@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from attnphase.cli.common import add_model_flags, print_json
-from attnphase.cli.sim_cmds import _add_train_flags, _add_value_flags, _seeds, _settings, scalar_grid_args
+from attnphase.cli.sim_cmds import scalar_grid_args
+from attnphase.cli.train_flags import add_train_flags, add_value_flags, seeds_from_args, train_settings
 
 
 def cmd_sim_transition(args: argparse.Namespace) -> int:
@@ -22,8 +23,8 @@ def cmd_sim_transition(args: argparse.Namespace) -> int:
     from attnphase.sim.transition import sim_transition
 
     spec, alphas, d = scalar_grid_args(args, "sim-transition classifies")
-    seeds = _seeds(args)
-    settings = _settings(args)
+    seeds = seeds_from_args(args)
+    settings = train_settings(args)
     res = sim_transition(spec, alphas, d, seeds, settings, require_held=not args.keep_all)
     out = res.to_dict()
     written: list[Path] = []
@@ -80,7 +81,7 @@ def register(subparsers: Any) -> None:
         "sim-transition", help="alpha_c by simulation (semantic vs positional start)",
         description=cmd_sim_transition.__doc__)
     add_model_flags(p)
-    _add_value_flags(p)
+    add_value_flags(p)
     p.add_argument("--alpha", type=str, default="0.6:2.2:9", help="alpha grid start:stop:num")
     p.add_argument("--d", type=str, default="300", help="embedding dimension (default 300)")
     p.add_argument("--seeds", type=str, default="3", help="seeds per alpha (default 3)")
@@ -89,5 +90,5 @@ def register(subparsers: Any) -> None:
                    help="use grid points where a start did not hold for the crossing too")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", type=str, default=None, help="folder for CSV, JSON, PNG and PDF")
-    _add_train_flags(p, max_steps="4000", momentum="0.9")
+    add_train_flags(p, max_steps="4000", momentum="0.9")
     p.set_defaults(func=cmd_sim_transition)

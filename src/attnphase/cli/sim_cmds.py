@@ -19,28 +19,9 @@ from attnphase.cli.common import (
     to_float,
     to_int,
 )
+from attnphase.cli.train_flags import add_train_flags, add_value_flags, seeds_from_args, train_settings
 
 log = logging.getLogger(__name__)
-
-
-def _add_value_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--value", type=str, default="identity",
-                   help="value matrix: identity (default), lowrank or full (docs/simulation.md)")
-    p.add_argument("--value-rank", type=str, default="1", help="rank of the low-rank value")
-    p.add_argument("--lam-lin", type=str, default="1e-4", help="ridge of the linear baseline")
-
-
-def _add_train_flags(p: argparse.ArgumentParser, *, max_steps: str, momentum: str) -> None:
-    p.add_argument("--optimizer", type=str, default="gd", help="gd (default) or adam")
-    p.add_argument("--lr", type=str, default=None, help="step size (default 0.15 gd, 0.01 adam)")
-    p.add_argument("--momentum", type=str, default=momentum,
-                   help=f"heavy-ball momentum for gd (default {momentum}; 0 = plain GD)")
-    p.add_argument("--max-steps", type=str, default=max_steps, help="step cap per run")
-    p.add_argument("--tol", type=str, default="1e-5",
-                   help="stop a run when ||grad R||/sqrt(d) < tol (default 1e-5)")
-    p.add_argument("--device", type=str, default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--dtype", type=str, default="float32", help="float32 (default) or float64")
-    p.add_argument("--threads", type=str, default=None, help="torch CPU threads (default: torch's)")
 
 
 def _spec(args: argparse.Namespace, omega: float | None = None):
@@ -50,36 +31,6 @@ def _spec(args: argparse.Namespace, omega: float | None = None):
         value_rank=to_int(args.value_rank, "value-rank"),
         lam_lin=to_float(args.lam_lin, "lam-lin"),
     )
-
-
-def _settings(args: argparse.Namespace):
-    from attnphase.sim.train import TrainSettings
-
-    if args.threads is not None:
-        import torch
-
-        threads = to_int(args.threads, "threads")
-        if threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {threads}")
-        torch.set_num_threads(threads)
-    return TrainSettings(
-        optimizer=args.optimizer,
-        lr=None if args.lr is None else to_float(args.lr, "lr"),
-        momentum=to_float(args.momentum, "momentum"),
-        max_steps=to_int(args.max_steps, "max-steps"),
-        tol=to_float(args.tol, "tol"),
-        device=args.device,
-        dtype=args.dtype,
-        log_every=0,
-    )
-
-
-def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
-    count = to_int(args.seeds, "seeds")
-    first = to_int(args.seed0, "seed0")
-    if count < 1:
-        raise ValueError(f"--seeds must be >= 1, got {count}")
-    return tuple(range(first, first + count))
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -92,9 +43,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise ValueError(f"--d must be >= 2, got {d}")
     alpha = to_float(args.alpha, "alpha")
     inits = parse_inits(args.init)
-    settings = _settings(args)
+    settings = train_settings(args)
     n_test = None if args.n_test is None else to_int(args.n_test, "n-test")
-    res = simulate(spec, d, alpha, seeds=_seeds(args), inits=inits, settings=settings,
+    res = simulate(spec, d, alpha, seeds=seeds_from_args(args), inits=inits, settings=settings,
                    n_test=n_test)
     out = res.to_dict()
     if args.json:
@@ -139,9 +90,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if theory_points < 2:
         raise ValueError(f"--theory-points must be >= 2, got {theory_points}")
     order = None if args.theory_order is None else to_int(args.theory_order, "theory-order")
-    settings = _settings(args)
+    settings = train_settings(args)
     out = Path(args.out)
-    table = run_compare(spec, alphas, d, _seeds(args), settings, theory_points=theory_points,
+    table = run_compare(spec, alphas, d, seeds_from_args(args), settings, theory_points=theory_points,
                         theory_order=order)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "compare.csv", index=False)
@@ -159,20 +110,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--d", type=str, default="1000", help="embedding dimension (default 1000)")
     p.add_argument("--alpha", type=str, default="1.0", help="sample complexity n/d (default 1)")
     add_model_flags(p)
-    _add_value_flags(p)
+    add_value_flags(p)
     p.add_argument("--init", type=str, default="semantic",
                    help="semantic, positional, random, a comma list, or all (default semantic)")
     p.add_argument("--seeds", type=str, default="4", help="number of seeds (default 4)")
     p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
     p.add_argument("--n-test", type=str, default=None, help="test sequences (default max(n, 1000))")
-    _add_train_flags(p, max_steps="10000", momentum="0")
+    add_train_flags(p, max_steps="10000", momentum="0")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_simulate)
 
     c = subparsers.add_parser("compare", help="theory curves against simulation points",
                               description=cmd_compare.__doc__)
     add_model_flags(c)
-    _add_value_flags(c)
+    add_value_flags(c)
     c.add_argument("--alpha", type=str, default="0.1:2:12", help="alpha grid start:stop:num")
     c.add_argument("--d", type=str, default="500", help="embedding dimension (default 500)")
     c.add_argument("--seeds", type=str, default="3", help="seeds per alpha (default 3)")
@@ -182,5 +133,5 @@ def register(subparsers: Any) -> None:
     c.add_argument("--theory-order", type=str, default=None,
                    help="integration order of the theory solver (default: its quick preset)")
     c.add_argument("--out", type=str, default="compare_out", help="output folder")
-    _add_train_flags(c, max_steps="4000", momentum="0.9")
+    add_train_flags(c, max_steps="4000", momentum="0.9")
     c.set_defaults(func=cmd_compare)

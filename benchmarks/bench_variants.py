@@ -1,0 +1,66 @@
+"""Solve speed and error estimates for the variants of issue 5 (``L = 3`` and rank ``r = 2``).
+
+Whole-process wall time of ``attnphase solve --alpha 1.5 --omega 0.3 --branch all`` for
+``--L 3`` and ``--rank 2`` (median of ``--repeats`` runs; targets: 60 s each, reported relative
+error estimate of the test error <= 1e-4), with each branch's test error and its estimate. With
+``--target 1e-4`` the same solves are also run with ``--target-error`` (the refinement order is
+raised until the estimate meets it or ``--max-refine-order`` is reached).
+
+Usage: ``python benchmarks/bench_variants.py [--repeats 3] [--target 1e-4]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+CASES = {"L = 3": ["--L", "3"], "r = 2": ["--rank", "2"]}
+
+
+def run(args: list[str], repeats: int) -> tuple[float, dict]:
+    times, out = [], {}
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "attnphase", *args, "--json"], capture_output=True, text=True)
+        times.append(time.perf_counter() - t0)
+        if r.returncode != 0:
+            raise SystemExit(f"attnphase {' '.join(args)} failed: {r.stderr.strip()}")
+        out = json.loads(r.stdout)
+    return statistics.median(times), out
+
+
+def report(label: str, t: float, out: dict) -> None:
+    print(f"{label}: median {t:.1f} s wall (target 60 s)")
+    for b, v in out["branches"].items():
+        if v is None:
+            print(f"  {b:<11} absent: {out['diagnostics'][b]['reason']}")
+            continue
+        est = (v.get("error_estimate") or {}).get("test_error")
+        tgt = out["diagnostics"][b].get("target")
+        extra = "" if not tgt else f"; target {'met' if tgt['met'] else 'not met'} at order {tgt['order']}"
+        print(f"  {b:<11} test error {v['test_error']:.6f}, relative error estimate "
+              f"{'n/a' if est is None else f'{est:.1e}'} ({'<=' if est is not None and est <= 1e-4 else '>'} 1e-4)"
+              f"{extra}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--target", type=float, default=0.0, help="also run with --target-error (0: skip)")
+    ap.add_argument("--max-refine-order", type=int, default=14)
+    a = ap.parse_args()
+    base = ["solve", "--alpha", "1.5", "--omega", "0.3", "--branch", "all"]
+    for label, flags in CASES.items():
+        report(label, *run(base + flags, a.repeats))
+    if a.target:
+        for label, flags in CASES.items():
+            extra = ["--target-error", str(a.target), "--max-refine-order", str(a.max_refine_order)]
+            report(f"{label} with --target-error {a.target:g}", *run(base + flags + extra, 1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""Flags and settings shared by the commands that train (``simulate``, ``compare``, the
+extension commands): value matrix, optimiser, seeds."""
+
+from __future__ import annotations
+
+import argparse
+
+from attnphase.cli.common import to_float, to_int
+
+
+def add_value_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--value", type=str, default="identity",
+                   help="value matrix: identity (default), lowrank or full (docs/simulation.md)")
+    p.add_argument("--value-rank", type=str, default="1", help="rank of the low-rank value")
+    p.add_argument("--lam-lin", type=str, default="1e-4", help="ridge of the linear baseline")
+
+
+def add_train_flags(p: argparse.ArgumentParser, *, max_steps: str, momentum: str) -> None:
+    p.add_argument("--optimizer", type=str, default="gd", help="gd (default) or adam")
+    p.add_argument("--lr", type=str, default=None, help="step size (default 0.15 gd, 0.01 adam)")
+    p.add_argument("--momentum", type=str, default=momentum,
+                   help=f"heavy-ball momentum for gd (default {momentum}; 0 = plain GD)")
+    p.add_argument("--max-steps", type=str, default=max_steps, help="step cap per run")
+    p.add_argument("--tol", type=str, default="1e-5",
+                   help="stop a run when ||grad R||/sqrt(d) < tol (default 1e-5)")
+    p.add_argument("--device", type=str, default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--dtype", type=str, default="float32", help="float32 (default) or float64")
+    p.add_argument("--threads", type=str, default=None, help="torch CPU threads (default: torch's)")
+
+
+def train_settings(args: argparse.Namespace):
+    from attnphase.sim.train import TrainSettings
+
+    if args.threads is not None:
+        import torch
+
+        threads = to_int(args.threads, "threads")
+        if threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    return TrainSettings(
+        optimizer=args.optimizer,
+        lr=None if args.lr is None else to_float(args.lr, "lr"),
+        momentum=to_float(args.momentum, "momentum"),
+        max_steps=to_int(args.max_steps, "max-steps"),
+        tol=to_float(args.tol, "tol"),
+        device=args.device,
+        dtype=args.dtype,
+        log_every=0,
+    )
+
+
+def seeds_from_args(args: argparse.Namespace) -> tuple[int, ...]:
+    count = to_int(args.seeds, "seeds")
+    first = to_int(args.seed0, "seed0")
+    if count < 1:
+        raise ValueError(f"--seeds must be >= 1, got {count}")
+    return tuple(range(first, first + count))
