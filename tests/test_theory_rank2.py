@@ -51,3 +51,14 @@ def test_cli_solve_rank_two_reports_the_mixed_branch(capsys):
     for key in ("q_user", "m_user", "theta_user", "test_error"):
         assert 0 < b["error_estimate"][key] < 0.05
     assert main(["solve", "--alpha", "1.5", "--branch", "mixed"]) == 2  # rank 1: no mixed branch
+
+
+def test_compare_theory_rows_include_the_mixed_branch_at_rank_two():
+    from attnphase.plots.compare import compare_figure, theory_table
+
+    table = theory_table(ModelSpec(omega=0.3, rank=2), [1.2, 1.5], order=7)
+    mixed = table[table["kind"] == MIXED]
+    assert len(mixed) == 2 and mixed["exists"].all() and (mixed["theta"] > 0.1).all() and (mixed["m"] > 0.1).all()
+    assert set(theory_table(ModelSpec(omega=0.3), [1.5], order=7)["kind"]) == {"semantic", "positional", "linear"}
+    fig = compare_figure(table, ModelSpec(omega=0.3, rank=2))
+    assert any("mixed" in t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())

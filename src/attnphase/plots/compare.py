@@ -27,7 +27,8 @@ from attnphase.spec.problem import ModelSpec  # noqa: E402
 log = logging.getLogger(__name__)
 
 #: Colours per mechanism (theory branch and the simulation start aiming at it).
-COLORS = {"semantic": "#1f77b4", "positional": "#d62728", "random": "#2ca02c", "linear": "#7f7f7f"}
+COLORS = {"semantic": "#1f77b4", "positional": "#d62728", "random": "#2ca02c", "linear": "#7f7f7f",
+          "mixed": "#9467bd"}
 MARKERS = {"semantic": "o", "positional": "s", "random": "^"}
 COLUMNS = ["source", "kind", "alpha", "seed", "m", "theta", "q", "train_loss", "test_error",
            "linear_test_error", "exists", "branch", "d"]
@@ -36,13 +37,14 @@ COLUMNS = ["source", "kind", "alpha", "seed", "m", "theta", "q", "train_loss", "
 def theory_table(
     spec: ModelSpec, alphas: Sequence[float], order: int | None = None
 ) -> pd.DataFrame:
-    """Theory rows: both branches followed in ``alpha`` plus the linear baseline (THEORY.md 2.1).
+    """Theory rows: both branches (and ``mixed`` for tied rank >= 2) followed in ``alpha`` plus the
+    linear baseline (THEORY.md 2.1).
 
     The solver runs with its quick preset ``attnphase.theory.fixed_point.FAST`` (as ``curves``);
     ``order`` overrides the integration order of that preset.
     """
     try:
-        from attnphase.theory import SolverSettings, follow_branch, linear_test_error
+        from attnphase.theory import SolverSettings, branches_for, follow_branch, linear_test_error
         from attnphase.theory.fixed_point import FAST
     except ImportError as exc:  # until the solver is merged
         raise ValueError(f"the theory solver is not available in this build ({exc})") from None
@@ -52,7 +54,8 @@ def theory_table(
     settings = SolverSettings(**preset)
     rows = []
     lin = float(linear_test_error(spec))
-    for branch in ("semantic", "positional"):
+    # (tied rank >= 2: also the mixed branch, where GD from the semantic start lands)
+    for branch in [b for b in branches_for(spec) if b != "trivial"]:
         log.info("theory: following the %s branch over %d points", branch, len(alphas))
         for pt in follow_branch(spec, list(alphas), branch, settings):
             rows.append({
@@ -125,13 +128,13 @@ def compare_figure(
     sim["abs_theta"] = sim["theta"].abs()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
     ax_e, ax_o, ax_t = axes
-    for branch, ls in (("semantic", "-"), ("positional", "--")):
+    for branch, ls in (("semantic", "-"), ("positional", "--"), ("mixed", "-.")):
         b = th[(th["kind"] == branch) & (th["exists"].astype(bool))].sort_values("alpha")
         if b.empty:
             continue
         c = COLORS[branch]
         ax_e.plot(b["alpha"], b["test_error"], ls, color=c, label=f"theory {branch}")
-        key = "theta" if branch == "semantic" else "m"
+        key = "m" if branch == "positional" else "theta"
         ax_o.plot(b["alpha"], b[key].abs(), ls, color=c,
                   label=f"theory {'theta' if key == 'theta' else '|m|'} ({branch})")
     lin = th[th["kind"] == "linear"].sort_values("alpha")
