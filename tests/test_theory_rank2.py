@@ -62,3 +62,14 @@ def test_compare_theory_rows_include_the_mixed_branch_at_rank_two():
     assert set(theory_table(ModelSpec(omega=0.3), [1.5], order=7)["kind"]) == {"semantic", "positional", "linear"}
     fig = compare_figure(table, ModelSpec(omega=0.3, rank=2))
     assert any("mixed" in t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+
+
+@pytest.mark.parametrize("kw", [{"L": 3}, {"rank": 2}])
+def test_direct_start_that_fails_is_continued_from_small_alpha(kw):
+    """At L = 3 and r = 2, alpha = 1.5 the trivial start of THEORY.md 2.1 leaves the valid
+    domain; the branch exists (continuation from alpha = 0.5 reaches it) and solve_point
+    returns it, saying why in diagnostics."""
+    p = solve_point(ModelSpec(omega=0.3, **kw), 1.5, "trivial", QUICK, error_estimate=False)
+    assert p.exists and p.branch == "trivial", p.reason
+    assert "valid domain" in p.diagnostics["direct_start"]
+    assert p.m == 0 and p.theta == 0 and p.q > 0.1

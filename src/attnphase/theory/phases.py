@@ -223,6 +223,7 @@ def solve_point(
     if branch not in branches_for(spec):
         raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))}")
     sd = _make_saddle(spec, alpha, settings)
+    direct = start is None
     if start is None:
         start = sd.from_paper(start_point(spec, branch, sd.F))
         if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
@@ -235,9 +236,33 @@ def solve_point(
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
     extra: dict[str, Any] = {}
     point = _to_point(spec, alpha, branch, sd, res, extra)
+    if direct and not res.converged and alpha > RAMP_FROM:
+        ramped = _ramp(spec, alpha, branch, settings)
+        if ramped is not None:
+            point = replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": point.reason})
     if error_estimate and point.exists and settings.n_replicas > 1:
         point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, point)
     return point
+
+
+#: where a direct start does not converge, the branch is continued from this alpha (see _ramp)
+RAMP_FROM = 0.5
+RAMP_STEPS = 4
+
+
+def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) -> BranchPoint | None:
+    """The branch continued from ``RAMP_FROM`` up to ``alpha`` (``RAMP_STEPS`` points), for a
+    direct start that did not converge: the starts of THEORY.md 2.1 were tuned for ``L = 2``,
+    ``r = 1``; at ``L = 3`` or ``r = 2``, ``alpha = 1.5`` the trivial start left the valid domain
+    while the branch is reached by continuation. ``None`` if the continuation does not arrive."""
+    grid = np.linspace(RAMP_FROM, alpha, RAMP_STEPS + 1)
+    last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False)
+    for a in grid[1:]:
+        if not last.exists:
+            return None
+        last = solve_point(spec, float(a), branch, settings, start=last.op, error_estimate=False,
+                           jacobian=last.jacobian, warm=last.data)
+    return last if last.exists else None
 
 
 def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray):
