@@ -226,3 +226,16 @@ def test_target_error_raises_the_refinement_order_until_met():
     assert hard.diagnostics["error_estimate"]["test_error"] == tgt["history"][-1]["test_error_estimate"] > 1e-9
     with pytest.raises(ValueError, match="target_error"):
         SolverSettings(target_error=1e-4, refine_replicas=1)
+
+
+def test_gauge_fix_without_signal_is_the_isotropic_point():
+    """Trivial branch of rank 2: the whole rotation group fixes it; q and V keep their traces and
+    become multiples of the identity."""
+    from attnphase.theory.saddle import OrderParams
+
+    sd = _make_saddle(ModelSpec(omega=0.3, rank=2), 1.0, SolverSettings(order=4))
+    op = OrderParams(np.array([[0.2, 0.01], [0.01, 0.18]]), np.zeros((2, 2)), np.array([[35.8, 0.3], [0.3, 33.4]]),
+                     np.zeros((2, 1)))
+    g = sd.gauge_fix(op)
+    assert np.allclose(g.q, np.trace(op.q) / 2 * np.eye(2)) and np.allclose(g.V, np.trace(op.V) / 2 * np.eye(2))
+    assert np.all(g.m == 0) and np.all(g.theta == 0)

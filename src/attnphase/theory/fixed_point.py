@@ -187,7 +187,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         evals += 1
         starts = None if ref is None else _warm_starts(ref)
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
-        fx = saddle.weights_step(ds.hats, op).to_vector()
+        fx = saddle.weights_step(ds.hats).to_vector()
         if not np.all(np.isfinite(fx)):
             return None
         return (fx - x)[free] / scale, ds, fx
@@ -328,7 +328,7 @@ def solve_fixed_point(
         starts = None if (full_next or ds is None) else _warm_starts(ds)
         full = starts is None
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
-        fx = saddle.weights_step(ds.hats, op).to_vector()
+        fx = saddle.weights_step(ds.hats).to_vector()
         if not np.all(np.isfinite(fx)):
             reason = "non-finite update (the map diverged)"
             break

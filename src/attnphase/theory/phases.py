@@ -277,7 +277,7 @@ def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray):
     def resid(saddle: Saddle, x: np.ndarray, starts: np.ndarray | None = None):
         op = OrderParams.from_vector(x, L, F, rs)
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
-        return (saddle.weights_step(ds.hats, op).to_vector() - x)[free] / scale, ds
+        return (saddle.weights_step(ds.hats).to_vector() - x)[free] / scale, ds
 
     r0, ds0 = resid(sd, x0)
     warm = _warm_starts(ds0)  # the Jacobian columns reuse the minima found at x0
@@ -375,7 +375,7 @@ def _rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarra
     for k, (f, ds) in enumerate(zip(fine, steps, strict=True)):
         st = starts[cuts[k]:cuts[k + 1]]
         y = x.copy()
-        r = (sd.weights_step(ds.hats, OrderParams.from_vector(y, L, F, rs)).to_vector() - y)[free] / scale
+        r = (sd.weights_step(ds.hats).to_vector() - y)[free] / scale
         Jk = J.copy()
         msg = f"not converged in {RULE_SOLVE_MAX_EVALS} evaluations"
         for it in range(RULE_SOLVE_MAX_EVALS):
@@ -391,7 +391,7 @@ def _rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarra
                 msg = "left the valid domain"
                 break
             dsn = f.data_step(op, starts=st, switch_width=settings.switch_width)
-            rn = (sd.weights_step(dsn.hats, op).to_vector() - yn)[free] / scale
+            rn = (sd.weights_step(dsn.hats).to_vector() - yn)[free] / scale
             if not np.all(np.isfinite(rn)):
                 msg = "non-finite residual"
                 break

@@ -256,9 +256,8 @@ class Saddle:
         return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T)
 
     # ------------------------------------------------------------------ weights step
-    def weights_step(self, h: Hats, ref: OrderParams | None = None) -> OrderParams:
-        """Closed-form ridge step of THEORY.md 2.2, in the gauge of :meth:`gauge_fix` (``ref``:
-        the order parameters the conjugates were computed at)."""
+    def weights_step(self, h: Hats) -> OrderParams:
+        """Closed-form ridge step of THEORY.md 2.2, in the gauge of :meth:`gauge_fix`."""
         s2 = self.s2
         K = self.spec.lam * np.eye(self.F) + s2 * h.V_hat
         Kinv = np.linalg.inv(K)
@@ -267,7 +266,7 @@ class Saddle:
         theta = s2 * Kinv @ h.theta_hat @ self.rho
         inner = s2 * h.q_hat + h.m_hat.T @ self.G @ h.m_hat + s2 * h.theta_hat @ self.rho @ h.theta_hat.T
         q = s2 * Kinv @ inner @ Kinv
-        return self.gauge_fix(OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta), ref)
+        return self.gauge_fix(OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta))
 
     @property
     def rotations(self) -> bool:
@@ -283,7 +282,7 @@ class Saddle:
             return np.array([np.trace(qu), np.linalg.norm(mu[0]), np.linalg.norm(tu)])
         return np.array([qu[0, 0], mu[0, 0], tu[0, 0]])
 
-    def gauge_fix(self, op: OrderParams, ref: OrderParams | None = None) -> OrderParams:
+    def gauge_fix(self, op: OrderParams) -> OrderParams:
         """Canonical representative of the rotation orbit of ``op`` (student rank ``r >= 2``).
 
         With tied (or causal) attention the scores ``h h^T`` and the ridge are invariant under
@@ -306,10 +305,11 @@ class Saddle:
         without the projection rounding noise grew along an unstable or soft direction of that
         sector (``q_01``, ``V_01`` up to 6-9 % of the diagonal scale, different on every rule)
         and the refinements failed. Symmetry-broken solutions of that kind are not searched.
-        Without any signal (trivial branch) the reflection of an axis only flips ``V_0a``; it is
-        signed to agree with ``ref`` (the point the map was evaluated at, already in this gauge),
-        else so that ``V_0a > 0``. Rank one and untied keys/queries (no such symmetry) are
-        returned unchanged.
+        Without any signal (trivial branch) the whole rotation group fixes the point, so ``q``
+        and ``V`` are replaced by their isotropic parts ``tr(.)/r I`` (the rule is not rotation
+        invariant: on 2^8 x 4 nodes the trivial ``q`` came out as diag(0.199, 0.177) and no
+        refinement converged, the eigenvectors of a nearly isotropic ``q`` being ill-defined).
+        Rank one and untied keys/queries (no such symmetry) are returned unchanged.
         """
         F = op.q.shape[0]
         if not self.rotations or F != self.F:
@@ -339,14 +339,6 @@ class Saddle:
             if s < 0:
                 U[:, a] = -U[:, a]
         q, V = U.T @ op.q @ U, U.T @ op.V @ U
-        if k == 0:
-            for a in range(1, F):
-                s = V[0, a]
-                if ref is not None and ref.V.shape == op.V.shape and ref.V[0, a] != 0:
-                    s = V[0, a] * ref.V[0, a]
-                if s < 0:
-                    U[:, a] = -U[:, a]
-            q, V = U.T @ op.q @ U, U.T @ op.V @ U
         m, theta = op.m @ U, U.T @ op.theta
         m[:, k:] = 0.0  # exact zeros on the axes without signal
         theta[k:] = 0.0
@@ -357,6 +349,9 @@ class Saddle:
         if 0 < k < F:  # the symmetric branch: no coupling between signal and other axes
             q[:k, k:] = q[k:, :k] = 0.0
             V[:k, k:] = V[k:, :k] = 0.0
+        elif k == 0:  # no signal at all (trivial branch): the rotation-invariant point
+            q = np.trace(q) / F * np.eye(F)
+            V = np.trace(V) / F * np.eye(F)
         return OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta)
 
     # ------------------------------------------------------------------ errors
