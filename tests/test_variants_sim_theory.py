@@ -82,18 +82,6 @@ def test_causal_theory_and_simulation_land_on_the_same_branch():
             assert abs(inv["m"] / pos["m"] - 1) < 0.3
 
 
-def _mixed_start(spec: ModelSpec):
-    """Paper-convention start: column 1 semantic, column 2 positional (rank 2; as
-    docs/variants_validation.py)."""
-    from attnphase.theory.saddle import OrderParams
-
-    m = np.zeros((spec.L, 2))
-    m[:, 1] = 0.2 * spec.G_array[:, 0]
-    theta = np.zeros((2, spec.teacher_rank))
-    theta[0, 0] = 0.35
-    return OrderParams(np.diag([0.9, 0.02]), m, 14.6 * np.eye(2), theta)
-
-
 #: (id, ModelSpec keywords, alpha, theory branch, simulation start, compared quantities, QMC
 #: order); each is listed in docs/variants.md with its measured agreement at d = 1000. The causal
 #: cases use order 10: at alpha = 2 the quick order 8 is 5.6 % off in theta (0.395 vs 0.418).
@@ -118,13 +106,11 @@ AGREEING = [
                          ids=[a[0] for a in AGREEING])
 def test_variant_agrees_with_theory_at_d1000(name, kw, alpha, branch, init, keys, order):
     """Mean over seeds 0-3 at d = 1000 from the informed start within 7 % of the theory (FAST
-    preset at the given QMC order; the mixed branch of r = 2 from the mixed start), every run
+    preset at the given QMC order; r = 2: the solver's mixed branch), every run
     converged and landed on the theory's branch (overlap >= 0.1 on that branch's overlap)."""
     torch.set_num_threads(1)
     spec = ModelSpec(**BASE, **kw)
-    start = _mixed_start(spec) if branch == "mixed" else None
-    pt = solve_point(spec, alpha, "semantic" if branch == "mixed" else branch, start=start,
-                     settings=SolverSettings(**{**FAST, "order": order}))
+    pt = solve_point(spec, alpha, branch, settings=SolverSettings(**{**FAST, "order": order}))
     assert pt.exists, pt.reason
     th = theory_invariants(pt, spec.L)
     res = simulate(spec, 1000, alpha, seeds=(0, 1, 2, 3), inits=(init,), settings=GD)
