@@ -96,20 +96,6 @@ CASES = {
 }
 
 
-def mixed_start(spec):
-    """Paper-convention start with column 1 semantic and column 2 positional (``r = 2``)."""
-    from attnphase.theory.saddle import OrderParams
-
-    s2 = spec.sigma**2 / 0.25  # the solver's starts were tuned at sigma = 0.5
-    F = spec.rank
-    m = np.zeros((spec.L, F))
-    m[:, 1] = 0.2 * spec.G_array[:, 0]
-    theta = np.zeros((F, spec.teacher_rank))
-    theta[0, 0] = 0.35 * s2
-    q = np.diag([0.9 * s2, 0.02 * s2])
-    return OrderParams(q, m, 14.6 * np.eye(F), theta)
-
-
 def model_spec(case: Case):
     from attnphase.spec.problem import ModelSpec
 
@@ -122,11 +108,8 @@ def _theory_row(case: Case, comp: Comparison, order: int) -> dict:
     from attnphase.theory.fixed_point import FAST
 
     spec = model_spec(case)
-    start = mixed_start(spec) if comp.branch == "mixed" else None
-    solver_branch = "semantic" if comp.branch == "mixed" else comp.branch
     t0 = time.perf_counter()
-    pt = solve_point(spec, comp.alpha, solver_branch, start=start,
-                     settings=SolverSettings(**{**FAST, "order": order}))
+    pt = solve_point(spec, comp.alpha, comp.branch, settings=SolverSettings(**{**FAST, "order": order}))
     secs = time.perf_counter() - t0
     th = np.asarray(pt.theta_matrix, dtype=float) if pt.theta_matrix else np.array([[pt.theta]])
     mm = np.asarray(pt.m_matrix, dtype=float) if pt.m_matrix else np.array([[pt.m], [-pt.m]])
@@ -135,7 +118,7 @@ def _theory_row(case: Case, comp: Comparison, order: int) -> dict:
     r = spec.rank
     return {
         "variant": case.name, "alpha": comp.alpha, "branch": comp.branch,
-        "solver_branch": solver_branch, "start": "mixed" if start is not None else "default",
+        "solver_branch": comp.branch, "start": "default",
         "exists": pt.exists, "reason": pt.reason,
         "theta": float(np.linalg.norm(th)),
         "theta_Q": float(np.linalg.norm(th[:r])) if untied else math.nan,

@@ -73,3 +73,12 @@ def test_direct_start_that_fails_is_continued_from_small_alpha(kw):
     assert p.exists and p.branch == "trivial", p.reason
     assert "valid domain" in p.diagnostics["direct_start"]
     assert p.m == 0 and p.theta == 0 and p.q > 0.1
+
+
+def test_sweep_points_accept_the_mixed_branch_only_where_it_exists():
+    from attnphase.sweeps.kinds import _curve_normalize, _theory_normalize
+
+    assert _theory_normalize({"alpha": 1.5, "branch": "mixed", "rank": 2})["branch"] == MIXED
+    assert _curve_normalize({"alphas": "1:2:3", "branch": "mixed", "rank": 2})["branch"] == MIXED
+    with pytest.raises(ValueError, match="unknown branch 'mixed'"):
+        _theory_normalize({"alpha": 1.5, "branch": "mixed"})

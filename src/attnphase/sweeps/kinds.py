@@ -35,7 +35,6 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec
 
 PARAM_TYPES = ("float", "int", "str", "bool", "matrix")
-BRANCHES = ("semantic", "positional", "trivial")
 
 
 @dataclass(frozen=True)
@@ -205,9 +204,12 @@ def _fill(kind_params: tuple[Param, ...], params: Mapping[str, Any]) -> dict[str
     return out
 
 
-def _check_branch(branch: str) -> None:
-    if branch not in BRANCHES:
-        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(BRANCHES)}")
+def _check_branch(branch: str, model: Mapping[str, Any]) -> None:
+    from attnphase.theory.phases import branches_for
+
+    known = branches_for(model_spec(model))  # (``mixed`` for tied rank >= 2)
+    if branch not in known:
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(known)}")
 
 
 def _check_positive(name: str, v: float) -> None:
@@ -271,7 +273,7 @@ def _theory_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     out = _model_normalize(params)
     extra = _fill(_THEORY_EXTRA, params)
     _check_positive("alpha", extra["alpha"])
-    _check_branch(extra["branch"])
+    _check_branch(extra["branch"], out)
     out.update(extra)
     _normalize_solver(params, out)
     return out
@@ -341,7 +343,7 @@ def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     alphas = _alpha_list(extra["alphas"])
     if min(alphas) <= 0:
         raise ValueError(f"alphas must be > 0, got {min(alphas)}")
-    _check_branch(extra["branch"])
+    _check_branch(extra["branch"], out)
     out.update(extra)
     _normalize_solver(params, out)
     return out

@@ -358,19 +358,20 @@ RULE_SOLVE_TOL = 1e-6
 RULE_SOLVE_MAX_EVALS = 8
 
 
-def _rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarray, J: np.ndarray,
+def _rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarray, x0: np.ndarray, J: np.ndarray,
                        starts: np.ndarray, cuts: np.ndarray, settings: SolverSettings) -> tuple[np.ndarray, list[str]]:
     """Fixed point of each fine rule near the union's fixed point ``x`` (for the error estimate).
 
     Broyden iteration on ``r_k(y) = F_k(y) - y`` (relative units, as in ``_quasi_newton``) from
     ``x`` with the union's Jacobian ``J``, each evaluation warm-started from the union's minima;
-    ``steps[k]`` is rule ``k``'s data step at ``x``. Stops when the step is below
+    ``steps[k]`` is rule ``k``'s data step at ``x``. The unknowns and units are those of the
+    union's solve, which started at ``x0`` (``J`` is in them). Stops when the step is below
     ``RULE_SOLVE_TOL`` or 1 % of the rule's offset from ``x`` (relative units); returns the
     fixed points (n, dim) and a status per rule.
     """
     L, F, rs = sd.L, sd.F, sd.rs
-    free = np.abs(x) > 1e-14
-    scale = np.maximum(np.abs(x), 1e-3)[free]
+    free = np.abs(x0) > 1e-14
+    scale = np.maximum(np.abs(x0), 1e-3)[free]
     out, status = [], []
     for k, (f, ds) in enumerate(zip(fine, steps, strict=True)):
         st = starts[cuts[k]:cuts[k + 1]]
@@ -511,7 +512,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         # each fine rule's own fixed point, from x by Broyden steps on its warm-started map (the
         # union's Jacobian to start): a linear-response step with the Broyden Jacobian alone was
         # off by up to 9x in the standard error where that Jacobian was poor (L = 3)
-        X, conv = _rule_fixed_points(sd, fine, steps, x, qn.J, starts, cuts, settings)
+        X, conv = _rule_fixed_points(sd, fine, steps, x, x0, qn.J, starts, cuts, settings)
         info["rule_solves"] = conv
         trains = np.array([-sd.free_energy(op, ds) for ds in steps])
         tests = _test_error_spread(sd, op, X)
