@@ -65,10 +65,11 @@ def plot_phase_lines(lines: PhaseLines, title: str | None = None) -> Figure:
         if np.isfinite(ac[i]):
             ax.text(ac[i] * 0.5, w[i], "positional", color=BRANCH_COLORS["positional"],
                     ha="center", va="center", fontsize=9)
-            # (tied rank >= 2: the semantic side of the transition is the mixed branch)
-            rank2 = int(lines.params.get("rank", 1)) >= 2 and not str(lines.params.get("variant", "")).startswith(
-                "untied")
-            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], "mixed" if rank2 else "semantic",
+            from attnphase.sweeps.kinds import model_spec  # noqa: PLC0415
+            from attnphase.theory.phases import semantic_side  # noqa: PLC0415
+
+            # the branch find_transition compared (mixed for tied rank >= 2)
+            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], semantic_side(model_spec(lines.params)),
                     color=BRANCH_COLORS["semantic"], ha="center", va="center", fontsize=9)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional share $\omega$")

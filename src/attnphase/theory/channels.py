@@ -38,6 +38,13 @@ class AttentionMap:
     M: np.ndarray
     mask: np.ndarray
 
+    @property
+    def rotation_invariant(self) -> bool:
+        """Tied (or causal) attention of rank ``r >= 2``: scores ``h h^T`` and the ridge are
+        invariant under ``Q -> Q U`` for orthogonal ``U`` (``Saddle.gauge_fix``, the ``mixed``
+        branch, the reflection-symmetrised QMC rule)."""
+        return self.field_dim >= 2 and bool(np.array_equal(self.M, np.eye(self.field_dim)))
+
     @staticmethod
     def from_spec(spec: ModelSpec) -> AttentionMap:
         r, L = spec.rank, spec.L

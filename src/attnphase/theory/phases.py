@@ -45,7 +45,9 @@ def branches_for(spec: ModelSpec) -> tuple[str, ...]:
 
 
 def _has_mixed(spec: ModelSpec) -> bool:
-    return spec.rank >= 2 and not spec.variant.startswith("untied")
+    from attnphase.theory.channels import AttentionMap
+
+    return AttentionMap.from_spec(spec).rotation_invariant
 
 
 def semantic_side(spec: ModelSpec) -> str:
@@ -145,9 +147,8 @@ def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order:
     amap = AttentionMap.from_spec(spec)
     F = amap.field_dim
     dim = spec.L * (F + spec.teacher_rank)
-    rotations = F >= 2 and np.array_equal(amap.M, np.eye(F))  # tied rank >= 2 (Saddle.gauge_fix)
     rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
-                     seed=settings.seed if seed is None else seed, axes=F if rotations else 1)
+                     seed=settings.seed if seed is None else seed, axes=F if amap.rotation_invariant else 1)
     return Saddle(spec, alpha, rule)
 
 

@@ -268,17 +268,12 @@ class Saddle:
         q = s2 * Kinv @ inner @ Kinv
         return self.gauge_fix(OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta))
 
-    @property
-    def rotations(self) -> bool:
-        """Tied attention of rank ``r >= 2``: the model is invariant under ``Q -> Q U``."""
-        return self.F >= 2 and bool(np.array_equal(self.amap.M, np.eye(self.F)))
-
     def user_scalars(self, op: OrderParams) -> np.ndarray:
         """``(q, m, theta)`` of the summary tables in user units: the entries of rank one (and
         of the query for untied keys/queries); for rank ``r >= 2`` the rotation invariants
         ``tr q``, ``|m_1|`` (norm of the first position's overlaps) and ``|theta|`` (Frobenius)."""
         qu, mu, tu = self.user_units(op)
-        if self.rotations:
+        if self.amap.rotation_invariant:
             return np.array([np.trace(qu), np.linalg.norm(mu[0]), np.linalg.norm(tu)])
         return np.array([qu[0, 0], mu[0, 0], tu[0, 0]])
 
@@ -312,7 +307,7 @@ class Saddle:
         Rank one and untied keys/queries (no such symmetry) are returned unchanged.
         """
         F = op.q.shape[0]
-        if not self.rotations or F != self.F:
+        if not self.amap.rotation_invariant or F != self.F:
             return op
         N = np.eye(F)  # orthonormal basis of what is left
         axes, ks = [], []
@@ -327,7 +322,7 @@ class Saddle:
             ks.append(kk)
         k = sum(ks)
         if N.shape[1]:
-            mu, W = np.linalg.eigh(N.T @ op.q @ N)
+            _, W = np.linalg.eigh(N.T @ op.q @ N)
             axes.append(N @ W[:, ::-1])
         U = np.concatenate(axes, axis=1)
         weights = 0.5 ** np.arange(op.m.shape[0])
@@ -338,8 +333,9 @@ class Saddle:
                 s = float(weights @ m[:, a])
             if s < 0:
                 U[:, a] = -U[:, a]
+                m[:, a] = -m[:, a]
+                theta[a] = -theta[a]
         q, V = U.T @ op.q @ U, U.T @ op.V @ U
-        m, theta = op.m @ U, U.T @ op.theta
         m[:, k:] = 0.0  # exact zeros on the axes without signal
         theta[k:] = 0.0
         if ks[0] == 0:  # overlaps at rounding level (<= 1e-9) are the symmetry's zeros
