@@ -237,8 +237,15 @@ def _newton_work(L, F):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True)
-def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no cover - jitted
-    """Levenberg-Marquardt damped Newton from ``h`` (modified in place); returns (value, |grad|)."""
+def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val, known_gn, n_known, snap):  # pragma: no cover - jitted
+    """Levenberg-Marquardt damped Newton from ``h`` (modified in place); returns (value, |grad|).
+
+    ``known[:n_known]`` are minima already converged at this node (values ``known_val``, gradient
+    norms ``known_gn``): once a pure Newton step (positive definite Hessian, no shift) lands
+    within ``snap`` (max-norm) of one of them, the iterate is in its quadratic basin and the
+    solve ends there (``h`` := that minimum; most starts of a multi-start set reach a minimum
+    another start found, and this saves their last Newton steps).
+    """
     grad, hess, g2, trial, Lc, y, step, dummy = nw
     L, F = h.shape
     n = L * F
@@ -318,6 +325,17 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no co
         for l in range(L):
             for a in range(F):
                 h[l, a] = trial[l, a]
+        if mu == 0.0:
+            for k in range(n_known):
+                d = 0.0
+                for l in range(L):
+                    for a in range(F):
+                        d = max(d, abs(h[l, a] - known[k, l, a]))
+                if d < snap:
+                    for l in range(L):
+                        for a in range(F):
+                            h[l, a] = known[k, l, a]
+                    return known_val[k], known_gn[k]
         val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
         mu = mu * 0.25 if mu > 1e-6 else 0.0
     gn = 0.0
@@ -327,7 +345,7 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw):  # pragma: no co
 
 
 @nb.njit(cache=True, parallel=True)
-def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks):  # pragma: no cover
+def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap):  # pragma: no cover
     N, L, F = w.shape
     S = starts.shape[1]
     size = (N + n_chunks - 1) // n_chunks
@@ -335,13 +353,16 @@ def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val,
         wk = _work(L, F)
         nw = _newton_work(L, F)
         h = np.zeros((L, F))
+        cand_gn = np.zeros(S)
         for i in range(c * size, min(N, (c + 1) * size)):
             best = 1e300
             for s in range(S):
                 for l in range(L):
                     for a in range(F):
                         h[l, a] = starts[i, s, l, a]
-                val, gn = _newton(h, w[i], Winv, T[i], C, M, mask, max_iter, gtol, wk, nw)
+                val, gn = _newton(h, w[i], Winv, T[i], C, M, mask, max_iter, gtol, wk, nw,
+                                  cand_h[i], cand_val[i], cand_gn, s, snap)
+                cand_gn[s] = gn
                 for l in range(L):
                     for a in range(F):
                         cand_h[i, s, l, a] = h[l, a]
@@ -425,6 +446,7 @@ def prox_batch(
     max_iter: int = 60,
     gtol: float = 1e-11,
     mix: np.ndarray | None = None,
+    snap: float = 1e-6,
 ) -> ProxResult:
     """Global minimiser of ``sum_l (h_l - w_l)^T V^{-1} (h_l - w_l)/2 + ell(h; T)`` at every node.
 
@@ -449,7 +471,7 @@ def prox_batch(
     _prox_kernel(
         w, T, starts, Winv, np.ascontiguousarray(C, dtype=np.float64),
         np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter, gtol,
-        out_h, out_val, out_gn, cand_h, cand_val, max(1, min(N, 4 * nb.get_num_threads())),
+        out_h, out_val, out_gn, cand_h, cand_val, max(1, min(N, 4 * nb.get_num_threads())), snap,
     )
     return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
 
