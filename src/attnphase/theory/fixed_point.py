@@ -153,6 +153,8 @@ class _QNResult:
     evals: int
     ok: bool
     message: str
+    #: largest relative residual of the warm-started map where a failed solve stopped
+    resid: float = float("inf")
 
 
 def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
@@ -271,7 +273,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
                 msg = "invalid point"
                 break
             r = out[0]
-    return _QNResult(full_x(y), ref, rel, J, evals, False, msg)
+    return _QNResult(full_x(y), ref, rel, J, evals, False, msg, float(np.max(np.abs(r))))
 
 
 def solve_fixed_point(

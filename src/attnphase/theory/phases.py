@@ -152,8 +152,15 @@ def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order:
     return Saddle(spec, alpha, rule)
 
 
+#: product Gauss-Hermite order of the test error of a point that is an intermediate result (a
+#: coarse point about to be refined, a step of a continuation ramp): at dimension 6 the default
+#: order 10 (10^6 nodes, ~0.9 s) cost 10-15 % of a rank-2 solve; order 6 (~0.04 s) is within
+#: ~2e-3 (relative) and is replaced by the default-order value wherever such a point is returned
+DRAFT_TEST_ORDER = 6
+
+
 def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedPointResult,
-              extra: dict[str, Any]) -> BranchPoint:
+              extra: dict[str, Any], draft: bool = False) -> BranchPoint:
     op = res.op
     s2 = sd.s2
     found = classify(op, float(np.sqrt(s2)), _has_mixed(spec))
@@ -165,7 +172,7 @@ def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: Fixed
     else:
         reason = "ok"
     train = -sd.free_energy(op, res.data)
-    test = sd.test_error(op)
+    test = sd.test_error(op, order=DRAFT_TEST_ORDER) if draft else sd.test_error(op)
     diag = {
         "residual": res.residual,
         "seconds": res.seconds,
@@ -179,6 +186,8 @@ def _to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: Fixed
         "theta_hat": res.data.hats.theta_hat.tolist(),
     }
     diag.update(extra)
+    if draft:
+        diag["draft_test_error"] = True
     return BranchPoint(
         branch=branch,
         alpha=float(alpha),
@@ -213,11 +222,14 @@ def solve_point(
     error_estimate: bool = True,
     jacobian: np.ndarray | None = None,
     warm: Any = None,
+    draft: bool = False,
 ) -> BranchPoint:
     """Fixed point of ``branch`` at ``alpha`` (THEORY.md 2.1-2.2).
 
     The integration error estimate (``diagnostics["error_estimate"]``, relative, per unknown) is
     computed by :func:`_error_estimate` from ``settings.n_replicas - 1`` independent rules.
+    ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
+    :func:`_final_test_error`).
     """
     check_alpha(alpha)
     settings = settings or SolverSettings()
@@ -236,10 +248,12 @@ def solve_point(
                     jacobian = res0.jacobian
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
     extra: dict[str, Any] = {}
-    point = _to_point(spec, alpha, branch, sd, res, extra)
+    point = _to_point(spec, alpha, branch, sd, res, extra, draft=draft)
     if direct and not res.converged and alpha > RAMP_FROM:
         ramped = _ramp(spec, alpha, branch, settings)
         if ramped is not None:
+            if not draft:
+                ramped = _final_test_error(spec, ramped, settings)
             point = replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": point.reason})
     if error_estimate and point.exists and settings.n_replicas > 1:
         point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, point)
@@ -257,13 +271,22 @@ def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) 
     ``r = 1``; at ``L = 3`` or ``r = 2``, ``alpha = 1.5`` the trivial start left the valid domain
     while the branch is reached by continuation. ``None`` if the continuation does not arrive."""
     grid = np.linspace(RAMP_FROM, alpha, RAMP_STEPS + 1)
-    last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False)
+    last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True)
     for a in grid[1:]:
         if not last.exists:
             return None
         last = solve_point(spec, float(a), branch, settings, start=last.op, error_estimate=False,
-                           jacobian=last.jacobian, warm=last.data)
+                           jacobian=last.jacobian, warm=last.data, draft=True)
     return last if last.exists else None
+
+
+def _final_test_error(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
+    """``point`` with its test error on the default rule, if it was computed as a draft."""
+    if not point.diagnostics.get("draft_test_error") or point.op is None:
+        return point
+    sd = _make_saddle(spec, point.alpha, settings)
+    diag = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
+    return replace(point, test_error=float(sd.test_error(point.op)), diagnostics=diag)
 
 
 def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray):
@@ -466,20 +489,27 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     x0 = point.op.to_vector()
     info: dict[str, Any] = {"method": settings.method, "order": order, "replicas": n, "nodes": union.rule.size,
                             "coarse": {"train_loss": point.train_loss, "test_error": point.test_error,
-                                       "q": point.q, "m": point.m, "theta": point.theta}}
+                                       "q": point.q, "m": point.m, "theta": point.theta,
+                                       **({"test_error_order": DRAFT_TEST_ORDER}
+                                          if point.diagnostics.get("draft_test_error") else {})}}
     exact = tol is not None
     qs = replace(settings, tol=tol, noise_tol=max(settings.noise_tol, tol)) if exact else \
         replace(settings, tol=REFINE_TOL, noise_tol=max(settings.noise_tol, REFINE_TOL))
     qn = _quasi_newton(union, x0, qs, J0=point.jacobian, max_evals=2 * REFINE_MAX_EVALS if exact else REFINE_MAX_EVALS,
                        confirm_full=exact)
-    if qn is not None and not qn.ok and point.jacobian is not None:
+    at_floor = qn is not None and exact and qn.resid < settings.noise_tol
+    if qn is not None and not qn.ok and point.jacobian is not None and not at_floor:
         # the coarse Jacobian can point the wrong way on the fine map (seen at small omega):
-        # once more with forward differences on the fine rule (warm-started)
-        qn = _quasi_newton(union, x0, qs, J0=None, max_evals=qn.evals + REFINE_MAX_EVALS, confirm_full=exact)
+        # once more with forward differences on the fine rule, warm-started from the minima of
+        # that attempt's full evaluation (which saves one full multi-start evaluation)
+        qn = _quasi_newton(union, x0, qs, J0=None, warm=qn.ds,
+                           max_evals=qn.evals + REFINE_MAX_EVALS, confirm_full=exact)
     if qn is not None and not qn.ok and exact and settings.noise_tol > tol:
         # tol below the fine map's noise floor (as in solve_fixed_point): a second stage from
         # where the first stopped, to noise_tol, with its Broyden Jacobian
-        qn2 = _quasi_newton(union, qn.x, replace(qs, tol=settings.noise_tol), J0=qn.J,
+        # (the first stage stalling below noise_tol goes straight here: seen on the rank-2 mixed
+        # branch, where a retry from x0 with forward differences cost ~9 s for nothing)
+        qn2 = _quasi_newton(union, qn.x, replace(qs, tol=settings.noise_tol), J0=qn.J, warm=qn.ds,
                             max_evals=2 * REFINE_MAX_EVALS, confirm_full=True)
         if qn2 is not None and qn2.ok:
             qn = replace(qn2, evals=qn.evals + qn2.evals,
@@ -529,9 +559,10 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         est["method"] = f"standard error over {n} fine {settings.method} rules (refinement)"
     else:
         est = None
+    kept = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
     return replace(
         point, train_loss=float(train), test_error=float(test), **_overlap_fields(sd, op),
-        diagnostics={**point.diagnostics, "refined": info, **({"error_estimate": est} if est is not None else {})},
+        diagnostics={**kept, "refined": info, **({"error_estimate": est} if est is not None else {})},
     )
 
 
@@ -544,10 +575,12 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     fixed point of the fine rules, which drift to the mixed branch; docs/variants.md)."""
     if not settings.refine_order:
         return solve_point(spec, alpha, branch, settings)
-    coarse = solve_point(spec, alpha, branch, settings, error_estimate=False)
+    coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True)
     point = refine_point(spec, coarse, settings, tol=settings.tol)
-    if coarse.exists and not point.diagnostics.get("refined", {}).get("applied") and settings.n_replicas > 1:
-        point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, coarse)
+    if not point.diagnostics.get("refined", {}).get("applied"):
+        point = coarse = _final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
+        if coarse.exists and settings.n_replicas > 1:
+            point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, coarse)
     if settings.target_error and coarse.exists:
         point = _refine_to_target(spec, point, settings)
     return point
