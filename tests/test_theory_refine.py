@@ -239,3 +239,24 @@ def test_gauge_fix_without_signal_is_the_isotropic_point():
     g = sd.gauge_fix(op)
     assert np.allclose(g.q, np.trace(op.q) / 2 * np.eye(2)) and np.allclose(g.V, np.trace(op.V) / 2 * np.eye(2))
     assert np.all(g.m == 0) and np.all(g.theta == 0)
+
+
+def test_returned_points_carry_the_default_order_test_error():
+    """Intermediate points get a draft test error (low Gauss-Hermite order); what solve_refined
+    returns, refined or not, carries the default-order value, and the draft is labelled."""
+    import attnphase.theory.phases as ph
+
+    spec = ModelSpec(omega=0.3)
+    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    p = ph.solve_refined(spec, 1.5, "positional", s)
+    sd = _make_saddle(spec, 1.5, s)
+    assert p.diagnostics["refined"]["applied"] and "draft_test_error" not in p.diagnostics
+    assert p.test_error == pytest.approx(sd.test_error(p.op), rel=1e-12)
+    coarse = p.diagnostics["refined"]["coarse"]
+    assert coarse["test_error_order"] == ph.DRAFT_TEST_ORDER
+    draft = solve_point(spec, 1.5, "positional", s, error_estimate=False, draft=True)
+    assert draft.diagnostics["draft_test_error"]
+    assert draft.test_error == pytest.approx(sd.test_error(draft.op, order=ph.DRAFT_TEST_ORDER), rel=1e-12)
+    final = ph._final_test_error(spec, draft, s)
+    assert final.test_error == pytest.approx(sd.test_error(draft.op), rel=1e-12)
+    assert "draft_test_error" not in final.diagnostics
