@@ -299,14 +299,6 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
                 # a pure Newton step below the rounding level of h: converged (the gradient
                 # cannot fall further in floating point)
                 break
-            dec = 0.0
-            for i in range(n):
-                dec -= grad[i] * step[i]
-            if dec <= 1e-14 * abs(val) and gn < 1e-10:
-                # the predicted decrease is below the rounding of the objective: a stationary
-                # point to floating-point accuracy (without this, ~2 % of the solves spent all
-                # of max_iter there, rejecting steps that rounding hides)
-                break
             for l in range(L):
                 for a in range(F):
                     trial[l, a] = h[l, a] + step[l * F + a]
@@ -318,6 +310,11 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
             # the decrease (otherwise the shift would be raised 40 times for nothing)
             if tval <= val + 1e-4 * pred or (mu == 0.0 and sn < 1e-8 * hn):
                 accepted = True
+                break
+            if -pred <= 1e-14 * abs(val) and gn < 1e-9:
+                # rejected although the predicted decrease is below the rounding of the
+                # objective: a stationary point to floating-point accuracy (without this, ~2 %
+                # of the solves spent all of max_iter there, raising and lowering the shift)
                 break
             mu = max(4.0 * mu, 1e-3)
         if not accepted:

@@ -155,6 +155,10 @@ class _QNResult:
     message: str
     #: largest relative residual of the warm-started map where a failed solve stopped
     resid: float = float("inf")
+    #: where ``ds`` was evaluated with the full multi-start set (None: ``ds`` is warm-started);
+    #: a solve restarted *at that point* may be warm-started from ``ds`` (the warm-started map
+    #: then equals the full one, see ``_warm_starts``), anywhere else it may not
+    full_at: np.ndarray | None = None
 
 
 def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
@@ -201,8 +205,10 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
     if warm is not None and warm.prox.h.shape[0] != saddle.rule.size:
         warm = None
     first = evaluate(y, warm)
+    full_at = full_x(y) if warm is None else None
     if first is not None and warm is not None and _rel_change(first[2], full_x(y), nat) < settings.tol:
         first = evaluate(y, None)  # a warm-started fixed point is confirmed with the full set
+        full_at = full_x(y)
     if first is None:
         return None
     r, ref, fx = first
@@ -262,6 +268,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
                 msg = "invalid point"
                 break
             r_full, ref, fx = out
+            full_at = full_x(y)
             rel = _rel_change(fx, full_x(y), nat)
             if rel < settings.tol:
                 return _QNResult(full_x(y), ref, rel, J, evals, True, "converged")
@@ -273,7 +280,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
                 msg = "invalid point"
                 break
             r = out[0]
-    return _QNResult(full_x(y), ref, rel, J, evals, False, msg, float(np.max(np.abs(r))))
+    return _QNResult(full_x(y), ref, rel, J, evals, False, msg, float(np.max(np.abs(r))), full_at)
 
 
 def solve_fixed_point(

@@ -26,7 +26,7 @@ from attnphase.theory.fixed_point import (
     solve_fixed_point,
 )
 from attnphase.theory.quadrature import make_rule
-from attnphase.theory.saddle import Hats, OrderParams, Saddle, linear_test_error
+from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle, linear_test_error
 
 log = logging.getLogger(__name__)
 
@@ -500,16 +500,16 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     at_floor = qn is not None and exact and qn.resid < settings.noise_tol
     if qn is not None and not qn.ok and point.jacobian is not None and not at_floor:
         # the coarse Jacobian can point the wrong way on the fine map (seen at small omega):
-        # once more with forward differences on the fine rule, warm-started from the minima of
-        # that attempt's full evaluation (which saves one full multi-start evaluation)
-        qn = _quasi_newton(union, x0, qs, J0=None, warm=qn.ds,
+        # once more with forward differences on the fine rule (warm-started from that attempt's
+        # full multi-start evaluation where it was made at x0: one full evaluation less)
+        qn = _quasi_newton(union, x0, qs, J0=None, warm=_warm_at(qn, x0),
                            max_evals=qn.evals + REFINE_MAX_EVALS, confirm_full=exact)
     if qn is not None and not qn.ok and exact and settings.noise_tol > tol:
         # tol below the fine map's noise floor (as in solve_fixed_point): a second stage from
         # where the first stopped, to noise_tol, with its Broyden Jacobian
         # (the first stage stalling below noise_tol goes straight here: seen on the rank-2 mixed
         # branch, where a retry from x0 with forward differences cost ~9 s for nothing)
-        qn2 = _quasi_newton(union, qn.x, replace(qs, tol=settings.noise_tol), J0=qn.J, warm=qn.ds,
+        qn2 = _quasi_newton(union, qn.x, replace(qs, tol=settings.noise_tol), J0=qn.J, warm=_warm_at(qn, qn.x),
                             max_evals=2 * REFINE_MAX_EVALS, confirm_full=True)
         if qn2 is not None and qn2.ok:
             qn = replace(qn2, evals=qn.evals + qn2.evals,
@@ -564,6 +564,11 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         point, train_loss=float(train), test_error=float(test), **_overlap_fields(sd, op),
         diagnostics={**kept, "refined": info, **({"error_estimate": est} if est is not None else {})},
     )
+
+
+def _warm_at(qn: Any, x: np.ndarray) -> DataStep | None:
+    """The minima of a quasi-Newton stage's last full evaluation, if it was made at ``x``."""
+    return qn.ds if qn.full_at is not None and np.array_equal(qn.full_at, x) else None
 
 
 def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) -> BranchPoint:
