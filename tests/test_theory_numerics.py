@@ -7,6 +7,7 @@ import pytest
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.channels import (
     AttentionMap,
+    default_starts,
     loss_hessian_batch,
     loss_numpy,
     objective_batch,
@@ -67,6 +68,24 @@ def test_prox_is_global_minimum_against_grid_search():
     assert n_multi > 0, "the test should exercise nodes with several local minima"
 
 
+
+
+@pytest.mark.parametrize("kw", [{}, {"rank": 2}, {"L": 3}, {"variant": "untied"}, {"variant": "causal"}])
+def test_one_radius_finds_the_global_minimum(kw):
+    """The default multi-start set (one radius of offsets) reaches the same global minimum as a
+    denser set (three radii) at random nodes with a large V, where the problem is non-convex."""
+    spec = ModelSpec(**kw)
+    am = AttentionMap.from_spec(spec)
+    rng = np.random.default_rng(11)
+    N, F = 600, am.field_dim
+    w = 0.5 * rng.normal(size=(N, spec.L, F))
+    T = target_map(1.2 * rng.normal(size=(N, spec.L, 1)), spec)
+    for V in (20.0 * np.eye(F), 150.0 * np.eye(F)):
+        dense = prox_batch(w, T, V, spec.C_array, am, starts=default_starts(w, V, spread=(1.0, 2.5, 4.0)))
+        ours = prox_batch(w, T, V, spec.C_array, am)
+        assert np.all(ours.value <= dense.value + 1e-12)
+        n_multi = sum(len(np.unique(np.round(c.reshape(len(c), -1), 4), axis=0)) > 1 for c in dense.candidates)
+        assert n_multi >= 5, "the test should exercise nodes with several local minima"
 
 @pytest.mark.parametrize("rank", [1, 2])
 def test_multistart_shortcut_to_known_minima_changes_nothing(rank):
