@@ -102,7 +102,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
             err = p.diagnostics.get("error_estimate")
             est = (f" (rel. error est. {max(err[k] for k in ('q_user', 'm_user', 'theta_user')):.1e})"
                    if err else "")
-            print(f"{b:<11}{p.q:>10.5f}{p.m:>10.5f}{p.theta:>10.5f}{p.V:>10.4f}"
+            m, theta = (0.0 if abs(v) < 5e-6 else v for v in (p.m, p.theta))  # no "-0.00000"
+            print(f"{b:<11}{p.q:>10.5f}{m:>10.5f}{theta:>10.5f}{p.V:>10.4f}"
                   f"{p.train_loss:>12.6f}{p.test_error:>12.6f}  ok, {p.iterations} it{est}")
         else:
             print(f"{b:<11}{'-':>10}{'-':>10}{'-':>10}{'-':>10}{'-':>12}{'-':>12}  {p.reason}")
