@@ -260,3 +260,19 @@ def test_returned_points_carry_the_default_order_test_error():
     final = ph._final_test_error(spec, draft, s)
     assert final.test_error == pytest.approx(sd.test_error(draft.op), rel=1e-12)
     assert "draft_test_error" not in final.diagnostics
+
+
+@pytest.mark.parametrize("branch, zero", [("semantic", "m"), ("positional", "theta")])
+def test_symmetry_zeros_stay_exact(branch, zero):
+    """The semantic m and the positional theta are zero by symmetry: exactly zero in the
+    refined point and in every fine rule's own fixed point, so their error estimate is 0 (a
+    rounding residue of 1e-11 once let the per-rule solves drift along m: estimate 3e7)."""
+    import attnphase.theory.phases as ph
+
+    s = SolverSettings(order=8, refine_order=11)  # the CLI's settings (where it was seen)
+    p = ph.solve_refined(ModelSpec(omega=0.3), 1.0, branch, s)
+    assert p.exists and p.diagnostics["refined"]["applied"]
+    assert np.all(getattr(p.op, zero) == 0.0)
+    est = p.diagnostics["error_estimate"]
+    assert all(v == 0.0 for k, v in est.items() if k.startswith(zero + "["))
+    assert all(v < 0.1 for k, v in est.items() if isinstance(v, float))

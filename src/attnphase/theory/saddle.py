@@ -304,11 +304,20 @@ class Saddle:
         and ``V`` are replaced by their isotropic parts ``tr(.)/r I`` (the rule is not rotation
         invariant: on 2^8 x 4 nodes the trivial ``q`` came out as diag(0.199, 0.177) and no
         refinement converged, the eigenvectors of a nearly isotropic ``q`` being ill-defined).
-        Rank one and untied keys/queries (no such symmetry) are returned unchanged.
+        Rank one and untied keys/queries (no rotation symmetry) keep their axes; there, too,
+        overlaps at rounding level (``<= 1e-9``) are set to the exact zeros of the branch's
+        symmetry (``m`` on the semantic branch, ``theta`` on the positional one): the symmetrised
+        rule keeps them zero only up to the rounding of the proximal minimisers, and a residue
+        of ~1e-11 on the semantic ``m`` was enough for the per-rule solves of the error estimate
+        to move along that (soft) direction.
         """
         F = op.q.shape[0]
         if not self.amap.rotation_invariant or F != self.F:
-            return op
+            def zeroed(a: np.ndarray) -> np.ndarray:
+                return np.zeros_like(a) if np.all(np.abs(a) <= 1e-9) and np.any(a != 0) else a
+
+            m, theta = zeroed(op.m), zeroed(op.theta)
+            return op if m is op.m and theta is op.theta else OrderParams(op.q, m, op.V, theta)
         N = np.eye(F)  # orthonormal basis of what is left
         axes, ks = [], []
         for S in (op.theta @ op.theta.T, op.m.T @ op.m):
