@@ -193,6 +193,74 @@ def test_rank_two_rule_makes_the_map_reflection_equivariant():
     assert np.all(np.abs(h.m_hat[:, 1]) < 1e-9 * np.max(np.abs(h.m_hat)))
 
 
+
+def _rotated_blocks(op, t, blocks):
+    from attnphase.theory.saddle import OrderParams
+
+    R = np.kron(np.eye(blocks), np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]))
+    return OrderParams(R.T @ op.q @ R, op.m @ R, R.T @ op.V @ R, R.T @ op.theta)
+
+
+@pytest.mark.parametrize("kind", ["positional", "semantic", "mixed", "trivial"])
+def test_untied_rank_two_gauge_rotates_query_and_key_together(kind):
+    """Untied keys/queries of rank 2: Q -> Q U, K -> K U (I_2 (x) U on the fields) is the
+    symmetry; every rotation of a point has one representative, with the same invariants, kept
+    by gauge_fix; on the pure branches the axis without signal decouples in every block."""
+    from attnphase.theory.saddle import OrderParams
+
+    rng = np.random.default_rng(4)
+    A, B = rng.normal(size=(4, 4)), rng.normal(size=(4, 4))
+    q, V = A @ A.T + 0.1 * np.eye(4), B @ B.T + np.eye(4)
+    sig = {"positional": [0, 2], "semantic": [0, 2], "mixed": [0, 1, 2, 3], "trivial": []}[kind]
+    if kind not in ("mixed",):
+        keep = np.zeros((4, 4), dtype=bool)
+        keep[np.ix_(sig, sig)] = True
+        other = [i for i in range(4) if i not in sig]
+        keep[np.ix_(other, other)] = True
+        q, V = np.where(keep, q, 0.0), np.where(keep, V, 0.0)
+    if kind == "trivial":
+        q = np.kron(np.array([[0.3, 0.1], [0.1, 0.4]]), np.eye(2))
+        V = np.kron(np.array([[20.0, 2.0], [2.0, 25.0]]), np.eye(2))
+    m = np.zeros((2, 4))
+    theta = np.zeros((4, 1))
+    if kind in ("positional", "mixed"):
+        m[:, 1 if kind == "mixed" else 0] = [0.3, -0.3]
+        m[:, 3 if kind == "mixed" else 2] = [0.2, -0.2]
+    if kind in ("semantic", "mixed"):
+        theta[[0, 2], 0] = [0.25, 0.2]
+    op = _rotated_blocks(OrderParams(q, m, V, theta), 0.7, 2)
+    sd = _make_saddle(ModelSpec(omega=0.3, rank=2, variant="untied"), 1.0, SolverSettings(order=4))
+    g = sd.gauge_fix(op)
+    for t in (0.3, 2.0, -1.1):
+        assert np.allclose(sd.gauge_fix(_rotated_blocks(op, t, 2)).to_vector(), g.to_vector(), atol=1e-12)
+    assert np.allclose(sd.gauge_fix(g).to_vector(), g.to_vector(), atol=1e-12)
+    for a, b in ((g.q, q), (g.V, V), (g.theta @ g.theta.T, theta @ theta.T)):
+        assert np.allclose(np.linalg.eigvalsh(a), np.linalg.eigvalsh(b), atol=1e-12)
+    assert np.allclose(g.m @ g.m.T, m @ m.T, atol=1e-12)
+    if kind in ("positional", "semantic"):  # axis 0 carries the signal in both blocks
+        assert np.all(g.m[:, [1, 3]] == 0) and np.all(g.theta[[1, 3]] == 0)
+        assert np.all(g.q[np.ix_([0, 2], [1, 3])] == 0) and np.all(g.V[np.ix_([0, 2], [1, 3])] == 0)
+    if kind == "trivial":
+        assert np.allclose(g.q, q, atol=1e-12) and np.allclose(g.V, V, atol=1e-12)
+
+
+def test_untied_rank_two_rule_makes_the_map_reflection_equivariant():
+    """The untied rank-2 rule reflects the second axis of query and key together, so the data
+    step at a point of the symmetric branch gives exactly decoupled conjugates."""
+    from attnphase.theory.saddle import OrderParams
+
+    spec = ModelSpec(omega=0.3, rank=2, variant="untied")
+    sd = _make_saddle(spec, 1.5, SolverSettings(order=8))
+    q = np.kron(np.array([[0.03, 0.02], [0.02, 0.035]]), np.eye(2)) + np.diag([0.01, 0.0, 0.01, 0.0])
+    V = np.kron(np.array([[18.0, 2.0], [2.0, 22.0]]), np.eye(2))
+    m = np.zeros((2, 4))
+    m[:, 0], m[:, 2] = [0.22, -0.22], [0.2, -0.2]
+    h = sd.data_step(OrderParams(q, m, V, np.zeros((4, 1)))).hats
+    s, o = [0, 2], [1, 3]
+    assert np.max(np.abs(h.q_hat[np.ix_(s, o)])) < 1e-9 * np.max(np.abs(h.q_hat))
+    assert np.max(np.abs(h.V_hat[np.ix_(s, o)])) < 1e-9 * np.max(np.abs(h.V_hat))
+    assert np.all(np.abs(h.m_hat[:, o]) < 1e-9 * np.max(np.abs(h.m_hat)))
+
 def test_rank_two_semantic_point_refines():
     """Rank 2: in the canonical gauge the coarse fixed point refines (it did not when the
     iterates drifted along the rotation orbit) and the error estimate is finite."""

@@ -82,8 +82,6 @@ def test_cli_solve_json_schema(capsys):
         ["solve", "--alpha", "1", "--branch", "nope"],
         ["transition", "--omega", "x"],
         ["curves", "--alpha", "2:1:0"],
-        ["solve", "--alpha", "1.5", "--variant", "untied", "--rank", "2"],
-        ["transition", "--omega", "0.3", "--variant", "untied", "--rank", "2"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(args):

@@ -191,7 +191,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_flags(p)
     add_solver_flags(p, order=8, refine_order=11)
     p.add_argument("--branch", default="all",
-                   help="semantic, positional, trivial, mixed (tied rank >= 2: one direction semantic, one positional) or all (default)")
+                   help="semantic, positional, trivial, mixed (rank >= 2: one direction semantic, one positional) or all (default)")
     p.add_argument("--target-error", default="0",
                    help="raise the refinement order until the estimated relative error of the test error is at "
                         "most this (e.g. 1e-4; 0: off, the default)")

@@ -37,7 +37,7 @@ COLUMNS = ["source", "kind", "alpha", "seed", "m", "theta", "q", "train_loss", "
 def theory_table(
     spec: ModelSpec, alphas: Sequence[float], order: int | None = None
 ) -> pd.DataFrame:
-    """Theory rows: both branches (and ``mixed`` for tied rank >= 2) followed in ``alpha`` plus the
+    """Theory rows: both branches (and ``mixed`` at rank >= 2) followed in ``alpha`` plus the
     linear baseline (THEORY.md 2.1).
 
     The solver runs with its quick preset ``attnphase.theory.fixed_point.FAST`` (as ``curves``);
@@ -54,7 +54,7 @@ def theory_table(
     settings = SolverSettings(**preset)
     rows = []
     lin = float(linear_test_error(spec))
-    # (tied rank >= 2: also the mixed branch, where GD from the semantic start lands)
+    # (rank >= 2: also the mixed branch, where GD from the semantic start lands)
     for branch in [b for b in branches_for(spec) if b != "trivial"]:
         log.info("theory: following the %s branch over %d points", branch, len(alphas))
         for pt in follow_branch(spec, list(alphas), branch, settings):

@@ -207,7 +207,7 @@ def _fill(kind_params: tuple[Param, ...], params: Mapping[str, Any]) -> dict[str
 def _check_branch(branch: str, model: Mapping[str, Any]) -> None:
     from attnphase.theory.phases import branches_for
 
-    known = branches_for(model_spec(model))  # (``mixed`` for tied rank >= 2)
+    known = branches_for(model_spec(model))  # (``mixed`` at rank >= 2)
     if branch not in known:
         raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(known)}")
 

@@ -39,11 +39,22 @@ class AttentionMap:
     mask: np.ndarray
 
     @property
+    def blocks(self) -> int:
+        """Fields per student direction: 1 (tied: ``h_l = Q^T x_l``), 2 (untied: query and key)."""
+        return 2 if self.name.startswith("untied") else 1
+
+    @property
+    def rank(self) -> int:
+        """Student rank ``r`` (``field_dim = blocks * r``)."""
+        return self.field_dim // self.blocks
+
+    @property
     def rotation_invariant(self) -> bool:
-        """Tied (or causal) attention of rank ``r >= 2``: scores ``h h^T`` and the ridge are
-        invariant under ``Q -> Q U`` for orthogonal ``U`` (``Saddle.gauge_fix``, the ``mixed``
-        branch, the reflection-symmetrised QMC rule)."""
-        return self.field_dim >= 2 and bool(np.array_equal(self.M, np.eye(self.field_dim)))
+        """Rank ``r >= 2``: scores and ridge are invariant under ``Q -> Q U`` (and ``K -> K U``
+        for untied keys/queries) for orthogonal ``U``, i.e. under ``I_blocks (x) U`` on the
+        fields (``Saddle.gauge_fix``, the ``mixed`` branch, the reflection-symmetrised QMC
+        rule)."""
+        return self.rank >= 2
 
     @staticmethod
     def from_spec(spec: ModelSpec) -> AttentionMap:

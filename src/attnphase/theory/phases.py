@@ -39,8 +39,8 @@ CLASSIFY_TOL = 1e-3
 
 
 def branches_for(spec: ModelSpec) -> tuple[str, ...]:
-    """The branches the solver looks for: :data:`BRANCHES`, and :data:`MIXED` for tied (or
-    causal) attention of rank ``r >= 2``."""
+    """The branches the solver looks for: :data:`BRANCHES`, and :data:`MIXED` at student rank
+    ``r >= 2`` (tied, causal or untied attention)."""
     return (*BRANCHES, MIXED) if _has_mixed(spec) else BRANCHES
 
 
@@ -52,7 +52,7 @@ def _has_mixed(spec: ModelSpec) -> bool:
 
 def semantic_side(spec: ModelSpec) -> str:
     """The branch that plays the semantic role in transitions and curves: ``semantic``, or
-    ``mixed`` for tied attention of rank ``r >= 2`` (see :func:`find_transition`)."""
+    ``mixed`` at rank ``r >= 2`` (see :func:`find_transition`)."""
     return MIXED if _has_mixed(spec) else "semantic"
 
 
@@ -64,11 +64,17 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     G = spec.G_array
     s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
     if branch == MIXED and F >= 2:
+        # each block of fields (tied: Q; untied: Q and K): axis 0 semantic, the query's axis 1
+        # positional (field index block * r + axis)
+        r = F // (2 if spec.variant.startswith("untied") else 1)
         m = np.zeros((L, F))
         m[:, 1] = 0.2 * G[:, 0]
         theta = np.zeros((F, rs))
-        theta[0, 0] = 0.35 * s2
-        return OrderParams(np.diag([0.9 * s2, 0.02 * s2] + [0.02 * s2] * (F - 2)), m, 14.6 * np.eye(F), theta)
+        qd = np.full(F, 0.02 * s2)
+        for b in range(0, F, r):
+            theta[b, 0] = 0.35 * s2
+            qd[b] = 0.9 * s2
+        return OrderParams(np.diag(qd), m, 14.6 * np.eye(F), theta)
     if branch == "positional":
         q0, m0, V0, t0 = 0.02, 0.2, 14.6, 0.0
     elif branch == "semantic":
@@ -88,7 +94,7 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
 
 def classify(op: OrderParams, sigma: float, mixed: bool = False) -> str:
     """Name the branch a fixed point belongs to (semantic: ``theta != 0``; positional: ``m != 0``;
-    with ``mixed`` (tied rank >= 2, in the gauge of ``Saddle.gauge_fix``) both, ``mixed``)."""
+    with ``mixed`` (rank >= 2, in the gauge of ``Saddle.gauge_fix``) both, ``mixed``)."""
     theta = np.max(np.abs(op.theta)) / sigma**2
     m = np.max(np.abs(op.m))
     if mixed and theta > CLASSIFY_TOL and m > CLASSIFY_TOL:
@@ -148,7 +154,7 @@ def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order:
     F = amap.field_dim
     dim = spec.L * (F + spec.teacher_rank)
     rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
-                     seed=settings.seed if seed is None else seed, axes=F if amap.rotation_invariant else 1)
+                     seed=settings.seed if seed is None else seed, axes=amap.rank if amap.rotation_invariant else 1)
     return Saddle(spec, alpha, rule)
 
 

@@ -134,13 +134,6 @@ class Saddle:
         for correlated tokens only (the tests use it to check the two paths agree)."""
         if spec.value != "identity":
             raise ValueError("the theory solver covers value = identity only; use the simulator")
-        if spec.variant.startswith("untied") and spec.rank >= 2:
-            # Q -> Q U, K -> K U (U orthogonal) leaves scores and ridge invariant, as for tied
-            # rank >= 2, but gauge_fix and the reflection-symmetrised rule cover tied attention
-            # only: the iterates drift along the orbit (measured at alpha = 1.5, omega = 0.3:
-            # semantic refinement failed, positional m estimate 160 %, trivial not found)
-            raise ValueError("the theory solver covers untied keys/queries at rank 1 only (the rotation "
-                             "gauge of rank >= 2 is fixed for tied attention); use the simulator")
         self.spec = spec
         self.alpha = float(alpha)
         self.amap = AttentionMap.from_spec(spec)
@@ -280,8 +273,9 @@ class Saddle:
         of the query for untied keys/queries); for rank ``r >= 2`` the rotation invariants
         ``tr q``, ``|m_1|`` (norm of the first position's overlaps) and ``|theta|`` (Frobenius)."""
         qu, mu, tu = self.user_units(op)
-        if self.amap.rotation_invariant:
-            return np.array([np.trace(qu), np.linalg.norm(mu[0]), np.linalg.norm(tu)])
+        if self.amap.rotation_invariant:  # (the query's block for untied keys/queries)
+            r = self.amap.rank
+            return np.array([np.trace(qu[:r, :r]), np.linalg.norm(mu[0, :r]), np.linalg.norm(tu[:r])])
         return np.array([qu[0, 0], mu[0, 0], tu[0, 0]])
 
     def gauge_fix(self, op: OrderParams) -> OrderParams:
@@ -289,7 +283,9 @@ class Saddle:
 
         With tied (or causal) attention the scores ``h h^T`` and the ridge are invariant under
         ``Q -> Q U`` for orthogonal ``U`` (r x r), so the fixed points of THEORY.md 2.2 are orbits
-        ``(U^T q U, m U, U^T V U, U^T theta)``: the Jacobian of the fixed-point map is singular
+        ``(U^T q U, m U, U^T V U, U^T theta)``; with untied keys/queries under ``Q -> Q U``,
+        ``K -> K U`` together (``I_2 (x) U`` on the fields ``(h_Q, h_K)``, every stage below
+        summing over the two blocks): the Jacobian of the fixed-point map is singular
         along them, and a finite integration rule (not rotation invariant) makes the iterates
         drift along the orbit. The representative's axes are chosen in stages, each in the
         orthogonal complement of the previous ones: the directions of ``theta`` (eigenvectors of
@@ -311,7 +307,7 @@ class Saddle:
         and ``V`` are replaced by their isotropic parts ``tr(.)/r I`` (the rule is not rotation
         invariant: on 2^8 x 4 nodes the trivial ``q`` came out as diag(0.199, 0.177) and no
         refinement converged, the eigenvectors of a nearly isotropic ``q`` being ill-defined).
-        Rank one and untied keys/queries (no rotation symmetry) keep their axes; there, too,
+        Rank one (no rotation symmetry) keeps its axes; there, too,
         overlaps at rounding level (``<= 1e-9``) are set to the exact zeros of the branch's
         symmetry (``m`` on the semantic branch, ``theta`` on the positional one): the symmetrised
         rule keeps them zero only up to the rounding of the proximal minimisers, and a residue
@@ -325,9 +321,11 @@ class Saddle:
 
             m, theta = zeroed(op.m), zeroed(op.theta)
             return op if m is op.m and theta is op.theta else OrderParams(op.q, m, op.V, theta)
-        N = np.eye(F)  # orthonormal basis of what is left
+        nbk, r = self.amap.blocks, self.amap.rank  # fields: nbk blocks (Q; or Q and K) of r axes
+        blk = [slice(b * r, (b + 1) * r) for b in range(nbk)]
+        N = np.eye(r)  # orthonormal basis of what is left
         axes, ks = [], []
-        for S in (op.theta @ op.theta.T, op.m.T @ op.m):
+        for S in (sum(op.theta[i] @ op.theta[i].T for i in blk), sum(op.m[:, i].T @ op.m[:, i] for i in blk)):
             kk = 0
             if N.shape[1]:
                 lam, W = np.linalg.eigh(N.T @ (0.5 * (S + S.T)) @ N)
@@ -338,32 +336,37 @@ class Saddle:
             ks.append(kk)
         k = sum(ks)
         if N.shape[1]:
-            _, W = np.linalg.eigh(N.T @ op.q @ N)
+            _, W = np.linalg.eigh(N.T @ sum(op.q[i, i] for i in blk) @ N)
             axes.append(N @ W[:, ::-1])
-        U = np.concatenate(axes, axis=1)
+        R = np.kron(np.eye(nbk), np.concatenate(axes, axis=1))  # the same rotation in every block
         weights = 0.5 ** np.arange(op.m.shape[0])
-        m, theta = op.m @ U, U.T @ op.theta
+        m, theta = op.m @ R, R.T @ op.theta
         for a in range(k):
-            s = float(np.sum(theta[a]))
+            idx = [b * r + a for b in range(nbk)]
+            s = float(np.sum(theta[idx]))
             if abs(s) <= 1e-12:
-                s = float(weights @ m[:, a])
+                s = float(weights @ m[:, idx].sum(axis=1))
             if s < 0:
-                U[:, a] = -U[:, a]
-                m[:, a] = -m[:, a]
-                theta[a] = -theta[a]
-        q, V = U.T @ op.q @ U, U.T @ op.V @ U
-        m[:, k:] = 0.0  # exact zeros on the axes without signal
-        theta[k:] = 0.0
+                R[:, idx] = -R[:, idx]
+                m[:, idx] = -m[:, idx]
+                theta[idx] = -theta[idx]
+        q, V = R.T @ op.q @ R, R.T @ op.V @ R
+        sig = np.tile(np.arange(r) < k, nbk)  # fields along signal axes
+        m[:, ~sig] = 0.0  # exact zeros on the axes without signal
+        theta[~sig] = 0.0
         if ks[0] == 0:  # overlaps at rounding level (<= 1e-9) are the symmetry's zeros
             theta[:] = 0.0
         if ks[1] == 0 and np.all(np.abs(m) <= 1e-9):
             m[:] = 0.0
-        if 0 < k < F:  # the symmetric branch: no coupling between signal and other axes
-            q[:k, k:] = q[k:, :k] = 0.0
-            V[:k, k:] = V[k:, :k] = 0.0
+        if 0 < k < r:  # the symmetric branch: no coupling between signal and other axes
+            for M_ in (q, V):
+                M_[np.ix_(sig, ~sig)] = 0.0
+                M_[np.ix_(~sig, sig)] = 0.0
         elif k == 0:  # no signal at all (trivial branch): the rotation-invariant point
-            q = np.trace(q) / F * np.eye(F)
-            V = np.trace(V) / F * np.eye(F)
+            for M_ in (q, V):
+                for i in blk:
+                    for j in blk:
+                        M_[i, j] = np.trace(M_[i, j]) / r * np.eye(r)
         return OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta)
 
     # ------------------------------------------------------------------ errors
