@@ -66,7 +66,9 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     if branch == MIXED and F >= 2:
         # each block of fields (tied: Q; untied: Q and K): axis 0 semantic, the query's axis 1
         # positional (field index block * r + axis)
-        r = F // (2 if spec.variant.startswith("untied") else 1)
+        from attnphase.theory.channels import AttentionMap
+
+        r = AttentionMap.from_spec(spec).rank
         m = np.zeros((L, F))
         m[:, 1] = 0.2 * G[:, 0]
         theta = np.zeros((F, rs))
