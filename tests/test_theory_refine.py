@@ -344,3 +344,16 @@ def test_symmetry_zeros_stay_exact(branch, zero):
     est = p.diagnostics["error_estimate"]
     assert all(v == 0.0 for k, v in est.items() if k.startswith(zero + "["))
     assert all(v < 0.1 for k, v in est.items() if isinstance(v, float))
+
+
+def test_single_solve_continues_a_branch_its_start_missed():
+    """L = 3, omega = 0.3, alpha = 1: the positional start converges to the trivial branch although
+    the positional branch exists (it does at 0.8 and 1.2). A single solve (``thorough``) then
+    continues the branch from alpha = 0.5 and says so; without it the point is reported absent."""
+    spec = ModelSpec(omega=0.3, L=3)
+    s = SolverSettings(order=8, warmup_order=None, n_replicas=1)
+    plain = solve_point(spec, 1.0, "positional", s, error_estimate=False)
+    assert not plain.exists and "trivial" in plain.reason
+    p = solve_point(spec, 1.0, "positional", s, error_estimate=False, thorough=True)
+    assert p.exists and p.m > 0.01
+    assert "trivial" in p.diagnostics["direct_start"]

@@ -231,13 +231,17 @@ def solve_point(
     jacobian: np.ndarray | None = None,
     warm: Any = None,
     draft: bool = False,
+    thorough: bool = False,
 ) -> BranchPoint:
     """Fixed point of ``branch`` at ``alpha`` (THEORY.md 2.1-2.2).
 
     The integration error estimate (``diagnostics["error_estimate"]``, relative, per unknown) is
     computed by :func:`_error_estimate` from ``settings.n_replicas - 1`` independent rules.
     ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
-    :func:`_final_test_error`).
+    :func:`_final_test_error`). A direct start that does not converge is retried by continuation
+    from ``RAMP_FROM`` (:func:`_ramp`); with ``thorough`` (a single solve) also one that converged
+    to another branch: at ``L = 3``, ``omega = 0.3`` the positional start went trivial at
+    ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5 reaches it).
     """
     check_alpha(alpha)
     settings = settings or SolverSettings()
@@ -257,12 +261,14 @@ def solve_point(
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
     extra: dict[str, Any] = {}
     point = _to_point(spec, alpha, branch, sd, res, extra, draft=draft)
-    if direct and not res.converged and alpha > RAMP_FROM:
+    if direct and not point.exists and (not res.converged or thorough) and alpha > RAMP_FROM:
         ramped = _ramp(spec, alpha, branch, settings)
         if ramped is not None:
             if not draft:
                 ramped = _final_test_error(spec, ramped, settings)
             point = replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": point.reason})
+        else:
+            point = replace(point, reason=f"{point.reason} (nor by continuation from alpha = {RAMP_FROM:g})")
     if error_estimate and point.exists and settings.n_replicas > 1:
         point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, point)
     return point
@@ -587,8 +593,8 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     of the coarse rule (seen for ``rank = 2``: the coarse rule's ``m = 0`` semantic point is not a
     fixed point of the fine rules, which drift to the mixed branch; docs/variants.md)."""
     if not settings.refine_order:
-        return solve_point(spec, alpha, branch, settings)
-    coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True)
+        return solve_point(spec, alpha, branch, settings, thorough=True)
+    coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
     point = refine_point(spec, coarse, settings, tol=settings.tol)
     if not point.diagnostics.get("refined", {}).get("applied"):
         point = coarse = _final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
