@@ -213,3 +213,18 @@ def test_phase_lines_label_the_semantic_side(rank, label):
                        params={"rank": rank, "variant": "tied"})
     texts = [t.get_text() for t in plot_phase_lines(lines).axes[0].texts]
     assert label in texts and "positional" in texts
+
+
+def test_null_alpha_c_always_comes_with_a_reason():
+    """A grid without a crossing gives alpha_c = None with the note saying so, also when another
+    note (here: the mixed branch is the semantic side at rank 2) came first; before, any earlier
+    note suppressed it."""
+    from attnphase import ModelSpec
+    from attnphase.theory import SolverSettings
+    from attnphase.theory.phases import find_transition
+
+    s = SolverSettings(order=7, tol=1e-6, noise_tol=1e-4, n_replicas=1, warmup_order=None)
+    tr = find_transition(ModelSpec(omega=0.3, rank=2), alphas=[1.6, 1.8], settings=s)
+    assert tr.alpha_c is None
+    assert any("mixed" in n for n in tr.notes)
+    assert "no crossing of the training errors on the alpha grid" in tr.notes

@@ -998,6 +998,7 @@ def find_transition(
         return k
 
     alpha_c = None
+    n_notes = len(notes)  # (notes on alpha_c added below)
     diff = [(s.train_loss - p.train_loss) if (s.exists and p.exists) else None for s, p in zip(sem, pos, strict=True)]
     for k in range(len(grid) - 1):
         if diff[k] is not None and diff[k + 1] is not None and diff[k] > 0 >= diff[k + 1]:
@@ -1023,7 +1024,9 @@ def find_transition(
 
             alpha_c = _root(dfun, grid[k], grid[k + 1], dlo, dhi, xtol, noise=lambda: hist["alpha_c"][-1][2])
             break
-    if alpha_c is None and not notes:
+    if alpha_c is None and len(notes) == n_notes:
+        # (before, any earlier note, e.g. that the mixed branch is the semantic side at rank 2,
+        # suppressed this one and a null alpha_c came without a reason)
         notes.append("no crossing of the training errors on the alpha grid")
 
     # global minimum test error vs the linear baseline
@@ -1075,6 +1078,10 @@ def find_transition(
                   "alpha_l": _root_error(hist["alpha_l"]) if alpha_l is not None else None}
         notes.append(f"alpha_c and alpha_l from points refined on {settings.refine_replicas} x "
                      f"{settings.method} rules of order {settings.refine_order} (errors: their standard error)")
+        for name, val in (("alpha_c", alpha_c), ("alpha_l", alpha_l)):
+            if val is not None and errors[name] is None:
+                notes.append(f"no error estimate for {name}: fewer than two points near it refined "
+                             "(see the branches' diagnostics)")
     grid_data = {
         "alpha": grid.tolist(),
         "semantic_train": [p.train_loss if p.exists else None for p in sem],
