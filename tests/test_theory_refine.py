@@ -137,10 +137,11 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
             assert info["errors"][name] == pytest.approx(se[i], rel=0.1), name
 
 
-def _rotated(op, t):
+def _rotated(op, t, blocks=1):
+    """``op`` with the fields rotated by ``I_blocks (x) U(t)`` (2 x 2 rotation per block)."""
     from attnphase.theory.saddle import OrderParams
 
-    R = np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+    R = np.kron(np.eye(blocks), np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]))
     return OrderParams(R.T @ op.q @ R, op.m @ R, R.T @ op.V @ R, R.T @ op.theta)
 
 
@@ -194,13 +195,6 @@ def test_rank_two_rule_makes_the_map_reflection_equivariant():
 
 
 
-def _rotated_blocks(op, t, blocks):
-    from attnphase.theory.saddle import OrderParams
-
-    R = np.kron(np.eye(blocks), np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]))
-    return OrderParams(R.T @ op.q @ R, op.m @ R, R.T @ op.V @ R, R.T @ op.theta)
-
-
 @pytest.mark.parametrize("kind", ["positional", "semantic", "mixed", "trivial"])
 def test_untied_rank_two_gauge_rotates_query_and_key_together(kind):
     """Untied keys/queries of rank 2: Q -> Q U, K -> K U (I_2 (x) U on the fields) is the
@@ -228,11 +222,11 @@ def test_untied_rank_two_gauge_rotates_query_and_key_together(kind):
         m[:, 3 if kind == "mixed" else 2] = [0.2, -0.2]
     if kind in ("semantic", "mixed"):
         theta[[0, 2], 0] = [0.25, 0.2]
-    op = _rotated_blocks(OrderParams(q, m, V, theta), 0.7, 2)
+    op = _rotated(OrderParams(q, m, V, theta), 0.7, 2)
     sd = _make_saddle(ModelSpec(omega=0.3, rank=2, variant="untied"), 1.0, SolverSettings(order=4))
     g = sd.gauge_fix(op)
     for t in (0.3, 2.0, -1.1):
-        assert np.allclose(sd.gauge_fix(_rotated_blocks(op, t, 2)).to_vector(), g.to_vector(), atol=1e-12)
+        assert np.allclose(sd.gauge_fix(_rotated(op, t, 2)).to_vector(), g.to_vector(), atol=1e-12)
     assert np.allclose(sd.gauge_fix(g).to_vector(), g.to_vector(), atol=1e-12)
     for a, b in ((g.q, q), (g.V, V), (g.theta @ g.theta.T, theta @ theta.T)):
         assert np.allclose(np.linalg.eigvalsh(a), np.linalg.eigvalsh(b), atol=1e-12)

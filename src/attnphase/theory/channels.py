@@ -429,8 +429,8 @@ def default_starts(w: np.ndarray, V: np.ndarray, spread: tuple[float, ...] = (1.
     parameter sets (lambda 1e-3..0.1, sigma 0.5/1, omega 0..0.7, alpha 0.5/2, L = 2/3, rank
     1/2, tied/untied/causal, max V 1.3..228; 4096 nodes each) the radii (1.5,) and (1.0,) found
     the global minimum at every node that (1.0, 2.5, 4.0) found, and the previous default
-    (1.0, 2.5) cost 1.6-1.7x as much (session 5; ``test_one_radius_finds_the_global_minimum``). The loss is even in ``h`` (bilinear
-    scores), so minima come in near-mirror pairs when ``V`` is large; ``-w`` finds the mirror of
+    (1.0, 2.5) cost 1.6-1.7x as much (session 5; ``test_one_radius_finds_the_global_minimum``).
+    The loss is even in ``h`` (bilinear scores), so minima come in near-mirror pairs when ``V`` is large; ``-w`` finds the mirror of
     the minimum reached from ``w`` (without it the full set missed the second minimum of some
     nodes near the switching surface that the warm-start set, which contains ``-h``, found).
     """

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.theory.channels import AttentionMap
 from attnphase.theory.fixed_point import (
     FixedPointResult,
     SolverSettings,
@@ -45,8 +46,6 @@ def branches_for(spec: ModelSpec) -> tuple[str, ...]:
 
 
 def _has_mixed(spec: ModelSpec) -> bool:
-    from attnphase.theory.channels import AttentionMap
-
     return AttentionMap.from_spec(spec).rotation_invariant
 
 
@@ -66,8 +65,6 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     if branch == MIXED and F >= 2:
         # each block of fields (tied: Q; untied: Q and K): axis 0 semantic, the query's axis 1
         # positional (field index block * r + axis)
-        from attnphase.theory.channels import AttentionMap
-
         r = AttentionMap.from_spec(spec).rank
         m = np.zeros((L, F))
         m[:, 1] = 0.2 * G[:, 0]
@@ -150,8 +147,6 @@ class BranchPoint:
 
 def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: int | None = None,
                  seed: int | None = None) -> Saddle:
-    from attnphase.theory.channels import AttentionMap
-
     amap = AttentionMap.from_spec(spec)
     F = amap.field_dim
     dim = spec.L * (F + spec.teacher_rank)
@@ -281,9 +276,10 @@ RAMP_STEPS = 4
 
 def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) -> BranchPoint | None:
     """The branch continued from ``RAMP_FROM`` up to ``alpha`` (``RAMP_STEPS`` points), for a
-    direct start that did not converge: the starts of THEORY.md 2.1 were tuned for ``L = 2``,
-    ``r = 1``; at ``L = 3`` or ``r = 2``, ``alpha = 1.5`` the trivial start left the valid domain
-    while the branch is reached by continuation. ``None`` if the continuation does not arrive."""
+    direct start that did not converge (or, in a single solve, converged to another branch): the
+    starts of THEORY.md 2.1 were tuned for ``L = 2``, ``r = 1``; at ``L = 3`` or ``r = 2``,
+    ``alpha = 1.5`` the trivial start left the valid domain while the branch is reached by
+    continuation. ``None`` if the continuation does not arrive."""
     grid = np.linspace(RAMP_FROM, alpha, RAMP_STEPS + 1)
     last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True)
     for a in grid[1:]:
