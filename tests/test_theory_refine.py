@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -351,3 +353,51 @@ def test_single_solve_continues_a_branch_its_start_missed():
     p = solve_point(spec, 1.0, "positional", s, error_estimate=False, thorough=True)
     assert p.exists and p.m > 0.01
     assert "trivial" in p.diagnostics["direct_start"]
+
+
+def _refined(branch: str, theta: float, m: float, est: dict | None, left_to: str | None = None):
+    from attnphase.theory.phases import BranchPoint
+
+    info = {"applied": left_to is None, "nodes": 16384, "replicas": 4,
+            **({"left_to": left_to, "reason": "the refined point left the branch"} if left_to else {})}
+    diag = {"refined": info, **({"error_estimate": est} if est is not None else {})}
+    return BranchPoint(branch, 0.7, True, "ok", q=0.2, m=m, theta=theta, diagnostics=diag)
+
+
+def test_a_branch_not_resolved_on_the_fine_rules_is_absent():
+    """A refined point exists only if its refinement stays on the branch and the overlap that
+    defines the branch is resolved from zero (RESOLVE_SE standard errors over the fine rules)."""
+    from attnphase.theory.phases import RESOLVE_SE, fine_absence, mark_unresolved
+
+    ok = _refined("semantic", 0.2, 0.0, {"theta_user": 0.9 / RESOLVE_SE, "m_user": 0.0, "q_user": 1e-3})
+    assert fine_absence(ok) is None and mark_unresolved(ok) is ok
+    vague = _refined("semantic", 0.05, 0.0, {"theta_user": 1.1 / RESOLVE_SE, "m_user": 0.0, "q_user": 1e-3})
+    out = mark_unresolved(vague)
+    assert not out.exists and "theta = 0.05 is not resolved from zero" in out.reason
+    assert out.theta == 0.05  # (the values are kept)
+    left = mark_unresolved(_refined("semantic", 0.04, 0.0, None, left_to="trivial"))
+    assert not left.exists and "converges to the trivial branch" in left.reason
+    # positional: m decides; theta = 0 by symmetry does not make it absent
+    pos = _refined("positional", 0.0, 0.25, {"theta_user": 0.0, "m_user": 2e-3, "q_user": 1e-3})
+    assert mark_unresolved(pos).exists
+    assert not mark_unresolved(_refined("positional", 0.0, 0.01, {"m_user": 0.5})).exists
+    # not refined (or a refinement that failed to converge): nothing to say
+    plain = replace(ok, diagnostics={})
+    assert fine_absence(plain) is None
+
+
+def test_coarse_tail_below_the_semantic_spinodal_is_not_a_branch():
+    """Followed below its spinodal on the transition's coarse rule (2^8 x 4), the semantic branch
+    continues to small-theta points (theta 0.038 at alpha 0.6, omega 0.3; measured) that are not
+    fixed points of finer rules: a single solve with refinement reports the branch absent, and
+    keeps it at alpha 1 where it is resolved."""
+    from attnphase.theory.fixed_point import FAST
+    from attnphase.theory.phases import solve_refined
+
+    spec = ModelSpec(omega=0.3)
+    s = SolverSettings(**{**FAST, "tol": 1e-6})
+    coarse = solve_point(spec, 0.6, "semantic", s, error_estimate=False, thorough=True)
+    assert coarse.exists and 0 < abs(coarse.theta) < 0.1  # the artefact of the coarse rule
+    p = solve_refined(spec, 0.6, "semantic", s)
+    assert not p.exists and "no semantic fixed point on the fine rules" in p.reason
+    assert solve_refined(spec, 1.0, "semantic", s).exists

@@ -454,7 +454,8 @@ def _test_error_spread(sd: Saddle, op: OrderParams, X: np.ndarray) -> np.ndarray
     return np.array([sd.test_error(OrderParams.from_vector(v, L, F, rs), order=order) - base for v in X])
 
 
-def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None) -> BranchPoint:
+def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None,
+                 max_evals: int | None = None, retry: bool = True) -> BranchPoint:
     """Carry a fixed point of the solver's (coarse) rule to finer rules (multi-fidelity solve).
 
     The fine rule is the union of ``settings.refine_replicas`` independent scrambles of
@@ -473,6 +474,10 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     With ``tol`` (e.g. ``settings.tol`` for a single solve) the fine solve runs to that relative
     change instead, confirmed with the full multi-start set (a residual below ``noise_tol`` is
     accepted as the rule's noise floor, as in :func:`solve_fixed_point`).
+
+    ``max_evals``: fine data steps per quasi-Newton stage (default ``REFINE_MAX_EVALS``; the
+    spinodal probes of :func:`find_transition` give less, and no ``retry`` with a
+    forward-difference Jacobian).
 
     Standard errors over the fine scrambles are in ``diagnostics["refined"]["errors"]``
     (absolute for ``train_loss`` and ``test_error``, relative for the order parameters) and, as
@@ -505,22 +510,23 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     exact = tol is not None
     qs = replace(settings, tol=tol, noise_tol=max(settings.noise_tol, tol)) if exact else \
         replace(settings, tol=REFINE_TOL, noise_tol=max(settings.noise_tol, REFINE_TOL))
-    qn = _quasi_newton(union, x0, qs, J0=point.jacobian, max_evals=2 * REFINE_MAX_EVALS if exact else REFINE_MAX_EVALS,
+    budget = max_evals or REFINE_MAX_EVALS
+    qn = _quasi_newton(union, x0, qs, J0=point.jacobian, max_evals=2 * budget if exact else budget,
                        confirm_full=exact)
     at_floor = qn is not None and exact and qn.resid < settings.noise_tol
-    if qn is not None and not qn.ok and point.jacobian is not None and not at_floor:
+    if retry and qn is not None and not qn.ok and point.jacobian is not None and not at_floor:
         # the coarse Jacobian can point the wrong way on the fine map (seen at small omega):
         # once more with forward differences on the fine rule (warm-started from that attempt's
         # full multi-start evaluation where it was made at x0: one full evaluation less)
         qn = _quasi_newton(union, x0, qs, J0=None, warm=_warm_at(qn, x0),
-                           max_evals=qn.evals + REFINE_MAX_EVALS, confirm_full=exact)
+                           max_evals=qn.evals + budget, confirm_full=exact)
     if qn is not None and not qn.ok and exact and settings.noise_tol > tol:
         # tol below the fine map's noise floor (as in solve_fixed_point): a second stage from
         # where the first stopped, to noise_tol, with its Broyden Jacobian
         # (the first stage stalling below noise_tol goes straight here: seen on the rank-2 mixed
         # branch, where a retry from x0 with forward differences cost ~9 s for nothing)
         qn2 = _quasi_newton(union, qn.x, replace(qs, tol=settings.noise_tol), J0=qn.J, warm=_warm_at(qn, qn.x),
-                            max_evals=2 * REFINE_MAX_EVALS, confirm_full=True)
+                            max_evals=2 * budget, confirm_full=True)
         if qn2 is not None and qn2.ok:
             qn = replace(qn2, evals=qn.evals + qn2.evals,
                          message=f"converged to the rule's noise floor: relative change {qn2.rel:.1e} "
@@ -535,9 +541,11 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     info["evaluations"] = qn.evals
     info["solver_reason"] = qn.message
     info["residual"] = qn.rel
-    if classify(op, float(np.sqrt(sd.s2)), _has_mixed(spec)) != point.branch:
+    landed = classify(op, float(np.sqrt(sd.s2)), _has_mixed(spec))
+    if landed != point.branch:
         info["applied"] = False
         info["reason"] = "the refined point left the branch"
+        info["left_to"] = landed  # (see left_branch: the coarse point may be an artefact of its rule)
         return replace(point, diagnostics={**point.diagnostics, "refined": info})
     # each fine rule at x (warm-started from the union's minima at x0)
     starts = _warm_starts(qn.ds)
@@ -581,6 +589,58 @@ def _warm_at(qn: Any, x: np.ndarray) -> DataStep | None:
     return qn.ds if qn.full_at is not None and np.array_equal(qn.full_at, x) else None
 
 
+def left_branch(point: BranchPoint) -> str | None:
+    """The branch that :func:`refine_point` converged to when it left ``point``'s branch
+    (``None`` if it did not leave it or was not run)."""
+    return point.diagnostics.get("refined", {}).get("left_to")
+
+
+#: a branch exists on the fine rules only if the overlap that defines it exceeds this many
+#: standard errors over the fine rules (about the two-sided 95 % t quantile for 4 rules)
+RESOLVE_SE = 3.0
+
+
+def fine_absence(point: BranchPoint) -> str | None:
+    """Why a coarse fixed point is not a fixed point of the branch on the finer rules (``None``
+    if it is, or if it was not refined).
+
+    Either its refinement converged to another branch, or the overlap that defines the branch
+    (``theta`` semantic, ``m`` positional, both mixed) is within ``RESOLVE_SE`` standard errors
+    of zero over the fine rules. Measured at ``omega = 0.3``: followed downward on the 2^8 x 4
+    rule of the transition, the semantic branch does not end but continues to small-``theta``
+    points (``theta = 0.038`` at ``alpha = 0.6``, ``-0.016`` at 0.4; relative errors ~1) whose
+    refinements go to the trivial branch, and the transition reported that tail's end (0.33) as
+    the spinodal; on 2^14 x 4 nodes the branch drops from ``theta = 0.23`` (0.8) to 0.10 (0.75)
+    and 0.018 (0.72), and the small-``theta`` tail ends at 0.69.
+    """
+    to = left_branch(point)
+    if to is not None:
+        n = point.diagnostics["refined"].get("nodes")
+        return f"refined on {n} nodes, the fixed point converges to the {to} branch"
+    if not point.diagnostics.get("refined", {}).get("applied"):
+        return None
+    est = point.diagnostics.get("error_estimate") or {}
+    for key in {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}.get(point.branch, ()):
+        err = est.get(f"{key}_user")
+        if err is not None and err * RESOLVE_SE > 1:
+            n = point.diagnostics["refined"].get("replicas")
+            return (f"{key} = {getattr(point, key):.3g} is not resolved from zero on the fine rules "
+                    f"(relative standard error {err:.2g} over {n} rules)")
+    return None
+
+
+def mark_unresolved(point: BranchPoint) -> BranchPoint:
+    """``point`` marked absent (values kept) where :func:`fine_absence` gives a reason."""
+    if not getattr(point, "exists", False) or not hasattr(point, "diagnostics"):
+        return point  # (absent already, or a stand-in without diagnostics)
+    why = fine_absence(point)
+    if why is None:
+        return point
+    return replace(point, exists=False, reason=f"no {point.branch} fixed point on the fine rules: {why} "
+                   f"(the point found on the coarse rule, theta {point.theta:.3g}, m {point.m:.3g}, is an artefact of "
+                   "that rule)")
+
+
 def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) -> BranchPoint:
     """One branch at one ``alpha`` by the multi-fidelity path: the fixed point on the solver's
     (coarse) rule, then :func:`refine_point` to ``settings.tol`` on the fine rules, whose standard
@@ -592,6 +652,8 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
         return solve_point(spec, alpha, branch, settings, thorough=True)
     coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
     point = refine_point(spec, coarse, settings, tol=settings.tol)
+    if fine_absence(point):
+        return mark_unresolved(point)
     if not point.diagnostics.get("refined", {}).get("applied"):
         point = coarse = _final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
         if coarse.exists and settings.n_replicas > 1:
@@ -855,9 +917,13 @@ def _root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, 
 GLOBAL_MARGIN = 0.05
 #: iteration budget of a spinodal probe (a solve that decides whether a branch exists at one alpha)
 SPINODAL_PROBE_ITER = 60
-#: bisection tolerance of the spinodals (they come from the coarse rule, which moves them by
-#: 0.1-0.3 between scrambles, so locating them more tightly buys nothing)
-SPINODAL_XTOL = 0.02
+#: bisection tolerance of the spinodals: two probes on the default grid (spacing 0.2), i.e. the
+#: spinodal to +- 0.025. A probe is solved on the coarse rule and, with refinement, counts only if
+#: its refined point stays on the branch (fine_absence), which costs 2-3 s per probe near a
+#: spinodal; the spinodal itself moves by a few hundredths between fine rules
+SPINODAL_XTOL = 0.06
+#: fine data steps of a spinodal probe's refinement (a refinement near the spinodal took 16)
+PROBE_REFINE_EVALS = 8
 
 
 def _refined_se(p: BranchPoint, key: str) -> float | None:
@@ -913,8 +979,6 @@ def find_transition(
     notes: list[str] = [] if sem_name == "semantic" else ["rank >= 2: the semantic side is the mixed branch"]
     spin: dict[str, float | None] = {"semantic": None, "positional": None}
 
-    solved = {sem_name: [p for p in sem if p.exists], "positional": [p for p in pos if p.exists]}
-
     # a spinodal probe that has not converged within this budget counts as "branch absent" (near
     # a spinodal the map's Jacobian becomes singular and a failing solve would otherwise run
     # the full max_iter)
@@ -930,31 +994,8 @@ def find_transition(
             solved[branch].append(pt)
         return pt
 
-    # spinodal of the semantic branch: lowest alpha where it exists
-    sem_ok = [p.exists for p in sem]
-    if any(sem_ok) and not all(sem_ok):
-        i = next((k for k in range(len(grid)) if sem_ok[k] and all(sem_ok[k:])), None)
-        if i is None:
-            notes.append(f"the {sem_name} branch is not found at the grid end (alpha = {grid[-1]:g})")
-        elif i > 0:
-            anchor = sem[i]
-            spin["semantic"] = _bisect(
-                lambda a: 1.0 if solve_at(a, sem_name, anchor, probe).exists else None,
-                grid[i], grid[i - 1], 1.0, SPINODAL_XTOL,
-            )
-    pos_ok = [p.exists for p in pos]
-    if any(pos_ok) and not all(pos_ok):
-        j = max(k for k in range(len(grid)) if pos_ok[k] and all(pos_ok[: k + 1]))
-        if j < len(grid) - 1:
-            anchor = pos[j]
-            spin["positional"] = _bisect(
-                lambda a: 1.0 if solve_at(a, "positional", anchor, probe).exists else None,
-                grid[j], grid[j + 1], 1.0, SPINODAL_XTOL,
-            )
-    # alpha_c and alpha_l: bracketed on the grid, then located by regula falsi. With
-    # ``settings.refine_order`` the points that decide them are refined (refine_point): the
-    # training errors re-evaluated variationally on finer rules, so the shallow crossing of the
-    # two training errors is located to the fine rules' accuracy, not the coarse one's.
+    # With ``settings.refine_order`` the points that decide alpha_c, alpha_l and the spinodals are
+    # refined (refine_point).
     refined: dict[tuple[str, float], BranchPoint] = {}
 
     def fine(p: BranchPoint) -> BranchPoint:
@@ -965,6 +1006,58 @@ def find_transition(
             refined[key] = refine_point(spec, p, settings)
         return refined[key]
 
+    def on_fine(p: BranchPoint) -> bool:
+        """The branch exists at ``p`` on the fine rules too (see :func:`fine_absence`)."""
+        return p.exists and fine_absence(fine(p)) is None
+
+    def probe_exists(a: float, branch: str, anchor: BranchPoint) -> float | None:
+        # (as a coarse probe that has not converged in its budget, a probe whose refinement has
+        # not converged in PROBE_REFINE_EVALS counts as "branch absent")
+        pt = solve_at(a, branch, anchor, probe)
+        if not pt.exists or not settings.refine_order:
+            return 1.0 if pt.exists else None
+        r = refine_point(spec, pt, settings, max_evals=PROBE_REFINE_EVALS, retry=False)
+        if r.diagnostics.get("refined", {}).get("applied") and fine_absence(r) is None:
+            return 1.0
+        solved[branch] = [q for q in solved[branch] if q is not pt]  # (no warm start from it)
+        return None
+
+    # the inner ends of the followed branches, checked on the fine rules: the coarse rule can
+    # continue a branch past its spinodal (fine_absence)
+    lo = next((k for k in range(len(grid)) if all(p.exists for p in sem[k:])), len(grid))
+    while lo < len(grid) and not on_fine(sem[lo]):
+        sem[lo] = mark_unresolved(fine(sem[lo]))
+        lo += 1
+    hi = max((k for k in range(len(grid)) if all(p.exists for p in pos[: k + 1])), default=-1)
+    while hi >= 0 and not on_fine(pos[hi]):
+        pos[hi] = mark_unresolved(fine(pos[hi]))
+        hi -= 1
+    solved = {sem_name: [p for p in sem if p.exists], "positional": [p for p in pos if p.exists]}
+
+    # spinodal of the semantic branch: lowest alpha where it exists
+    sem_ok = [p.exists for p in sem]
+    if any(sem_ok) and not all(sem_ok):
+        i = next((k for k in range(len(grid)) if sem_ok[k] and all(sem_ok[k:])), None)
+        if i is None:
+            notes.append(f"the {sem_name} branch is not found at the grid end (alpha = {grid[-1]:g})")
+        elif i > 0:
+            anchor = sem[i]
+            spin["semantic"] = _bisect(
+                lambda a: probe_exists(a, sem_name, anchor),
+                grid[i], grid[i - 1], 1.0, SPINODAL_XTOL,
+            )
+    pos_ok = [p.exists for p in pos]
+    if any(pos_ok) and not all(pos_ok):
+        j = max(k for k in range(len(grid)) if pos_ok[k] and all(pos_ok[: k + 1]))
+        if j < len(grid) - 1:
+            anchor = pos[j]
+            spin["positional"] = _bisect(
+                lambda a: probe_exists(a, "positional", anchor),
+                grid[j], grid[j + 1], 1.0, SPINODAL_XTOL,
+            )
+    # alpha_c and alpha_l: bracketed on the grid, then located by regula falsi on refined points
+    # (the training errors re-evaluated variationally on finer rules, so the shallow crossing of
+    # the two training errors is located to the fine rules' accuracy, not the coarse one's).
     hist: dict[str, list[tuple[float, float, float | None]]] = {"alpha_c": [], "alpha_l": []}
 
     def train_diff(s: BranchPoint, p: BranchPoint) -> float | None:
