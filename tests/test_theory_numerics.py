@@ -132,6 +132,45 @@ def test_qmc_rule_is_symmetric_and_normalised():
     np.testing.assert_allclose(r.x.mean(axis=0), 0.0, atol=1e-14)  # antithetic orbit
 
 
+@pytest.mark.parametrize("copies", ["eta", "xi", "none"])
+def test_qmc_rule_with_fewer_copies(copies):
+    """Same node count; closed under the named flip only (one net of 4x the points for none)."""
+    r = sobol_gaussian(4, 6, n_xi=2, seed=3, copies=copies)
+    assert r.size == 4 * 64 and r.copies == copies
+    np.testing.assert_allclose(r.w.sum(), 1.0)
+    flipped = r.x * (np.array([1, 1, -1, -1]) if copies == "eta" else np.array([-1, -1, 1, 1]))
+    closed = {tuple(v) for v in np.round(r.x, 12)} == {tuple(v) for v in np.round(flipped, 12)}
+    assert closed == (copies != "none")
+    with pytest.raises(ValueError):
+        sobol_gaussian(4, 6, n_xi=2, axes=2, copies=copies)
+    with pytest.raises(ValueError):
+        sobol_gaussian(4, 6, n_xi=2, copies="some")
+
+
+def test_rules_with_fewer_copies_keep_the_branch_symmetries():
+    """A rule without all sign copies: the symmetry zeros (theta_hat at theta = 0, m_hat at
+    m = 0) are imposed exactly; with the eta copies theta_hat stays exactly odd in theta (m = 0),
+    with the xi copies m_hat exactly odd in m (theta = 0), so a refinement approaching the
+    trivial branch still finds it at exactly zero overlap."""
+    spec = ModelSpec(omega=0.3)
+    sem = OrderParams(np.array([[0.07]]), np.zeros((2, 1)), np.array([[19.6]]), np.array([[0.05]]))
+    pos = OrderParams(np.array([[0.04]]), np.array([[0.2], [-0.2]]), np.array([[14.6]]), np.zeros((1, 1)))
+    plain = Saddle(spec, 1.0, sobol_gaussian(4, 8, n_xi=2, seed=1, copies="none"))
+    assert np.all(plain.data_step(pos).hats.theta_hat == 0.0)
+    assert np.all(plain.data_step(sem).hats.m_hat == 0.0)
+    eta = Saddle(spec, 1.0, sobol_gaussian(4, 8, n_xi=2, seed=1, copies="eta"))
+    up, down = eta.data_step(sem).hats, eta.data_step(sem.replace(theta=-sem.theta)).hats
+    np.testing.assert_allclose(down.theta_hat, -up.theta_hat, rtol=1e-9)
+    np.testing.assert_allclose(down.q_hat, up.q_hat, rtol=1e-9)
+    xi = Saddle(spec, 1.0, sobol_gaussian(4, 8, n_xi=2, seed=1, copies="xi"))
+    up, down = xi.data_step(pos).hats, xi.data_step(pos.replace(m=-pos.m)).hats
+    np.testing.assert_allclose(down.m_hat, -up.m_hat, rtol=1e-9)
+    np.testing.assert_allclose(down.V_hat, up.V_hat, rtol=1e-9)
+    # without the copy the oddness holds only up to the rule's noise
+    up, down = plain.data_step(sem).hats, plain.data_step(sem.replace(theta=-sem.theta)).hats
+    assert abs(down.theta_hat[0, 0] + up.theta_hat[0, 0]) > 1e-6 * abs(up.theta_hat[0, 0])
+
+
 def pointwise_V_hat(sd: Saddle, ds, op: OrderParams) -> float:
     """alpha E[-sum_l d g_l / d w_l] with d g/d w = V^{-1}((V^{-1} + H)^{-1} V^{-1} - I) (r = 1, L = 2)."""
     H = loss_hessian_batch(ds.prox.h, ds.T, sd.spec.C_array, sd.amap)

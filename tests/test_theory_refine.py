@@ -10,7 +10,7 @@ import pytest
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings, solve_point
 from attnphase.theory.fixed_point import solve_fixed_point
-from attnphase.theory.phases import _make_saddle, _root, refine_point
+from attnphase.theory.phases import FINE_COPIES, _make_saddle, _root, refine_point
 from attnphase.theory.quadrature import Rule
 from attnphase.theory.saddle import Saddle
 
@@ -18,12 +18,13 @@ COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, nois
                         refine_order=8, refine_replicas=2)
 
 
-def _union_saddle(spec: ModelSpec, alpha: float, s: SolverSettings) -> Saddle:
+def _union_saddle(spec: ModelSpec, alpha: float, s: SolverSettings, branch: str) -> Saddle:
     """The fine rule of refine_point built independently: the union of its scrambles."""
-    rules = [_make_saddle(spec, alpha, s, order=s.refine_order, seed=s.seed + 104729 * (k + 1)).rule
+    rules = [_make_saddle(spec, alpha, s, order=s.refine_order, seed=s.seed + 104729 * (k + 1),
+                          copies=FINE_COPIES.get(branch, "signs")).rule
              for k in range(s.refine_replicas)]
     x = np.concatenate([r.x for r in rules])
-    return Saddle(spec, alpha, Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", s.refine_order))
+    return Saddle(spec, alpha, Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", s.refine_order, copies=rules[0].copies))
 
 
 @pytest.mark.parametrize("branch", ["semantic", "positional"])
@@ -39,7 +40,7 @@ def test_refined_point_is_the_fine_rule_fixed_point(branch):
     info = ref.diagnostics["refined"]
     assert info["applied"], info
     assert info["nodes"] == 2 * 4 * 2**8
-    sd = _union_saddle(spec, alpha, COARSE)
+    sd = _union_saddle(spec, alpha, COARSE, branch)
     exact = solve_fixed_point(sd, coarse.op, SolverSettings(tol=1e-8, noise_tol=1e-6))
     assert exact.converged
     x, xr, xc = exact.op.to_vector(), ref.op.to_vector(), coarse.op.to_vector()
@@ -127,7 +128,7 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
     assert all(st.startswith("converged") for st in info["rule_solves"])
     xs = []
     for k in range(3):
-        sd = _make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1))
+        sd = _make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1), copies=FINE_COPIES["semantic"])
         res = solve_fixed_point(sd, ref.op, SolverSettings(tol=1e-8, noise_tol=1e-6))
         assert res.converged
         xs.append(res.op.to_vector())

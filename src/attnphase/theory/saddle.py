@@ -250,6 +250,14 @@ class Saddle:
         q_hat = a * (np.einsum("n,nla,nlb->ab", wt1, g1, g1) + np.einsum("n,nla,nlb->ab", wt2, g2, g2))
         Ris = sym_sqrt(R, inverse=True)
         th_hat = a * E("n,nla,nlb->ab", self.eta) @ Ris
+        if self.rule.copies != "signs":
+            # the symmetry zeros a sign-closed rule gives exactly: with theta = 0 the integrand of
+            # theta_hat is odd under eta -> -eta (T(h*) is even in h*); with m = 0 that of m_hat
+            # is odd under (xi, eta) -> -(xi, eta) (the loss is even in h, T in h*)
+            if not np.any(op.theta):
+                th_hat = np.zeros_like(th_hat)
+            if not np.any(op.m):
+                m_hat = np.zeros_like(m_hat)
         V_hat = -a * E("n,nla,nlb->ab", self.xi) @ qis + th_hat @ op.theta.T @ qinv
         V_hat = 0.5 * (V_hat + V_hat.T)
         mean_M = float(self.rule.w @ prox.value)
