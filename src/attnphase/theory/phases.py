@@ -469,7 +469,8 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     """Carry a fixed point of the solver's (coarse) rule to finer rules (multi-fidelity solve).
 
     The fine rule is the union of ``settings.refine_replicas`` independent scrambles of
-    ``2^refine_order`` base points (4x symmetrised). From the coarse fixed point ``x0`` a
+    ``4 * 2^refine_order`` points (with the sign copies of ``FINE_COPIES``). From the coarse
+    fixed point ``x0`` a
     quasi-Newton solve on the fine rule (Jacobian inherited from the coarse solve, Broyden
     updates) runs to ``REFINE_TOL``: its first data step uses the full multi-start set, the
     others are warm-started from those minima, so it costs about two full fine data steps.
