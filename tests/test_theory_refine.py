@@ -98,6 +98,10 @@ def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monk
     assert p.exists and not p.diagnostics["refined"]["applied"]
     assert "did not converge" in p.diagnostics["refined"]["reason"]
     assert p.diagnostics["error_estimate"]["method"].startswith("linear response")
+    # where the fine solve stopped, in user units (here one evaluation from the coarse point)
+    stop = p.diagnostics["refined"]["stopped_at"]
+    assert stop["theta"] == 0.0 and stop["m"] == pytest.approx(p.m, rel=0.05)
+    assert f"stopped at m {stop['m']:.3g}" in p.diagnostics["refined"]["reason"]
     assert p.diagnostics["quadrature"]["nodes"] == 4 * 2**7
 
 

@@ -550,6 +550,10 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     if qn is None or not qn.ok:
         info["applied"] = False
         info["reason"] = "refinement did not converge: " + ("invalid start" if qn is None else qn.message)
+        if qn is not None:  # where it stopped (user units): e.g. on the way to another branch
+            q_u, m_u, th_u = sd.user_scalars(OrderParams.from_vector(qn.x, L, F, rs))
+            info["stopped_at"] = {"q": float(q_u), "m": float(m_u), "theta": float(th_u)}
+            info["reason"] += f" (stopped at m {m_u:.3g}, theta {th_u:.3g})"
         return replace(point, diagnostics={**point.diagnostics, "refined": info})
     x = qn.x
     op = OrderParams.from_vector(x, L, F, rs)
