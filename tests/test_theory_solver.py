@@ -114,8 +114,9 @@ def test_sanity_anchor_reference_case():
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33 and tr.errors["alpha_c"] < 0.02
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55 and tr.errors["alpha_l"] < 0.02
     # semantic spinodal (session 6): on 2^14 x 4 nodes the branch drops from theta 0.23 (alpha 0.8)
-    # to 0.10 (0.75) and 0.018 (0.72); the preset gives 0.725-0.775 over three scrambles. Before its probes were checked on
-    # the fine rules it reported 0.33, the end of a small-theta tail of the coarse rule
+    # to 0.10 (0.75) and 0.018 (0.72); the preset gives 0.725-0.775 over three scrambles. Before
+    # its probes were checked on the fine rules it reported 0.33, the end of a small-theta tail of
+    # the coarse rule
     assert tr.spinodals["semantic"] is not None and 0.68 <= tr.spinodals["semantic"] <= 0.85
 
 
