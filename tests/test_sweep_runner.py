@@ -70,6 +70,26 @@ def test_rerun_computes_nothing_and_leaves_rows_alone(tmp_path):
     assert (rep.skipped, rep.computed) == (8, 2)
 
 
+def test_recompute_replaces_every_stored_point(tmp_path):
+    """``recompute`` (after a solver change: points are keyed by parameters only) computes every
+    point again and replaces its row (new start time), without duplicating rows or touching
+    points outside the grid."""
+    s = tmp_path / "s.sqlite"
+    run_sweep(SWEEP, s, workers=1, progress="none")
+    other = sweep_from_args("selftest", ["x=9", "seed=0", "y=0.5"])
+    run_sweep(other, s, workers=1, progress="none")
+    before = _rows(s)
+    time.sleep(1.1)  # (start times have one-second resolution or finer)
+    rep = run_sweep(SWEEP, s, workers=1, progress="none", recompute=True)
+    assert (rep.skipped, rep.computed, rep.ok) == (0, 8, 8)
+    after = _rows(s)
+    assert set(after) == set(before) and len(after) == 9
+    started = COLUMNS.index("started_at")
+    changed = {k for k in after if after[k][started] != before[k][started]}
+    assert changed == {p.key for p in SWEEP.points()}
+    assert _stable(after) == _stable(before)  # (selftest points are deterministic)
+
+
 def test_failing_point_is_recorded_and_sweep_continues(tmp_path):
     s = tmp_path / "s.sqlite"
     sweep = sweep_from_args("selftest", ["x=0,1,2", "fail=false,true"])

@@ -72,6 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--store", type=str, required=True, help="SQLite results store")
     r.add_argument("--retry-errors", action="store_true",
                    help="recompute points stored with an error")
+    r.add_argument("--recompute", action="store_true",
+                   help="recompute every point of the grid, replacing stored results (e.g. after "
+                        "a solver change: points are keyed by their parameters only)")
     r.add_argument("--json", action="store_true", help="print a JSON summary")
     _add_backend_flags(r)
     r.set_defaults(func=cmd_sweep_run)
@@ -139,7 +142,7 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
     sweep = sweep_from_args(kind, args.param, base=base)
     _setup_logging(args.quiet)
     rep = run_sweep(sweep, args.store, workers=args.workers, scheduler=args.scheduler,
-                    retry_errors=args.retry_errors,
+                    retry_errors=args.retry_errors, recompute=args.recompute,
                     progress="none" if args.quiet else args.progress,
                     connect_timeout_s=args.connect_timeout)
     if args.json:

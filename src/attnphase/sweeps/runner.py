@@ -217,6 +217,7 @@ def run_sweep(
     workers: int | None = None,
     scheduler: str | None = None,
     retry_errors: bool = False,
+    recompute: bool = False,
     progress: str = "auto",
     stream: TextIO | None = None,
     connect_timeout_s: float = 5.0,
@@ -226,7 +227,9 @@ def run_sweep(
 
     ``workers``: processes of the local pool (default every core; ``1`` runs in-process);
     ``scheduler``: a Dask scheduler address (then ``workers`` is ignored);
-    ``retry_errors``: recompute points stored with status ``error``.
+    ``retry_errors``: recompute points stored with status ``error``; ``recompute``: recompute
+    every point of the sweep, each stored result replaced only once its new one is committed
+    (after a solver change: the store key is the parameters, not the code revision).
     """
     t0 = time.perf_counter()
     if isinstance(sweep, SweepSpec):
@@ -246,7 +249,7 @@ def run_sweep(
             n = st.delete_errors(keys)
             if n:
                 logger.info("retrying %d points stored with errors", n)
-        stored = st.keys()
+        stored = set() if recompute else st.keys()
         todo = [p for p in points if p.key not in stored]
         nw = default_workers() if workers is None else workers
         if client is not None:
@@ -265,7 +268,7 @@ def run_sweep(
         try:
             for p, out in it:
                 rec = _record(p, out)
-                st.add(rec)
+                st.add(rec, replace=recompute)
                 if rec.status == "ok":
                     ok += 1
                 else:

@@ -158,13 +158,15 @@ class ResultStore:
             args.append(status)
         return {r[0] for r in self._con.execute(q, args)}
 
-    def add(self, rec: PointRecord) -> bool:
-        """Commit one point in its own transaction; ``False`` if its key was already stored."""
+    def add(self, rec: PointRecord, replace: bool = False) -> bool:
+        """Commit one point in its own transaction; ``False`` if its key was already stored
+        (with ``replace`` the stored row is overwritten instead, in the same transaction, so the
+        old result stays until the new one is committed)."""
         con = self._con
         con.execute("BEGIN IMMEDIATE")
         try:
             cur = con.execute(
-                f"INSERT OR IGNORE INTO points ({', '.join(COLUMNS)}) "
+                f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO points ({', '.join(COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(COLUMNS))})",
                 rec.as_tuple(),
             )
