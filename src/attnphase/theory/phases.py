@@ -672,8 +672,9 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
         return solve_point(spec, alpha, branch, settings, thorough=True)
     coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
     point = refine_point(spec, coarse, settings, tol=settings.tol)
-    if fine_absence(point):
-        return mark_unresolved(point)
+    marked = mark_unresolved(point)
+    if marked is not point:  # (the fine rules do not confirm the branch here)
+        return marked
     if not point.diagnostics.get("refined", {}).get("applied"):
         point = coarse = _final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
         if coarse.exists and settings.n_replicas > 1:

@@ -49,26 +49,6 @@ def gauss_hermite(dim: int, order: int) -> Rule:
     return Rule(x, w, "gh", order)
 
 
-def symmetrise(x: np.ndarray, n_xi: int, axes: int = 1) -> np.ndarray:
-    """Orbit of each point under ``eta -> -eta`` and ``(xi, eta) -> -(xi, eta)`` (4 copies).
-
-    The first ``n_xi`` coordinates are the student noises ``xi``, the rest the teacher ``eta``.
-    With ``axes = r >= 2`` (``xi`` of shape ``(L, r)`` per node, tied attention of rank ``r``)
-    also under the reflection of each student axis ``a >= 1`` at every position
-    (``xi_la -> -xi_la``; ``4 * 2^(r-1)`` copies): it makes the discretised map exactly
-    equivariant under the reflections of the canonical gauge (``Saddle.gauge_fix``), so the
-    symmetric branches keep ``q_0a = V_0a = 0`` exactly instead of up to the rule's noise.
-    """
-    flip_eta = x.copy()
-    flip_eta[:, n_xi:] *= -1
-    out = np.concatenate([x, flip_eta, -x, -flip_eta], axis=0)
-    for a in range(1, axes):
-        flip = out.copy()
-        flip[:, a:n_xi:axes] *= -1
-        out = np.concatenate([out, flip], axis=0)
-    return out
-
-
 #: sign flips that make up the nodes of a rule: the flip applied to the base sample for each copy
 COPIES = {"signs": ("eta", "all", "xi"), "eta": ("eta",), "xi": ("xi",), "none": ()}
 
@@ -80,6 +60,24 @@ def _flip(x: np.ndarray, n_xi: int, which: str) -> np.ndarray:
     if which in ("xi", "all"):
         y[:, :n_xi] *= -1
     return y
+
+
+def symmetrise(x: np.ndarray, n_xi: int, axes: int = 1) -> np.ndarray:
+    """Orbit of each point under ``eta -> -eta`` and ``(xi, eta) -> -(xi, eta)`` (4 copies).
+
+    The first ``n_xi`` coordinates are the student noises ``xi``, the rest the teacher ``eta``.
+    With ``axes = r >= 2`` (``xi`` of shape ``(L, r)`` per node, tied attention of rank ``r``)
+    also under the reflection of each student axis ``a >= 1`` at every position
+    (``xi_la -> -xi_la``; ``4 * 2^(r-1)`` copies): it makes the discretised map exactly
+    equivariant under the reflections of the canonical gauge (``Saddle.gauge_fix``), so the
+    symmetric branches keep ``q_0a = V_0a = 0`` exactly instead of up to the rule's noise.
+    """
+    out = np.concatenate([x] + [_flip(x, n_xi, f) for f in COPIES["signs"]], axis=0)
+    for a in range(1, axes):
+        flip = out.copy()
+        flip[:, a:n_xi:axes] *= -1
+        out = np.concatenate([out, flip], axis=0)
+    return out
 
 
 def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs") -> Rule:
