@@ -44,6 +44,17 @@ def test_omega_one_has_no_semantic_global_minimum():
     assert linear_test_error(spec) == pytest.approx(0.0, abs=1e-15)
 
 
+def test_large_alpha_is_reached_by_geometric_continuation():
+    """alpha = 50: the starts of THEORY.md 2.1 (tuned at alpha ~ 1; V falls like 1/alpha) do
+    not converge on the trivial branch, nor did four equal continuation steps from alpha = 0.5;
+    steps of at most a factor 1.5 reach it (it is a fixed point: exactly zero overlaps)."""
+    t = solve_point(ModelSpec(omega=0.3), 50.0, "trivial", FAST)
+    assert t.exists and t.converged, t.reason
+    assert "direct_start" in t.diagnostics  # (the direct start failed; continuation found it)
+    assert t.m == 0.0 and t.theta == 0.0
+    assert t.diagnostics["residual"] < 1e-6
+
+
 def test_non_convergence_is_reported_not_hidden():
     p = solve_point(ModelSpec(), 1.0164, "positional", SolverSettings(order=8, n_replicas=1, max_iter=3,
                                                                        warmup_order=None))
@@ -80,6 +91,9 @@ def test_cli_solve_json_schema(capsys):
         ["solve", "--alpha", "1", "--A", "0.6,0.6;0.5,0.5"],
         ["solve", "--alpha", "abc"],
         ["solve", "--alpha", "1", "--branch", "nope"],
+        ["solve", "--alpha", "1", "--replicas", "0"],
+        ["solve", "--alpha", "1", "--refine-order", "30"],
+        ["solve", "--alpha", "1", "--method", "gh", "--order", "60", "--refine-order", "0"],
         ["transition", "--omega", "x"],
         ["curves", "--alpha", "2:1:0"],
     ],

@@ -44,7 +44,7 @@ def settings_from_args(args: argparse.Namespace):
     )
 
 
-def _progress(label: str):
+def _progress(label: str, unit: str = "points"):
     """Progress lines on stderr (a bar on a terminal, plain lines otherwise)."""
     tty = sys.stderr.isatty()
     t0 = time.perf_counter()
@@ -52,7 +52,7 @@ def _progress(label: str):
     def cb(done: int, total: int) -> None:
         el = time.perf_counter() - t0
         eta = el / done * (total - done) if done else 0.0
-        msg = f"{label}: {done}/{total} points, {el:.0f}s elapsed, ETA {eta:.0f}s"
+        msg = f"{label}: {done}/{total} {unit}, {el:.0f}s elapsed, ETA {eta:.0f}s"
         if tty:
             sys.stderr.write("\r" + msg + ("\n" if done == total else ""))
         else:
@@ -78,7 +78,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     branches = known if args.branch == "all" else (args.branch,)
     # coarse solve refined on the fine rules (their standard error is the error estimate)
-    points = {b: solve_refined(spec, alpha, b, settings) for b in branches}
+    prog = None if args.json or len(branches) == 1 else _progress("solve", "branches")
+    points = {}
+    for i, b in enumerate(branches):
+        points[b] = solve_refined(spec, alpha, b, settings)
+        if prog is not None:
+            prog(i + 1, len(branches))
     existing = {b: p for b, p in points.items() if p.exists}
     glob = min(existing, key=lambda b: existing[b].train_loss) if existing else None
     lin = linear_test_error(spec)

@@ -80,6 +80,13 @@ class SolverSettings:
             raise ValueError("damping must lie in [0, 1)")
         if self.refine_order != 0 and self.refine_order < 2:
             raise ValueError("refine_order must be 0 (off) or >= 2")
+        if self.method == "qmc":  # (4 * 2^order nodes per rule; see quadrature.MAX_NODES)
+            for name in ("order", "refine_order", "max_refine_order"):
+                if getattr(self, name) > 20:
+                    raise ValueError(f"{name.replace('_', '-')} must be <= 20 for qmc (4 * 2^20 nodes per rule), "
+                                     f"got {getattr(self, name)}")
+        if self.n_replicas < 1:
+            raise ValueError(f"replicas must be >= 1 (1: no error estimate), got {self.n_replicas}")
         if self.refine_replicas < 1:
             raise ValueError("refine_replicas must be >= 1")
         if not 0 <= self.target_error < 1:

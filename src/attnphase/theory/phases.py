@@ -276,15 +276,22 @@ def solve_point(
 #: where a direct start does not converge, the branch is continued from this alpha (see _ramp)
 RAMP_FROM = 0.5
 RAMP_STEPS = 4
+#: largest ratio of consecutive alphas of that continuation
+RAMP_RATIO = 1.5
 
 
 def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) -> BranchPoint | None:
-    """The branch continued from ``RAMP_FROM`` up to ``alpha`` (``RAMP_STEPS`` points), for a
-    direct start that did not converge (or, in a single solve, converged to another branch): the
+    """The branch continued from ``RAMP_FROM`` up to ``alpha`` (geometric steps, at least
+    ``RAMP_STEPS`` and at most a factor ``RAMP_RATIO`` each), for a direct start that did not
+    converge (or, in a single solve, converged to another branch): the
     starts of THEORY.md 2.1 were tuned for ``L = 2``, ``r = 1``; at ``L = 3`` or ``r = 2``,
     ``alpha = 1.5`` the trivial start left the valid domain while the branch is reached by
-    continuation. ``None`` if the continuation does not arrive."""
-    grid = np.linspace(RAMP_FROM, alpha, RAMP_STEPS + 1)
+    continuation. The order parameters change on the scale of ``log alpha`` (``V`` falls like
+    ``1/alpha``): with four equal steps from 0.5 to 50 the positional and trivial branches (omega
+    0.3) were not reached, with factors of at most 1.5 (12 steps) both are. ``None`` if the
+    continuation does not arrive."""
+    n = max(RAMP_STEPS, int(np.ceil(np.log(alpha / RAMP_FROM) / np.log(RAMP_RATIO) - 1e-9)))
+    grid = np.geomspace(RAMP_FROM, alpha, n + 1)
     last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True)
     for a in grid[1:]:
         if not last.exists:

@@ -36,10 +36,22 @@ class Rule:
         return int(self.w.size)
 
 
+#: largest rule (nodes) the solver builds: ``4 * 2^20`` (qmc order 20); a rule holds a few
+#: hundred bytes per node (nodes, fields, every start's minimiser), so this is a few GiB
+MAX_NODES = 4 * 2**20
+
+
+def _check_size(nodes: int, what: str) -> None:
+    if nodes > MAX_NODES:
+        raise ValueError(f"{what} would have {nodes:.3g} nodes, more than the {MAX_NODES} this solver builds "
+                         "(memory); lower the order")
+
+
 def gauss_hermite(dim: int, order: int) -> Rule:
     """Product Gauss-Hermite rule for ``E f(x)``, ``x ~ N(0, I_dim)``, ``order**dim`` nodes."""
     if order < 1 or dim < 1:
         raise ValueError("gauss_hermite needs order >= 1 and dim >= 1")
+    _check_size(order**dim, f"a Gauss-Hermite rule of order {order} in {dim} dimensions")
     t, wt = np.polynomial.hermite_e.hermegauss(order)
     wt = wt / wt.sum()
     grids = np.meshgrid(*([t] * dim), indexing="ij")
@@ -93,6 +105,7 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
     """
     if copies not in COPIES:
         raise ValueError(f"unknown copies {copies!r}; choose from {', '.join(COPIES)}")
+    _check_size(4 * 2**log2_n, f"a QMC rule of order {log2_n}")
     sampler = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(seed))
     if copies != "signs":
         if axes != 1:
