@@ -55,6 +55,15 @@ def test_large_alpha_is_reached_by_geometric_continuation():
     assert t.diagnostics["residual"] < 1e-6
 
 
+def test_trivial_branch_of_five_tokens_is_reached_from_small_alpha():
+    """L = 5: the trivial start leaves the valid domain at alpha = 0.5 and 1, so continuation
+    from 0.5 cannot help; the branch continues smoothly from alpha = 0.2 (V ~ 34), and the
+    continuation from 0.1 reaches alpha = 1."""
+    t = solve_point(ModelSpec(omega=0.3, L=5), 1.0, "trivial", FAST)
+    assert t.exists and t.converged, t.reason
+    assert t.m == 0.0 and t.theta == 0.0 and 0.3 < t.q < 1.0
+
+
 def test_non_convergence_is_reported_not_hidden():
     p = solve_point(ModelSpec(), 1.0164, "positional", SolverSettings(order=8, n_replicas=1, max_iter=3,
                                                                        warmup_order=None))
@@ -178,3 +187,14 @@ def test_cli_transition_refined_reports_errors(capsys):
     assert out["alpha_c"] is not None and out["alpha_l"] is not None
     assert 0 < out["errors"]["alpha_c"] < 0.2 and 0 < out["errors"]["alpha_l"] < 0.2
     assert any("refined" in n for n in out["notes"])
+
+
+def test_costly_problem_sizes_are_announced(capsys):
+    """Many proximal variables per sample (L x fields) make the theory slow: one warning line."""
+    from attnphase.cli.common import warn_theory_cost
+
+    warn_theory_cost(ModelSpec(L=3, rank=2))
+    assert capsys.readouterr().err == ""
+    warn_theory_cost(ModelSpec(L=7))
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "7 proximal variables" in err

@@ -93,3 +93,22 @@ def _jsonable(obj: Any) -> Any:
 def print_json(obj: Any) -> None:
     """Print one JSON object (NaN/inf become ``null``)."""
     sys.stdout.write(json.dumps(_jsonable(obj), indent=2) + "\n")
+
+
+#: proximal variables per sample (``L`` x fields per position) above which the theory commands
+#: warn: the multi-start Newton solve per node costs ~ their 4th power (measured: L = 5, rank 1,
+#: ``solve --branch all`` at the defaults, 5 min on 2 cores; L = 2: 13 s)
+COSTLY_FIELDS = 6
+
+
+def warn_theory_cost(spec: ModelSpec) -> None:
+    """One warning line on stderr when a theory solve at ``spec`` will be slow."""
+    from attnphase.theory.channels import AttentionMap
+
+    n = spec.L * AttentionMap.from_spec(spec).field_dim
+    if n > COSTLY_FIELDS:
+        sys.stderr.write(
+            f"attnphase: warning: {n} proximal variables per sample (L = {spec.L} x {n // spec.L} fields); the "
+            f"theory's cost grows like their 4th power (5 variables, L = 5: solve --branch all takes ~5 min on 2 "
+            f"cores), so this can take hours; lower --order / --refine-order, or simulate\n"
+        )

@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args
+from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, warn_theory_cost
 from attnphase.report.demo import PARTS, DemoSettings
 
 
@@ -202,6 +202,7 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
 
     omegas = parse_range(args.omega, "--omega")
     spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
+    warn_theory_cost(spec)
     from attnphase.sweeps.grid import fixed_from_items
 
     base = {k: v for k, v in spec.to_dict().items() if k != "omega"}

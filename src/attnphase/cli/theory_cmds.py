@@ -7,7 +7,15 @@ import sys
 import time
 from pathlib import Path
 
-from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, to_float, to_int
+from attnphase.cli.common import (
+    add_model_flags,
+    alpha_grid,
+    print_json,
+    spec_from_args,
+    to_float,
+    to_int,
+    warn_theory_cost,
+)
 
 
 def add_solver_flags(p: argparse.ArgumentParser, order: int = 12, tol: str = "1e-8",
@@ -69,6 +77,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from attnphase.theory.phases import solve_refined
 
     spec = spec_from_args(args)
+    warn_theory_cost(spec)
     alpha = to_float(args.alpha, "alpha")
     if alpha <= 0:
         raise ValueError(f"--alpha must be > 0, got {alpha}")
@@ -132,6 +141,7 @@ def cmd_transition(args: argparse.Namespace) -> int:
     from attnphase.theory import find_transition_replicated
 
     spec = spec_from_args(args)
+    warn_theory_cost(spec)
     grid = alpha_grid(args.alpha)
     settings = settings_from_args(args)
     if settings.n_replicas < 1:
@@ -164,6 +174,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     from attnphase.theory.phases import semantic_side
 
     spec = spec_from_args(args)
+    warn_theory_cost(spec)
     grid = alpha_grid(args.alpha)
     settings = settings_from_args(args)
     out = Path(args.out)

@@ -238,7 +238,7 @@ def solve_point(
     computed by :func:`_error_estimate` from ``settings.n_replicas - 1`` independent rules.
     ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
     :func:`_final_test_error`). A direct start that does not converge is retried by continuation
-    from ``RAMP_FROM`` (:func:`_ramp`); with ``thorough`` (a single solve) also one that converged
+    from the alphas of ``RAMP_FROM`` (:func:`_ramp`); with ``thorough`` (a single solve) also one that converged
     to another branch: at ``L = 3``, ``omega = 0.3`` the positional start went trivial at
     ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5 reaches it).
     """
@@ -260,38 +260,47 @@ def solve_point(
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
     extra: dict[str, Any] = {}
     point = _to_point(spec, alpha, branch, sd, res, extra, draft=draft)
-    if direct and not point.exists and (not res.converged or thorough) and alpha > RAMP_FROM:
-        ramped = _ramp(spec, alpha, branch, settings)
+    origins = [a0 for a0 in RAMP_FROM if a0 < alpha]
+    if direct and not point.exists and (not res.converged or thorough) and origins:
+        ramped = None
+        for a0 in origins:
+            ramped = _ramp(spec, alpha, branch, settings, a0)
+            if ramped is not None:
+                break
         if ramped is not None:
             if not draft:
                 ramped = _final_test_error(spec, ramped, settings)
             point = replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": point.reason})
         else:
-            point = replace(point, reason=f"{point.reason} (nor by continuation from alpha = {RAMP_FROM:g})")
+            point = replace(point, reason=f"{point.reason} (nor by continuation from alpha = "
+                                          f"{' or '.join(f'{a0:g}' for a0 in origins)})")
     if error_estimate and point.exists and settings.n_replicas > 1:
         point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, point)
     return point
 
 
-#: where a direct start does not converge, the branch is continued from this alpha (see _ramp)
-RAMP_FROM = 0.5
+#: where a direct start does not converge, the branch is continued from these alphas, in turn
+#: (see _ramp)
+RAMP_FROM = (0.5, 0.1)
 RAMP_STEPS = 4
 #: largest ratio of consecutive alphas of that continuation
 RAMP_RATIO = 1.5
 
 
-def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) -> BranchPoint | None:
-    """The branch continued from ``RAMP_FROM`` up to ``alpha`` (geometric steps, at least
+def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, origin: float) -> BranchPoint | None:
+    """The branch continued from ``origin`` up to ``alpha`` (geometric steps, at least
     ``RAMP_STEPS`` and at most a factor ``RAMP_RATIO`` each), for a direct start that did not
     converge (or, in a single solve, converged to another branch): the
     starts of THEORY.md 2.1 were tuned for ``L = 2``, ``r = 1``; at ``L = 3`` or ``r = 2``,
     ``alpha = 1.5`` the trivial start left the valid domain while the branch is reached by
     continuation. The order parameters change on the scale of ``log alpha`` (``V`` falls like
     ``1/alpha``): with four equal steps from 0.5 to 50 the positional and trivial branches (omega
-    0.3) were not reached, with factors of at most 1.5 (12 steps) both are. ``None`` if the
+    0.3) were not reached, with factors of at most 1.5 (12 steps) both are. From ``alpha = 0.5``
+    the trivial branch of ``L >= 5`` was not reached either (the start left the valid domain at
+    0.5 and 1 while the branch continues smoothly from 0.2); from 0.1 it is. ``None`` if the
     continuation does not arrive."""
-    n = max(RAMP_STEPS, int(np.ceil(np.log(alpha / RAMP_FROM) / np.log(RAMP_RATIO) - 1e-9)))
-    grid = np.geomspace(RAMP_FROM, alpha, n + 1)
+    n = max(RAMP_STEPS, int(np.ceil(np.log(alpha / origin) / np.log(RAMP_RATIO) - 1e-9)))
+    grid = np.geomspace(origin, alpha, n + 1)
     last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True)
     for a in grid[1:]:
         if not last.exists:
