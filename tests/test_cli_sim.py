@@ -48,6 +48,16 @@ def test_simulate_table_and_options(capsys):
     assert "optimizer=adam" in text and "variant=untied" in text and "value=lowrank" in text
 
 
+def test_simulate_says_when_runs_diverge(capsys):
+    """GD with a step far above the ridge's stability limit 2/lam: the runs blow up; the table
+    says "diverged" and a note says why and what to change."""
+    rc = main(["simulate", "--d", "20", "--alpha", "1", "--seeds", "1", "--max-steps", "50", "--lam", "1e6",
+               "--n-test", "20"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "diverged" in text and "2/lam = 2e-06" in text and "lower --lr" in text
+
+
 @pytest.mark.parametrize(
     "argv, fragment",
     [

@@ -105,6 +105,7 @@ def test_cli_solve_json_schema(capsys):
         ["solve", "--alpha", "1", "--method", "gh", "--order", "60", "--refine-order", "0"],
         ["transition", "--omega", "x"],
         ["curves", "--alpha", "2:1:0"],
+        ["curves", "--alpha", "0.5:1:2", "--out", "/dev/null/x"],  # (an output folder that cannot be made)
     ],
 )
 def test_bad_input_exits_2_with_one_line(args):

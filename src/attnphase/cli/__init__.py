@@ -64,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
         sys.stderr.write(f"attnphase {args.command}: error: {msg}\n")
         return 2
+    except OSError as exc:  # an output folder or store that cannot be written, a missing input file
+        sys.stderr.write(f"attnphase {args.command}: error: {exc}\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("attnphase: interrupted\n")
         return 130

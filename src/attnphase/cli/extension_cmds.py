@@ -25,6 +25,8 @@ def cmd_sim_transition(args: argparse.Namespace) -> int:
     spec, alphas, d = scalar_grid_args(args, "sim-transition classifies")
     seeds = seeds_from_args(args)
     settings = train_settings(args)
+    if args.out is not None:  # (before the training: a folder that cannot be made fails now)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
     res = sim_transition(spec, alphas, d, seeds, settings, require_held=not args.keep_all)
     out = res.to_dict()
     written: list[Path] = []

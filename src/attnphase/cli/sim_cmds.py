@@ -62,6 +62,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
           f"{r.train_loss:>10.6f} {r.test_error:>10.6f} {r.linear_test_error:>10.6f} "
           f"{r.steps:>6} {r.stop:>9} {r.branch:>10}\n")
     w(f"batched training: {len(res.runs)} runs in {res.batch_seconds:.2f} s\n")
+    bad = [r for r in res.runs if r.stop == "diverged"]
+    if bad:
+        hint = (f"; the ridge alone makes gd steps above 2/lam = {2 / spec.lam:.2g} unstable"
+                if settings.optimizer == "gd" and spec.lam > 0 else "")
+        w(f"note: {len(bad)} of {len(res.runs)} runs diverged (non-finite loss) with {settings.optimizer} at "
+          f"lr {settings.learning_rate:g}{hint}: lower --lr\n")
     return 0
 
 
