@@ -199,3 +199,29 @@ def test_costly_problem_sizes_are_announced(capsys):
     warn_theory_cost(ModelSpec(L=7))
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "7 proximal variables" in err
+
+
+def test_cli_curves_writes_figure_table_and_record(tmp_path, capsys):
+    """``attnphase curves``: PNG, PDF, the CSV table and a JSON record of what the table leaves
+    out (every parameter, solver settings, version, transition, per-point diagnostics)."""
+    import pandas as pd
+
+    out = tmp_path / "c"
+    rc = main(["curves", "--omega", "0.3", "--alpha", "0.8:1.6:3", "--order", "6", "--refine-order", "0",
+               "--sigma", "0.5", "--out", str(out)])
+    assert rc == 0
+    for name in ("curves.png", "curves.pdf", "curves.csv", "curves.json"):
+        assert (out / name).stat().st_size > 0
+    table = pd.read_csv(out / "curves.csv")
+    assert np.allclose(table["alpha"], [0.8, 1.2, 1.6])
+    rec = json.loads((out / "curves.json").read_text())
+    assert rec["params"]["omega"] == 0.3 and np.allclose(rec["params"]["alpha"], table["alpha"])
+    assert rec["params"]["solver"]["order"] == 6 and rec["params"]["version"]
+    assert set(rec["transition"]) >= {"alpha_c", "alpha_l", "spinodals"}
+    for b in ("semantic", "positional"):
+        pts = rec["points"][b]
+        assert np.allclose([p["alpha"] for p in pts], table["alpha"])
+        for p, exists in zip(pts, table[f"{b}_exists"], strict=True):
+            assert p["exists"] == bool(exists) and p["reason"]
+            if p["exists"]:
+                assert p["converged"] and p["iterations"] > 0

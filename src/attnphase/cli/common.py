@@ -95,6 +95,11 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
+def json_text(obj: Any) -> str:
+    """The JSON text of :func:`print_json` (for files)."""
+    return json.dumps(_jsonable(obj), indent=2) + "\n"
+
+
 #: proximal variables per sample (``L`` x fields per position) above which the theory commands
 #: warn: the multi-start Newton solve per node costs ~ their 4th power (measured: L = 5, rank 1,
 #: ``solve --branch all`` at the defaults, 5 min on 2 cores; L = 2: 13 s)

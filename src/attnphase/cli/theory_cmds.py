@@ -10,6 +10,7 @@ from pathlib import Path
 from attnphase.cli.common import (
     add_model_flags,
     alpha_grid,
+    json_text,
     print_json,
     spec_from_args,
     to_float,
@@ -193,13 +194,33 @@ def cmd_curves(args: argparse.Namespace) -> int:
     lin = linear_test_error(spec)
     table = curves_table(grid, sem, pos, lin)
     table.to_csv(out / "curves.csv", index=False)
+    (out / "curves.json").write_text(json_text(_curves_record(spec, grid, settings, sem, pos, lin, tr)))
     fig = curves_figure(table, spec, tr)
     for ext in ("png", "pdf"):
         fig.savefig(out / f"curves.{ext}", dpi=150)
-    print(f"wrote {out / 'curves.png'}, {out / 'curves.pdf'}, {out / 'curves.csv'}")
+    print(f"wrote {out / 'curves.png'}, {out / 'curves.pdf'}, {out / 'curves.csv'}, {out / 'curves.json'}")
     if tr is not None:
         print(f"alpha_c = {tr.alpha_c}, alpha_l = {tr.alpha_l}, linear baseline {lin:.6f}")
     return 0
+
+
+def _curves_record(spec, grid, settings, sem, pos, lin, tr) -> dict:
+    """What ``curves.csv`` leaves out: every parameter, the solver settings, the version, the
+    transition and each point's diagnostics (convergence, reason, error estimate)."""
+    from attnphase import __version__
+
+    def point(p) -> dict:
+        return {"alpha": p.alpha, "exists": p.exists, "reason": p.reason, **p.summary(),
+                "error_estimate": p.diagnostics.get("error_estimate"),
+                "refined": (p.diagnostics.get("refined") or {}).get("applied")}
+
+    return {
+        "params": {**spec.to_dict(), "alpha": [float(a) for a in grid], "solver": settings.__dict__,
+                   "version": __version__},
+        "linear_test_error": lin,
+        "transition": tr.to_dict() if tr is not None else None,
+        "points": {"semantic": [point(p) for p in sem], "positional": [point(p) for p in pos]},
+    }
 
 
 def register(sub: argparse._SubParsersAction) -> None:
