@@ -141,8 +141,11 @@ def test_qmc_rule_with_fewer_copies(copies):
     flipped = r.x * (np.array([1, 1, -1, -1]) if copies == "eta" else np.array([-1, -1, 1, 1]))
     closed = {tuple(v) for v in np.round(r.x, 12)} == {tuple(v) for v in np.round(flipped, 12)}
     assert closed == (copies != "none")
-    with pytest.raises(ValueError):
-        sobol_gaussian(4, 6, n_xi=2, axes=2, copies=copies)
+    # rank 2 (xi of shape (L, r) per node): the same rule, without the reflections of the signs rule
+    r2 = sobol_gaussian(6, 6, n_xi=4, seed=3, axes=2, copies=copies)
+    assert r2.size == 4 * 64 and r2.copies == copies
+    refl = r2.x * np.array([1, -1, 1, -1, 1, 1])  # xi_l1 -> -xi_l1
+    assert {tuple(v) for v in np.round(r2.x, 12)} != {tuple(v) for v in np.round(refl, 12)}
     with pytest.raises(ValueError):
         sobol_gaussian(4, 6, n_xi=2, copies="some")
 

@@ -162,11 +162,12 @@ def test_gauge_fix_picks_one_point_per_rotation_orbit(kind):
     rng = np.random.default_rng(3)
     A, B = rng.normal(size=(2, 2)), rng.normal(size=(2, 2))
     q, V = A @ A.T + 0.1 * np.eye(2), B @ B.T + np.eye(2)
-    m = np.outer([1.0, -1.0], [0.3, 0.0]) if kind != "semantic" else np.zeros((2, 2))
-    theta = np.array([[0.2], [-0.1]]) if kind == "mixed" else np.array([[0.2], [0.0]]) if kind == "semantic" \
-        else np.zeros((2, 1))
-    if kind != "mixed":  # a point of the symmetric branch: no q, V coupling to the axis without signal
-        q, V = np.diag(np.diag(q)), np.diag(np.diag(V))
+    m = np.outer([1.0, -1.0], [0.3, 0.0]) if kind == "positional" else np.zeros((2, 2))
+    if kind == "mixed":  # semantic axis 0, positional axis 1
+        m = np.outer([1.0, -1.0], [0.0, 0.3])
+    theta = np.array([[0.2], [0.0]]) if kind != "positional" else np.zeros((2, 1))
+    # a point of the symmetric branch: no q, V coupling between the semantic, positional and other axes
+    q, V = np.diag(np.diag(q)), np.diag(np.diag(V))
     op = _rotated(OrderParams(q, m, V, theta), 0.7)
     sd = _make_saddle(ModelSpec(omega=0.3, rank=2), 1.0, SolverSettings(order=4))
     g = sd.gauge_fix(op)
@@ -178,6 +179,12 @@ def test_gauge_fix_picks_one_point_per_rotation_orbit(kind):
     assert np.allclose(g.m @ g.m.T, m @ m.T, atol=1e-12)
     if kind != "mixed":  # one axis carries all of the signal
         assert np.all(g.m[:, 1] == 0) and np.all(g.theta[1] == 0) and g.q[0, 1] == 0 and g.V[0, 1] == 0
+    else:  # a mixed point off the symmetric subspace is projected onto it (the branch the solver follows)
+        gen = _rotated(OrderParams(A @ A.T + 0.1 * np.eye(2), np.outer([1.0, -1.0], [0.3, 0.2]), B @ B.T + np.eye(2),
+                                   np.array([[0.2], [-0.1]])), 0.4)
+        g = sd.gauge_fix(gen)
+        assert np.all(g.m[:, 0] == 0) and g.theta[1, 0] == 0 and g.q[0, 1] == 0 and g.V[0, 1] == 0
+        assert np.allclose(sd.gauge_fix(g).to_vector(), g.to_vector(), atol=1e-12)
     one = OrderParams(np.eye(1) * 0.2, np.array([[0.1], [-0.1]]), np.eye(1) * 3, np.array([[0.3]]))
     assert sd.gauge_fix(one) is one
     sd_u = _make_saddle(ModelSpec(omega=0.3, variant="untied"), 1.0, SolverSettings(order=4))
@@ -212,13 +219,14 @@ def test_untied_rank_two_gauge_rotates_query_and_key_together(kind):
     rng = np.random.default_rng(4)
     A, B = rng.normal(size=(4, 4)), rng.normal(size=(4, 4))
     q, V = A @ A.T + 0.1 * np.eye(4), B @ B.T + np.eye(4)
-    sig = {"positional": [0, 2], "semantic": [0, 2], "mixed": [0, 1, 2, 3], "trivial": []}[kind]
-    if kind not in ("mixed",):
-        keep = np.zeros((4, 4), dtype=bool)
-        keep[np.ix_(sig, sig)] = True
-        other = [i for i in range(4) if i not in sig]
-        keep[np.ix_(other, other)] = True
-        q, V = np.where(keep, q, 0.0), np.where(keep, V, 0.0)
+    # the symmetric branches: no q, V coupling between the signal axes and the others (mixed:
+    # between the semantic axis 0 and the positional axis 1, in and across both blocks)
+    sig = {"positional": [0, 2], "semantic": [0, 2], "mixed": [0, 2], "trivial": []}[kind]
+    keep = np.zeros((4, 4), dtype=bool)
+    keep[np.ix_(sig, sig)] = True
+    other = [i for i in range(4) if i not in sig]
+    keep[np.ix_(other, other)] = True
+    q, V = np.where(keep, q, 0.0), np.where(keep, V, 0.0)
     if kind == "trivial":
         q = np.kron(np.array([[0.3, 0.1], [0.1, 0.4]]), np.eye(2))
         V = np.kron(np.array([[20.0, 2.0], [2.0, 25.0]]), np.eye(2))
@@ -329,6 +337,25 @@ def test_returned_points_carry_the_default_order_test_error():
     final = ph._final_test_error(spec, draft, s)
     assert final.test_error == pytest.approx(sd.test_error(draft.op), rel=1e-12)
     assert "draft_test_error" not in final.diagnostics
+
+
+def test_rank_two_mixed_point_refines_on_one_net_with_its_symmetry_zeros():
+    """Rank 2, mixed: the fine rules are single nets (no sign copies, no reflections); the zeros
+    the reflections gave (no positional overlap on the semantic axis, no coupling of the two
+    axes) are imposed by the gauge, so they stay exact in the refined point."""
+    import attnphase.theory.phases as ph
+
+    assert ph.FINE_COPIES["mixed"] == "none"
+    spec = ModelSpec(omega=0.3, rank=2)
+    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
+    coarse = solve_point(spec, 1.5, "mixed", s, error_estimate=False)
+    assert coarse.exists and coarse.converged
+    ref = refine_point(spec, coarse, s, tol=1e-6)
+    assert ref.diagnostics["refined"]["applied"], ref.diagnostics["refined"]
+    op = ref.op
+    assert np.all(op.m[:, 0] == 0) and op.theta[1, 0] == 0 and op.q[0, 1] == 0 and op.V[0, 1] == 0
+    assert abs(op.theta[0, 0]) > 0.01 and np.all(np.abs(op.m[:, 1]) > 0.01)
+    assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
 
 
 @pytest.mark.parametrize("branch, zero", [("semantic", "m"), ("positional", "theta")])

@@ -147,15 +147,15 @@ class BranchPoint:
 
 def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: int | None = None,
                  seed: int | None = None, copies: str = "signs") -> Saddle:
-    """``copies``: which sign copies a QMC rule is made of (:func:`sobol_gaussian`); at rank >= 2
-    always all of them (with the reflections)."""
+    """``copies``: which sign copies a QMC rule is made of (:func:`sobol_gaussian`; ``"signs"``
+    at rank >= 2 adds the reflections of the student axes)."""
     amap = AttentionMap.from_spec(spec)
     F = amap.field_dim
     dim = spec.L * (F + spec.teacher_rank)
     axes = amap.rank if amap.rotation_invariant else 1
     rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
                      seed=settings.seed if seed is None else seed, axes=axes,
-                     copies=copies if axes == 1 else "signs")
+                     copies=copies)
     return Saddle(spec, alpha, rule)
 
 
@@ -404,12 +404,14 @@ def _error_estimate(spec: ModelSpec, alpha: float, branch: str, settings: Solver
 #: relative change of every unknown at which the refinement solve stops (see refine_point): it
 #: enters the training error squared; on the test error it stays below the fine rules' own error
 REFINE_TOL = 2e-3
-#: sign copies of the fine rules by branch (rank one): ``theta`` is odd in ``theta`` under
+#: sign copies of the fine rules by branch: ``theta`` is odd in ``theta`` under
 #: ``eta -> -eta`` when ``m = 0``, ``m_hat`` odd in ``m`` under ``xi -> -xi`` when ``theta = 0``; the
 #: zeros of the other overlap are imposed (Saddle.data_step). At equal nodes the conjugates
 #: scatter 1.2-1.6x less than with all four copies (semantic and positional, alpha 1, omega 0.3;
-#: trivial, no copies: ~2x), docs/theory.md
-FINE_COPIES = {"semantic": "eta", "positional": "xi", "trivial": "none"}
+#: trivial, no copies: ~2x), docs/theory.md. Rank >= 2: no reflections either (the zeros they
+#: gave are imposed by Saddle.gauge_fix); the mixed branch has no overlap that must stay odd
+#: (one net); 1.5-3.5x less scatter than the 8 copies of signs and reflections (r = 2)
+FINE_COPIES = {"semantic": "eta", "positional": "xi", "trivial": "none", "mixed": "none"}
 #: fine data steps a refinement may spend
 REFINE_MAX_EVALS = 12
 

@@ -99,17 +99,16 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
     (:func:`symmetrise`); with ``axes = r >= 2`` the base sample is ``2^(log2_n - r + 1)``
     points, so the node count is the same. ``"eta"`` / ``"xi"``: a net of twice as many points
     and its image under that one flip; ``"none"``: one net of ``4 * 2^log2_n`` points (these
-    three at ``axes = 1`` only). At equal nodes copies of a smaller net are a worse rule: the
-    conjugates scatter 1.3-3.5x more with the 4 sign copies than with one net, 1.2-1.6x more than
-    with the one flip that keeps a branch's own overlap odd (docs/theory.md).
+    three without the reflections of ``axes >= 2``). At equal nodes copies of a smaller net are a
+    worse rule: the conjugates scatter 1.3-3.5x more with the 4 sign copies than with one net,
+    1.2-1.6x more than with the one flip that keeps a branch's own overlap odd; at rank 2 the
+    8 copies (signs and reflections) 1.5-3.5x more than the branch's one flip (docs/theory.md).
     """
     if copies not in COPIES:
         raise ValueError(f"unknown copies {copies!r}; choose from {', '.join(COPIES)}")
     _check_size(4 * 2**log2_n, f"a QMC rule of order {log2_n}")
     sampler = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(seed))
-    if copies != "signs":
-        if axes != 1:
-            raise ValueError("the reflections of rank >= 2 come with the sign copies only")
+    if copies != "signs":  # (no reflections at rank >= 2: Saddle.gauge_fix imposes their zeros)
         flips = COPIES[copies]
         u = np.clip(sampler.random_base2(log2_n + 2 - len(flips)), 1e-16, 1 - 1e-16)
         x = ndtri(u)

@@ -305,9 +305,14 @@ class Saddle:
 
         Where some but not all axes carry signal, the blocks of ``q`` and ``V`` coupling the two
         sets are set to zero: the solver follows the branch that is symmetric under the
-        reflections of the axes without signal. The map is exactly equivariant under them (the
-        QMC rule is symmetrised, :func:`attnphase.theory.quadrature.symmetrise`), so this
-        subspace is invariant and its fixed points are fixed points of the full equations;
+        reflections of the axes without signal. Where both kinds of signal axes exist (mixed
+        branch) the positional overlaps on the ``theta`` axes and the blocks coupling the
+        ``theta`` axes to the positional ones are set to zero as well: the branch symmetric under
+        the reflection of the ``theta`` axes combined with ``eta -> -eta``. The map is exactly
+        equivariant under these reflections on the fully symmetrised QMC rule
+        (:func:`attnphase.theory.quadrature.symmetrise`), so this subspace is invariant and its
+        fixed points are fixed points of the full equations (the fine rules of the refinement
+        are not symmetrised, ``FINE_COPIES``: the projection imposes those zeros there);
         without the projection rounding noise grew along an unstable or soft direction of that
         sector (``q_01``, ``V_01`` up to 6-9 % of the diagonal scale, different on every rule)
         and the refinements failed. Symmetry-broken solutions of that kind are not searched.
@@ -370,6 +375,14 @@ class Saddle:
             for M_ in (q, V):
                 M_[np.ix_(sig, ~sig)] = 0.0
                 M_[np.ix_(~sig, sig)] = 0.0
+        if ks[0] and ks[1]:  # mixed: semantic and positional axes apart (m = 0 on the theta axes)
+            th_ax = np.tile(np.arange(r) < ks[0], nbk)
+            m_ax = np.tile((np.arange(r) >= ks[0]) & (np.arange(r) < k), nbk)
+            m[:, th_ax] = 0.0
+            theta[m_ax] = 0.0  # (zero by construction of the axes, up to rounding)
+            for M_ in (q, V):
+                M_[np.ix_(th_ax, m_ax)] = 0.0
+                M_[np.ix_(m_ax, th_ax)] = 0.0
         elif k == 0:  # no signal at all (trivial branch): the rotation-invariant point
             for M_ in (q, V):
                 for i in blk:
