@@ -36,8 +36,9 @@ class Rule:
         return int(self.w.size)
 
 
-#: largest rule (nodes) the solver builds: ``4 * 2^20`` (qmc order 20); a rule holds a few
-#: hundred bytes per node (nodes, fields, every start's minimiser), so this is a few GiB
+#: largest rule (nodes) the solver builds: ``4 * 2^20`` (qmc order 20); a data step holds a few
+#: hundred bytes per node at L = 2 (nodes, fields, every start's minimiser; more for larger L), so
+#: this is a few GiB (``--refine-order 30`` asked for 64 GiB and failed with a traceback)
 MAX_NODES = 4 * 2**20
 
 
