@@ -358,6 +358,18 @@ def test_rank_two_mixed_point_refines_on_one_net_with_its_symmetry_zeros():
     assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
 
 
+def test_untied_rank_two_point_refines_on_the_symmetrised_fine_rules():
+    """Untied keys/queries of rank 2 keep all sign copies and the reflections in the fine rules:
+    with the branch's own flip only, this refinement stops at the evaluation budget (seen, with
+    the semantic and mixed ones at the defaults)."""
+    spec = ModelSpec(omega=0.3, rank=2, variant="untied")
+    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=10, refine_replicas=2)
+    coarse = solve_point(spec, 1.5, "positional", s, error_estimate=False)
+    assert coarse.exists
+    ref = refine_point(spec, coarse, s, tol=1e-6)
+    assert ref.diagnostics["refined"]["applied"], ref.diagnostics["refined"]
+
+
 @pytest.mark.parametrize("branch, zero", [("semantic", "m"), ("positional", "theta")])
 def test_symmetry_zeros_stay_exact(branch, zero):
     """The semantic m and the positional theta are zero by symmetry: exactly zero in the

@@ -410,7 +410,8 @@ REFINE_TOL = 2e-3
 #: scatter 1.2-1.6x less than with all four copies (semantic and positional, alpha 1, omega 0.3;
 #: trivial, no copies: ~2x), docs/theory.md. Rank >= 2: no reflections either (the zeros they
 #: gave are imposed by Saddle.gauge_fix); the mixed branch has no overlap that must stay odd
-#: (one net); 1.5-3.5x less scatter than the 8 copies of signs and reflections (r = 2)
+#: (one net); 1.5-3.5x less scatter than the 8 copies of signs and reflections (r = 2). Untied
+#: keys/queries of rank >= 2 keep all copies (refine_point)
 FINE_COPIES = {"semantic": "eta", "positional": "xi", "trivial": "none", "mixed": "none"}
 #: fine data steps a refinement may spend
 REFINE_MAX_EVALS = 12
@@ -526,7 +527,10 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         # (the refinement keeps the coarse point's symmetry zeros, which the fine rules impose;
         # they keep only the sign flip under which the branch's own overlap is odd, so a point
         # going to the trivial branch still finds it exactly: see FINE_COPIES)
-        copies = FINE_COPIES.get(point.branch, "signs")
+        amap = AttentionMap.from_spec(spec)
+        # (untied keys/queries of rank >= 2 keep all copies and the reflections: without them the
+        # semantic, positional and mixed refinements of r = 2 stopped at the evaluation budget)
+        copies = "signs" if amap.rotation_invariant and amap.blocks > 1 else FINE_COPIES.get(point.branch, "signs")
         fine = [_make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies)
                 for k in range(settings.refine_replicas)]
     else:
