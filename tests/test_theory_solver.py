@@ -64,6 +64,17 @@ def test_trivial_branch_of_five_tokens_is_reached_from_small_alpha():
     assert t.m == 0.0 and t.theta == 0.0 and 0.3 < t.q < 1.0
 
 
+def test_ridgeless_trivial_branch_is_reached_by_continuation_in_lambda():
+    """lambda = 0: V grows as the ridge falls (552 at alpha = 1); the start, tuned at lambda 0.01,
+    leaves the valid domain, and so do the continuations in alpha; the continuation in lambda
+    from 0.01 reaches the branch. A singular K on the way is an invalid step, not an exception."""
+    t = solve_point(ModelSpec(omega=0.3, lam=0.0), 1.0, "trivial", FAST)
+    assert t.exists and t.converged, t.reason
+    assert t.V > 300 and t.m == 0.0 and t.theta == 0.0
+    p = solve_point(ModelSpec(omega=0.3, lam=0.0), 1.0, "positional", FAST)
+    assert not p.exists and "lambda = 0.01" in p.reason
+
+
 def test_non_convergence_is_reported_not_hidden():
     p = solve_point(ModelSpec(), 1.0164, "positional", SolverSettings(order=8, n_replicas=1, max_iter=3,
                                                                        warmup_order=None))

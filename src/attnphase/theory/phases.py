@@ -231,6 +231,7 @@ def solve_point(
     warm: Any = None,
     draft: bool = False,
     thorough: bool = False,
+    ramp: bool = True,
 ) -> BranchPoint:
     """Fixed point of ``branch`` at ``alpha`` (THEORY.md 2.1-2.2).
 
@@ -241,6 +242,8 @@ def solve_point(
     from the alphas of ``RAMP_FROM`` (:func:`_ramp`); with ``thorough`` (a single solve) also one that converged
     to another branch: at ``L = 3``, ``omega = 0.3`` the positional start went trivial at
     ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5 reaches it).
+    Below ``lambda = LAM_RAMP[0]`` a continuation in the ridge follows (:func:`_lam_ramp`).
+    ``ramp=False``: none of these (the first point of a continuation).
     """
     check_alpha(alpha)
     settings = settings or SolverSettings()
@@ -260,20 +263,22 @@ def solve_point(
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
     extra: dict[str, Any] = {}
     point = _to_point(spec, alpha, branch, sd, res, extra, draft=draft)
-    origins = [a0 for a0 in RAMP_FROM if a0 < alpha]
-    if direct and not point.exists and (not res.converged or thorough) and origins:
-        ramped = None
-        for a0 in origins:
+    if ramp and direct and not point.exists and (not res.converged or thorough):
+        ramped, tried = None, []
+        for a0 in (a0 for a0 in RAMP_FROM if a0 < alpha):
+            tried.append(f"alpha = {a0:g}")
             ramped = _ramp(spec, alpha, branch, settings, a0)
             if ramped is not None:
                 break
+        if ramped is None and spec.lam < LAM_RAMP[0]:
+            tried.append(f"lambda = {LAM_RAMP[0]:g}")
+            ramped = _lam_ramp(spec, alpha, branch, settings, thorough)
         if ramped is not None:
             if not draft:
                 ramped = _final_test_error(spec, ramped, settings)
             point = replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": point.reason})
-        else:
-            point = replace(point, reason=f"{point.reason} (nor by continuation from alpha = "
-                                          f"{' or '.join(f'{a0:g}' for a0 in origins)})")
+        elif tried:
+            point = replace(point, reason=f"{point.reason} (nor by continuation from {' or '.join(tried)})")
     if error_estimate and point.exists and settings.n_replicas > 1:
         point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, point)
     return point
@@ -301,11 +306,34 @@ def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, 
     continuation does not arrive."""
     n = max(RAMP_STEPS, int(np.ceil(np.log(alpha / origin) / np.log(RAMP_RATIO) - 1e-9)))
     grid = np.geomspace(origin, alpha, n + 1)
-    last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True)
+    last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False)
     for a in grid[1:]:
         if not last.exists:
             return None
         last = solve_point(spec, float(a), branch, settings, start=last.op, error_estimate=False,
+                           jacobian=last.jacobian, warm=last.data, draft=True)
+    return last if last.exists else None
+
+
+#: ridges of the continuation in lambda (see _lam_ramp), then the spec's own
+LAM_RAMP = (0.01, 0.003, 0.001, 0.0003)
+
+
+def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+              thorough: bool) -> BranchPoint | None:
+    """The branch continued in the ridge from ``lambda = LAM_RAMP[0]`` (where the starts of
+    THEORY.md 2.1 were tuned) down to ``spec.lam``, for a direct start (and the continuations in
+    ``alpha``) that failed at a smaller ridge: ``V`` grows as ``lambda`` falls (trivial branch at
+    ``alpha = 1``, ``omega = 0.3``: ``V`` 28.6, 66, 131, 245, 552 at ``lambda`` 0.01, 0.003,
+    0.001, 3e-4, 0) and the start (``V = 14.6``) left the valid domain at ``lambda = 0``.
+    ``None`` if the continuation does not arrive."""
+    lams = [lam for lam in LAM_RAMP if lam > spec.lam] + [spec.lam]
+    last = solve_point(spec.replace(lam=lams[0]), alpha, branch, settings, error_estimate=False, draft=True,
+                       thorough=thorough)
+    for lam in lams[1:]:
+        if not last.exists:
+            return None
+        last = solve_point(spec.replace(lam=lam), alpha, branch, settings, start=last.op, error_estimate=False,
                            jacobian=last.jacobian, warm=last.data, draft=True)
     return last if last.exists else None
 

@@ -268,7 +268,11 @@ class Saddle:
         """Closed-form ridge step of THEORY.md 2.2, in the gauge of :meth:`gauge_fix`."""
         s2 = self.s2
         K = self.spec.lam * np.eye(self.F) + s2 * h.V_hat
-        Kinv = np.linalg.inv(K)
+        try:
+            Kinv = np.linalg.inv(K)
+        except np.linalg.LinAlgError:  # (lambda = 0 and a singular V_hat): no valid update
+            nan = np.full((self.F, self.F), np.nan)
+            return OrderParams(nan, np.full_like(h.m_hat, np.nan), nan.copy(), np.full_like(h.theta_hat, np.nan))
         V = s2 * Kinv
         m = self.G @ h.m_hat @ Kinv
         theta = s2 * Kinv @ h.theta_hat @ self.rho
