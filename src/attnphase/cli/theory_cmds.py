@@ -144,9 +144,7 @@ def cmd_transition(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     warn_theory_cost(spec)
     grid = alpha_grid(args.alpha)
-    settings = settings_from_args(args)
-    if settings.n_replicas < 1:
-        raise ValueError("--replicas must be >= 1")
+    settings = settings_from_args(args)  # (validates --replicas >= 1)
     tr = find_transition_replicated(spec, grid, settings, replicas=settings.n_replicas,
                                     progress=None if args.json else _progress("transition"))
     if args.json:

@@ -306,11 +306,18 @@ def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, 
     continuation does not arrive."""
     n = max(RAMP_STEPS, int(np.ceil(np.log(alpha / origin) / np.log(RAMP_RATIO) - 1e-9)))
     grid = np.geomspace(origin, alpha, n + 1)
-    last = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False)
-    for a in grid[1:]:
+    first = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False)
+    return _continue(first, [(spec, float(a)) for a in grid[1:]], branch, settings)
+
+
+def _continue(last: BranchPoint, steps: list[tuple[ModelSpec, float]], branch: str,
+              settings: SolverSettings) -> BranchPoint | None:
+    """Continuation of ``branch`` from the point ``last`` through ``steps`` (model, alpha), each
+    point started from the previous one (its Jacobian and minimisers); ``None`` if it is lost."""
+    for sp, a in steps:
         if not last.exists:
             return None
-        last = solve_point(spec, float(a), branch, settings, start=last.op, error_estimate=False,
+        last = solve_point(sp, a, branch, settings, start=last.op, error_estimate=False,
                            jacobian=last.jacobian, warm=last.data, draft=True)
     return last if last.exists else None
 
@@ -328,14 +335,9 @@ def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettin
     0.001, 3e-4, 0) and the start (``V = 14.6``) left the valid domain at ``lambda = 0``.
     ``None`` if the continuation does not arrive."""
     lams = [lam for lam in LAM_RAMP if lam > spec.lam] + [spec.lam]
-    last = solve_point(spec.replace(lam=lams[0]), alpha, branch, settings, error_estimate=False, draft=True,
-                       thorough=thorough)
-    for lam in lams[1:]:
-        if not last.exists:
-            return None
-        last = solve_point(spec.replace(lam=lam), alpha, branch, settings, start=last.op, error_estimate=False,
-                           jacobian=last.jacobian, warm=last.data, draft=True)
-    return last if last.exists else None
+    first = solve_point(spec.replace(lam=lams[0]), alpha, branch, settings, error_estimate=False, draft=True,
+                        thorough=thorough)
+    return _continue(first, [(spec.replace(lam=lam), alpha) for lam in lams[1:]], branch, settings)
 
 
 def _final_test_error(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
@@ -439,8 +441,17 @@ REFINE_TOL = 2e-3
 #: trivial, no copies: ~2x), docs/theory.md. Rank >= 2: no reflections either (the zeros they
 #: gave are imposed by Saddle.gauge_fix); the mixed branch has no overlap that must stay odd
 #: (one net); 1.5-3.5x less scatter than the 8 copies of signs and reflections (r = 2). Untied
-#: keys/queries of rank >= 2 keep all copies (refine_point)
+#: keys/queries of rank >= 2 keep all copies (fine_copies)
 FINE_COPIES = {"semantic": "eta", "positional": "xi", "trivial": "none", "mixed": "none"}
+
+
+def fine_copies(amap: AttentionMap, branch: str) -> str:
+    """The sign copies of the refinement's fine rules for ``branch`` (``FINE_COPIES``); untied
+    keys/queries of rank >= 2 keep all copies and the reflections (without them the semantic,
+    positional and mixed refinements of ``r = 2`` stopped at the evaluation budget)."""
+    if amap.rotation_invariant and amap.blocks > 1:
+        return "signs"
+    return FINE_COPIES.get(branch, "signs")
 #: fine data steps a refinement may spend
 REFINE_MAX_EVALS = 12
 
@@ -554,11 +565,8 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     if settings.method == "qmc":
         # (the refinement keeps the coarse point's symmetry zeros, which the fine rules impose;
         # they keep only the sign flip under which the branch's own overlap is odd, so a point
-        # going to the trivial branch still finds it exactly: see FINE_COPIES)
-        amap = AttentionMap.from_spec(spec)
-        # (untied keys/queries of rank >= 2 keep all copies and the reflections: without them the
-        # semantic, positional and mixed refinements of r = 2 stopped at the evaluation budget)
-        copies = "signs" if amap.rotation_invariant and amap.blocks > 1 else FINE_COPIES.get(point.branch, "signs")
+        # going to the trivial branch still finds it exactly: see fine_copies)
+        copies = fine_copies(sd.amap, point.branch)
         fine = [_make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies)
                 for k in range(settings.refine_replicas)]
     else:

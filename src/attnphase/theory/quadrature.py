@@ -109,16 +109,15 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
         raise ValueError(f"unknown copies {copies!r}; choose from {', '.join(COPIES)}")
     _check_size(4 * 2**log2_n, f"a QMC rule of order {log2_n}")
     sampler = qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(seed))
-    if copies != "signs":  # (no reflections at rank >= 2: Saddle.gauge_fix imposes their zeros)
-        flips = COPIES[copies]
-        u = np.clip(sampler.random_base2(log2_n + 2 - len(flips)), 1e-16, 1 - 1e-16)
-        x = ndtri(u)
-        x = np.concatenate([x] + [_flip(x, n_xi, f) for f in flips])
-        return Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", log2_n, copies=copies)
-    u = sampler.random_base2(max(log2_n - (axes - 1), 0))  # same node count with the reflections
-    u = np.clip(u, 1e-16, 1 - 1e-16)
-    x = symmetrise(ndtri(u), n_xi, axes)
-    return Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", log2_n)
+    flips = COPIES[copies]
+    # base sample: the same node count with the reflections (signs) or with fewer copies
+    log2_base = max(log2_n - (axes - 1), 0) if copies == "signs" else log2_n + 2 - len(flips)
+    base = ndtri(np.clip(sampler.random_base2(log2_base), 1e-16, 1 - 1e-16))
+    if copies == "signs":
+        x = symmetrise(base, n_xi, axes)
+    else:  # (no reflections at rank >= 2: Saddle.gauge_fix imposes their zeros)
+        x = np.concatenate([base] + [_flip(base, n_xi, f) for f in flips])
+    return Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", log2_n, copies=copies)
 
 
 def make_rule(method: str, dim: int, order: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs") -> Rule:

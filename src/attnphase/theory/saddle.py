@@ -379,6 +379,11 @@ class Saddle:
             for M_ in (q, V):
                 M_[np.ix_(sig, ~sig)] = 0.0
                 M_[np.ix_(~sig, sig)] = 0.0
+        elif k == 0:  # no signal at all (trivial branch): the rotation-invariant point
+            for M_ in (q, V):
+                for i in blk:
+                    for j in blk:
+                        M_[i, j] = np.trace(M_[i, j]) / r * np.eye(r)
         if ks[0] and ks[1]:  # mixed: semantic and positional axes apart (m = 0 on the theta axes)
             th_ax = np.tile(np.arange(r) < ks[0], nbk)
             m_ax = np.tile((np.arange(r) >= ks[0]) & (np.arange(r) < k), nbk)
@@ -387,11 +392,6 @@ class Saddle:
             for M_ in (q, V):
                 M_[np.ix_(th_ax, m_ax)] = 0.0
                 M_[np.ix_(m_ax, th_ax)] = 0.0
-        elif k == 0:  # no signal at all (trivial branch): the rotation-invariant point
-            for M_ in (q, V):
-                for i in blk:
-                    for j in blk:
-                        M_[i, j] = np.trace(M_[i, j]) / r * np.eye(r)
         return OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta)
 
     # ------------------------------------------------------------------ errors
