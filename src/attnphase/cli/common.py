@@ -90,14 +90,14 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def print_json(obj: Any) -> None:
-    """Print one JSON object (NaN/inf become ``null``)."""
-    sys.stdout.write(json.dumps(_jsonable(obj), indent=2) + "\n")
-
-
 def json_text(obj: Any) -> str:
-    """The JSON text of :func:`print_json` (for files)."""
+    """One JSON object as text (NaN/inf become ``null``), for stdout and files."""
     return json.dumps(_jsonable(obj), indent=2) + "\n"
+
+
+def print_json(obj: Any) -> None:
+    """Print one JSON object (:func:`json_text`)."""
+    sys.stdout.write(json_text(obj))
 
 
 #: proximal variables per sample (``L`` x fields per position) above which the theory commands
