@@ -2,7 +2,9 @@
 
 1. Whole-process wall time of ``attnphase solve --branch all`` (alpha = 1, omega = 0.3) and of
    ``attnphase transition`` (median of ``--repeats`` runs), with the reported error estimate.
-2. Per-fixed-point-iteration cost of our data step (batched numba multi-start Newton, prox solved
+2. The proximal kernel written out for two tokens (``attnphase.theory.prox2``) against the generic
+   one, same nodes and starts.
+3. Per-fixed-point-iteration cost of our data step (batched numba multi-start Newton, prox solved
    once and reused by the four conjugates) against a baseline that does what the original code
    did: a general-purpose minimiser (``scipy.optimize.minimize``, BFGS) called per quadrature node,
    the proximal problem re-solved for each of the four conjugate integrals, at the same rule.
@@ -24,7 +26,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.channels import loss_numpy
+from attnphase.theory.channels import default_starts, loss_numpy, prox_batch, target_map
 from attnphase.theory.fixed_point import _warm_starts
 from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import OrderParams, Saddle
@@ -46,8 +48,6 @@ def time_cli(args: list[str], repeats: int) -> tuple[float, dict | None]:
 def baseline_data_step(sd: Saddle, op: OrderParams, n_nodes: int) -> float:
     """Seconds for the original approach on ``n_nodes`` nodes (4 integrals x 1 minimise each)."""
     w, hstar, *_ = sd.fields(op)
-    from attnphase.theory.channels import target_map
-
     T = target_map(hstar, sd.spec)
     Vinv = 1.0 / op.V[0, 0]
     t0 = time.perf_counter()
@@ -82,6 +82,22 @@ def main() -> None:
         t0 = time.perf_counter()
         sd.data_step(op, starts=_warm_starts(ds))
         warm.append(time.perf_counter() - t0)
+    # the proximal kernel alone: the one written out for L = 2 (attnphase.theory.prox2) against the
+    # generic one (loops over L and F), same nodes and starts, same process
+    w, hstar, *_ = sd.fields(op)
+    T = target_map(hstar, spec)
+    starts = default_starts(w, op.V)
+    kern = {}
+    for generic in (False, True):
+        prox_batch(w[:64], T[:64], op.V, sd.C, sd.amap, starts=starts[:64], generic=generic)  # (load the cache)
+        ts = []
+        for _ in range(a.repeats):
+            t0 = time.perf_counter()
+            prox_batch(w, T, op.V, sd.C, sd.amap, starts=starts, generic=generic)
+            ts.append(time.perf_counter() - t0)
+        kern[generic] = statistics.median(ts)
+    print(f"prox kernel, {sd.rule.size} nodes x {starts.shape[1]} starts: two-token {kern[False]:.3f} s, "
+          f"generic {kern[True]:.3f} s (median of {a.repeats}; {kern[True] / kern[False]:.1f}x)")
     base = baseline_data_step(sd, op, a.baseline_nodes) * sd.rule.size / a.baseline_nodes
     print(f"rule: qmc order {a.order} ({sd.rule.size} nodes)")
     print(f"ours, data step with full multi-start: median {statistics.median(full):.3f} s")

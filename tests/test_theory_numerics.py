@@ -87,6 +87,31 @@ def test_one_radius_finds_the_global_minimum(kw):
         n_multi = sum(len(np.unique(np.round(c.reshape(len(c), -1), 4), axis=0)) > 1 for c in dense.candidates)
         assert n_multi >= 5, "the test should exercise nodes with several local minima"
 
+@pytest.mark.parametrize("kw", [{}, {"token_corr": 0.4}, {"A": "0.3,0.7;0.8,0.2", "omega": 0.6, "sigma": 1.0}])
+def test_two_token_kernel_matches_the_generic_kernel(kw):
+    """The kernel written out for L = 2, one field per token (attnphase.theory.prox2) reaches the
+    same local minimum from every start as the generic kernel (same iteration), hence the same
+    global minimiser and value, at random nodes with several minima; correlated tokens (a full
+    metric and token covariance) included."""
+    spec = ModelSpec(**kw)
+    am = AttentionMap.from_spec(spec)
+    rng = np.random.default_rng(7)
+    N = 2000
+    w = 0.4 * rng.normal(size=(N, 2, 1))
+    T = target_map(1.5 * rng.normal(size=(N, 2, 1)), spec)
+    mix = None if spec.uncorrelated else np.linalg.cholesky(spec.C_array)
+    n_multi = 0
+    for V in (np.array([[0.5]]), np.array([[25.0]]), np.array([[150.0]])):
+        fast = prox_batch(w, T, V, spec.C_array, am, mix=mix)
+        slow = prox_batch(w, T, V, spec.C_array, am, mix=mix, generic=True)
+        assert np.max(np.abs(fast.value - slow.value)) < 1e-14
+        assert np.max(np.abs(fast.h - slow.h)) < 1e-6
+        assert np.max(np.abs(fast.candidates - slow.candidates)) < 1e-6
+        assert np.all(fast.grad_norm < 1e-8)
+        n_multi += sum(len(np.unique(np.round(c.reshape(len(c), -1), 4), axis=0)) > 1 for c in slow.candidates)
+    assert n_multi >= 20, "the test should exercise nodes with several local minima"
+
+
 @pytest.mark.parametrize("rank", [1, 2])
 def test_multistart_shortcut_to_known_minima_changes_nothing(rank):
     """Ending a start once its pure Newton step lands within ``snap`` of a minimum another start

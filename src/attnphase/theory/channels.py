@@ -459,6 +459,7 @@ def prox_batch(
     gtol: float = 1e-11,
     mix: np.ndarray | None = None,
     snap: float = 1e-6,
+    generic: bool = False,
 ) -> ProxResult:
     """Global minimiser of ``sum_l (h_l - w_l)^T V^{-1} (h_l - w_l)/2 + ell(h; T)`` at every node.
 
@@ -466,6 +467,9 @@ def prox_batch(
     defaults to :func:`default_starts`. With a position mixing ``mix = P`` (L x L; correlated
     tokens, :class:`attnphase.theory.saddle.Saddle`) the fields are ``h = P h~`` of whitened fields
     with metric ``V^{-1}`` per position, i.e. the metric is ``(P P^T)^{-1} (x) V^{-1}``.
+
+    Two tokens with one field each and no mask (THEORY.md 2.1) go to the kernel written out for
+    that size (:mod:`attnphase.theory.prox2`; the same iteration, ~15x faster) unless ``generic``.
     """
     w = np.ascontiguousarray(w, dtype=np.float64)
     T = np.ascontiguousarray(T, dtype=np.float64)
@@ -480,11 +484,16 @@ def prox_batch(
     out_gn = np.empty(N)
     cand_h = np.empty((N, S, L, F))
     cand_val = np.empty((N, S))
-    _prox_kernel(
-        w, T, starts, Winv, np.ascontiguousarray(C, dtype=np.float64),
-        np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter, gtol,
-        out_h, out_val, out_gn, cand_h, cand_val, max(1, min(N, 4 * nb.get_num_threads())), snap,
-    )
+    n_chunks = max(1, min(N, 4 * nb.get_num_threads()))
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    if L == 2 and F == 1 and amap.mask.all() and not generic:
+        from attnphase.theory.prox2 import prox_kernel2  # noqa: PLC0415
+
+        prox_kernel2(w, T, starts, Winv, C, float(amap.M[0, 0]), max_iter, gtol,
+                     out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap)
+    else:
+        _prox_kernel(w, T, starts, Winv, C, np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter,
+                     gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap)
     return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
 
 
