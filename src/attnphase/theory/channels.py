@@ -21,6 +21,8 @@ up to the coverage of the starts (tested against brute-force grid search).
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numba as nb
@@ -468,8 +470,9 @@ def prox_batch(
     tokens, :class:`attnphase.theory.saddle.Saddle`) the fields are ``h = P h~`` of whitened fields
     with metric ``V^{-1}`` per position, i.e. the metric is ``(P P^T)^{-1} (x) V^{-1}``.
 
-    Two tokens with one field each and no mask (THEORY.md 2.1) go to the kernel written out for
-    that size (:mod:`attnphase.theory.prox2`; the same iteration, ~15x faster) unless ``generic``.
+    The geometries of :data:`attnphase.theory.unrolled.generate.GEOMETRIES` (the reference case
+    and issue 5's sizes) go to the same iteration written out on scalars (6-12x faster) unless
+    ``generic``.
     """
     w = np.ascontiguousarray(w, dtype=np.float64)
     T = np.ascontiguousarray(T, dtype=np.float64)
@@ -486,15 +489,25 @@ def prox_batch(
     cand_val = np.empty((N, S))
     n_chunks = max(1, min(N, 4 * nb.get_num_threads()))
     C = np.ascontiguousarray(C, dtype=np.float64)
-    if L == 2 and F == 1 and amap.mask.all() and not generic:
-        from attnphase.theory.prox2 import prox_kernel2  # noqa: PLC0415
-
-        prox_kernel2(w, T, starts, Winv, C, float(amap.M[0, 0]), max_iter, gtol,
-                     out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap)
+    unrolled = None if generic else unrolled_kernel(amap, L)
+    if unrolled is not None:
+        n = L * F
+        unrolled(w.reshape(N, n), T, starts.reshape(N, S, n), Winv, C, max_iter, gtol, out_h.reshape(N, n), out_val,
+                 out_gn, cand_h.reshape(N, S, n), cand_val, n_chunks, snap)
     else:
         _prox_kernel(w, T, starts, Winv, C, np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter,
                      gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap)
     return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
+
+
+def unrolled_kernel(amap: AttentionMap, L: int) -> Callable | None:
+    """The kernel written out for this geometry (:mod:`attnphase.theory.unrolled`), if there is one."""
+    from attnphase.theory.unrolled.generate import GEOMETRIES  # noqa: PLC0415
+
+    for g in GEOMETRIES:
+        if (g.L, g.F) == (L, amap.field_dim) and np.array_equal(g.M, amap.M) and np.array_equal(g.mask, amap.mask):
+            return importlib.import_module(f"attnphase.theory.unrolled.k_{g.name}").prox_kernel
+    return None
 
 
 def _metric(V: np.ndarray, L: int, mix: np.ndarray | None) -> np.ndarray:
