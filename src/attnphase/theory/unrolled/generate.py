@@ -20,32 +20,37 @@ from pathlib import Path
 
 import numpy as np
 
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory.channels import AttentionMap
+
 Val = str | float  # an emitted variable name or a constant folded at generation time
 
 
 @dataclass(frozen=True)
 class Geometry:
-    """One attention geometry: ``L`` tokens, ``F`` fields per token, scores ``h_l^T M h_j``."""
+    """One attention geometry: ``L`` tokens and the student map of ``attnphase.theory.channels``
+    (``F`` fields per token, scores ``h_l^T M h_j``, mask)."""
 
     name: str
     L: int
-    F: int
-    M: tuple[tuple[float, ...], ...]
-    mask: tuple[tuple[bool, ...], ...]
+    amap: AttentionMap
+
+    @property
+    def F(self) -> int:
+        return self.amap.field_dim
+
+    @property
+    def M(self) -> np.ndarray:
+        return self.amap.M
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self.amap.mask
 
     @staticmethod
     def make(variant: str, L: int, rank: int) -> Geometry:
-        causal = variant in ("causal", "untied-causal")
-        mask = tuple(tuple((j <= l) if causal else True for j in range(L)) for l in range(L))
-        if variant.startswith("untied"):
-            F = 2 * rank
-            M = np.zeros((F, F))
-            M[:rank, rank:] = np.eye(rank)
-        else:
-            F = rank
-            M = np.eye(rank)
-        name = f"{variant.replace('-', '_')}_L{L}_r{rank}"
-        return Geometry(name, L, F, tuple(tuple(float(v) for v in row) for row in M), mask)
+        amap = AttentionMap.from_spec(ModelSpec(L=L, rank=rank, variant=variant))
+        return Geometry(f"{variant.replace('-', '_')}_L{L}_r{rank}", L, amap)
 
 
 #: the geometries written out (module ``k_<name>``): the sizes of issue 5's variants
@@ -110,8 +115,7 @@ def _loss(g: Geometry, em: Emitter, want_hess: bool):
     """Emit ``ell``, its gradient and Hessian (``channels._loss_grad_hess``) on the inputs
     ``h<i>`` (flattened ``(l, a)``), ``T[l, j]`` and ``C[k, j]``; returns emitted values."""
     L, F = g.L, g.F
-    M = np.array(g.M)
-    mask = np.array(g.mask)
+    M, mask = g.M, g.mask
     n = L * F
     h = [[f"h{l * F + a}" for a in range(F)] for l in range(L)]
     T = [[f"T[{l * L + j}]" for j in range(L)] for l in range(L)]
@@ -176,7 +180,7 @@ def _objective(g: Geometry, want_hess: bool) -> list[str]:
     n = g.L * g.F
     em = Emitter()
     hs = ", ".join(f"h{i}" for i in range(n))
-    em.lines.append(f"    {hs}{',' if n == 1 else ''} = h")
+    em.lines.append(f"    {hs} = h")
     em.lines.append("    " + "; ".join(f"C{k}{j} = C[{k * g.L + j}]" for k in range(g.L) for j in range(k, g.L)))
     val, grad, hess = _loss(g, em, want_hess)
     q = [em.let(f"h{i} - w[{i}]") for i in range(n)]
@@ -210,7 +214,7 @@ def _newton(g: Geometry) -> list[str]:
         "    trial = h",
         "    " + "; ".join(f"L{i}_{k} = 1.0" for i in range(n) for k in range(i + 1)),
         "    for _ in range(max_iter):",
-        "        gn = max(" + ", ".join(f"abs({x})" for x in G) + (", 0.0" if n == 1 else "") + ")",
+        "        gn = max(" + ", ".join(f"abs({x})" for x in G) + ")",
         "        hn = max(1.0, " + ", ".join(f"abs(h[{i}])" for i in range(n)) + ")",
         "        if gn < gtol:",
         "            break",
@@ -251,10 +255,10 @@ def _newton(g: Geometry) -> list[str]:
     out += ["            " + ln for ln in solve]
     steps = [f"s{i}_" for i in range(n)]
     out += [
-        "            sn = max(" + ", ".join(f"abs({s})" for s in steps) + (", 0.0" if n == 1 else "") + ")",
+        "            sn = max(" + ", ".join(f"abs({s})" for s in steps) + ")",
         "            if shift == 0.0 and sn < 1e-13 * hn:",
         "                break",
-        "            trial = (" + ", ".join(f"h[{i}] + {steps[i]}" for i in range(n)) + ("," if n == 1 else "") + ")",
+        "            trial = (" + ", ".join(f"h[{i}] + {steps[i]}" for i in range(n)) + ")",
         "            tval = _value(trial, w, W, T, C)",
         "            pred = " + " + ".join(f"g{i} * {steps[i]}" for i in range(n)),
         "            if tval <= val + 1e-4 * pred or (shift == 0.0 and sn < 1e-8 * hn):",
@@ -269,20 +273,20 @@ def _newton(g: Geometry) -> list[str]:
         "        if shift == 0.0:",
         "            for k in range(n_known):",
         "                d = max(" + ", ".join(f"abs(h[{i}] - known[k, {i}])" for i in range(n))
-        + (", 0.0" if n == 1 else "") + ")",
+        + ")",
         "                if d < snap:",
         "                    return known_val[k], known_gn[k], (" + ", ".join(f"known[k, {i}]" for i in range(n))
-        + ("," if n == 1 else "") + ")",
+        + ")",
         f"        {unpack} = _objective(h, w, W, T, C)",
         "        shift = shift * 0.25 if shift > 1e-6 else 0.0",
-        "    return val, max(" + ", ".join(f"abs({x})" for x in G) + (", 0.0" if n == 1 else "") + "), h",
+        "    return val, max(" + ", ".join(f"abs({x})" for x in G) + "), h",
     ]
     return out
 
 
 def _kernel(g: Geometry) -> list[str]:
     n = g.L * g.F
-    tup = ", ".join(f"starts[i, s, {i}]" for i in range(n)) + ("," if n == 1 else "")
+    tup = ", ".join(f"starts[i, s, {i}]" for i in range(n))
     return [
         "@nb.njit(cache=True, parallel=True)",
         "def prox_kernel(w, T, starts, W, C, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks,",
@@ -299,7 +303,7 @@ def _kernel(g: Geometry) -> list[str]:
         "        cand_gn = np.zeros(S)",
         "        for i in range(c * size, min(N, (c + 1) * size)):",
         "            best = 1e300",
-        "            wi = (" + ", ".join(f"w[i, {k}]" for k in range(n)) + ("," if n == 1 else "") + ")",
+        "            wi = (" + ", ".join(f"w[i, {k}]" for k in range(n)) + ")",
         "            Ti = (" + ", ".join(f"T[i, {l}, {j}]" for l in range(g.L) for j in range(g.L)) + ")",
         "            for s in range(S):",
         f"                val, gn, h = _newton(({tup}), wi, Wt, Ti, Ct, max_iter, gtol, cand_h[i], cand_val[i],",
@@ -318,7 +322,7 @@ def _kernel(g: Geometry) -> list[str]:
 def module_source(g: Geometry) -> str:
     """The generated module for ``g``."""
     head = [
-        f'"""Proximal kernel written out for the {g.name} geometry (L = {g.L}, F = {g.F}, M = {list(map(list, g.M))},',
+        f'"""Proximal kernel written out for the {g.name} geometry (L = {g.L}, F = {g.F}, M = {g.M.tolist()},',
         f"mask = {[[int(v) for v in row] for row in g.mask]}).",
         "",
         "Generated by ``python -m attnphase.theory.unrolled.generate``: do not edit.",
