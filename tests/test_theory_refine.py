@@ -89,14 +89,17 @@ def test_root_stops_at_the_noise_level():
 
 def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monkeypatch):
     """A refinement that cannot converge (here: no evaluation budget) is said so, and the coarse
-    point comes back with the linear-response error estimate of the coarse rule."""
+    point comes back with the linear-response error estimate of the coarse rule (the fallback to
+    the full solver, given one iteration, fails too and says why)."""
     import attnphase.theory.phases as ph
 
     monkeypatch.setattr(ph, "REFINE_MAX_EVALS", 1)
+    monkeypatch.setattr(ph, "FALLBACK_MAX_ITER", 1)
     s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     p = ph.solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
     assert p.exists and not p.diagnostics["refined"]["applied"]
     assert "did not converge" in p.diagnostics["refined"]["reason"]
+    assert p.diagnostics["refined"]["fallback"].startswith("full solver from the coarse point: max_iter reached")
     assert p.diagnostics["error_estimate"]["method"].startswith("linear response")
     # where the fine solve stopped, in user units (here one evaluation from the coarse point)
     stop = p.diagnostics["refined"]["stopped_at"]
@@ -445,3 +448,24 @@ def test_coarse_tail_below_the_semantic_spinodal_is_not_a_branch():
     p = solve_refined(spec, 0.6, "semantic", s)
     assert not p.exists and "no semantic fixed point on the fine rules" in p.reason
     assert solve_refined(spec, 1.0, "semantic", s).exists
+
+
+def test_refinement_falls_back_to_the_full_solver():
+    """L = 3, omega = 0.3, alpha = 1.5, positional (the CLI's settings): from the coarse point
+    (m ~ 0.058) the refinement's quasi-Newton stages stop with no decrease along the Newton
+    direction; the full solver on the fine rules converges (m ~ 0.014), the point is refined there
+    with a forward-difference Jacobian for the per-rule solves, and its fine standard error
+    decides whether the branch is resolved."""
+    from attnphase.theory.phases import fine_absence, solve_refined
+
+    spec = ModelSpec(omega=0.3, L=3)
+    p = solve_refined(spec, 1.5, "positional", SolverSettings(order=8, refine_order=11))
+    info = p.diagnostics["refined"]
+    assert "full solver from the coarse point: converged" in info["fallback"], info
+    assert info["applied"] and info["residual"] < 1e-6
+    coarse_m = info["coarse"]["m"]
+    assert abs(p.m) < 0.5 * coarse_m  # (the fine fixed point is far from the coarse one)
+    est = p.diagnostics["error_estimate"]
+    assert np.isfinite(est["m_user"]) and est["test_error"] < 1e-3
+    # resolved (m > RESOLVE_SE standard errors) or reported absent: never the coarse point
+    assert p.exists == (fine_absence(p) is None)

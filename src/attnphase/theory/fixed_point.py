@@ -169,7 +169,8 @@ class _QNResult:
 
 
 def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
-                  warm: DataStep | None = None, max_evals: int = 20, confirm_full: bool = True) -> _QNResult | None:
+                  warm: DataStep | None = None, max_evals: int = 20, confirm_full: bool = True,
+                  fd_jacobian: bool = False) -> _QNResult | None:
     """Newton's method on ``r(x) = F(x) - x`` in relative units, with Broyden updates.
 
     The Jacobian is ``J0`` when given (the previous point of a continuation: it changes slowly
@@ -178,6 +179,8 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
     evaluation (a deterministic, smooth map); a point is accepted only when the *full* map moves
     every unknown by less than ``tol`` (relative), or with ``confirm_full=False`` (a loose ``tol``)
     when the warm-started map does (``ds`` is then the first, full evaluation, not one at ``x``).
+    With ``fd_jacobian`` a start that is already converged gets the forward-difference Jacobian
+    too (``nf`` warm-started evaluations), in the units of ``x0``.
     Returns ``None`` when the start is invalid.
     """
     L, F, rs = saddle.L, saddle.F, saddle.rs
@@ -220,7 +223,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         return None
     r, ref, fx = first
     rel = _rel_change(fx, full_x(y), nat)
-    if rel < settings.tol:
+    if rel < settings.tol and not fd_jacobian:
         return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged")
     if J0 is not None and J0.shape == (nf, nf) and np.all(np.isfinite(J0)):
         J = J0.copy()
@@ -234,6 +237,8 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
             if out is None:
                 return _QNResult(full_x(y), ref, rel, np.eye(nf), evals, False, "invalid finite difference")
             J[:, j] = (out[0] - r) / h
+    if rel < settings.tol:  # (fd_jacobian: converged at x0, Jacobian wanted)
+        return _QNResult(full_x(y), ref, rel, J, evals, True, "converged", full_at=full_x(y))
     # residual of the warm-start map at the current point (the full one may differ slightly)
     out = evaluate(y, ref)
     if out is None:

@@ -605,6 +605,13 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
             qn = replace(qn2, evals=qn.evals + qn2.evals,
                          message=f"converged to the rule's noise floor: relative change {qn2.rel:.1e} "
                                  f"(< noise_tol {settings.noise_tol:g}; tol {tol:g} not reached)")
+    x_units = x0  # (the per-rule solves work in the units of the solve that gave qn.J)
+    if exact and retry and qn is not None and not qn.ok:
+        fb = _fallback_refine(union, point, settings, qs)
+        info["fallback"] = fb[1]
+        if fb[0] is not None:
+            qn = fb[0]
+            x_units = qn.x
     if qn is None or not qn.ok:
         info["applied"] = False
         info["reason"] = "refinement did not converge: " + ("invalid start" if qn is None else qn.message)
@@ -639,7 +646,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         # each fine rule's own fixed point, from x by Broyden steps on its warm-started map (the
         # union's Jacobian to start): a linear-response step with the Broyden Jacobian alone was
         # off by up to 9x in the standard error where that Jacobian was poor (L = 3)
-        X, conv = _rule_fixed_points(sd, fine, steps, x, x0, qn.J, starts, cuts, settings)
+        X, conv = _rule_fixed_points(sd, fine, steps, x, x_units, qn.J, starts, cuts, settings)
         info["rule_solves"] = conv
         trains = np.array([-sd.free_energy(op, ds) for ds in steps])
         tests = _test_error_spread(sd, op, X)
@@ -660,6 +667,37 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         point, train_loss=float(train), test_error=float(test), **_overlap_fields(sd, op),
         diagnostics={**kept, "refined": info, **({"error_estimate": est} if est is not None else {})},
     )
+
+
+#: iterations of the full solver when the refinement's quasi-Newton stages fail (the L = 3
+#: positional point below converges in 67-70; each costs a fine data step)
+FALLBACK_MAX_ITER = 100
+
+
+def _fallback_refine(union: Saddle, point: BranchPoint, settings: SolverSettings,
+                     qs: SolverSettings) -> tuple[Any, str]:
+    """The fine rules' fixed point by the full solver (damped, Anderson-accelerated iteration and
+    its quasi-Newton polish) from the coarse point, where the refinement's quasi-Newton stages
+    failed; then the forward-difference Jacobian there (for the per-rule solves). Returns the
+    quasi-Newton-like result at that point (``None`` if the solve failed) and what happened.
+
+    Seen at ``L = 3``, positional, ``alpha = 1.5``, ``omega = 0.3``: from the coarse point
+    (``m = 0.058``) Broyden steps with the coarse or a forward-difference Jacobian stop with no
+    decrease along the Newton direction (``m = 0.053``), while the damped iteration on the same
+    fine map converges in ~50 iterations.
+    """
+    from attnphase.theory.fixed_point import _quasi_newton  # noqa: PLC0415
+
+    res = solve_fixed_point(union, point.op, replace(settings, tol=qs.tol, max_iter=FALLBACK_MAX_ITER))
+    if not res.converged:
+        return None, f"full solver from the coarse point: {res.reason} ({res.iterations} iterations)"
+    fd = _quasi_newton(union, res.op.to_vector(), replace(qs, tol=max(qs.tol, settings.noise_tol)), warm=res.data,
+                       fd_jacobian=True, confirm_full=True)
+    if fd is None or not fd.ok:
+        why = "invalid point" if fd is None else fd.message
+        return None, f"full solver converged ({res.iterations} iterations), Jacobian there failed: {why}"
+    msg = f"full solver from the coarse point: {res.reason} in {res.iterations} iterations"
+    return replace(fd, evals=res.iterations + fd.evals, message=msg), msg
 
 
 def _warm_at(qn: Any, x: np.ndarray) -> DataStep | None:
@@ -738,7 +776,9 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
         if coarse.exists and settings.n_replicas > 1:
             point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, coarse)
     if settings.target_error and coarse.exists:
-        point = _refine_to_target(spec, point, settings)
+        # (a finer rule may no longer resolve the branch: the L = 3 positional point at
+        # alpha 1.5, omega 0.3 has m 0.058 / 0.014 / 0.005 on 2^8 x 4 / 2^11 x 4 / 2^12 x 4 nodes)
+        point = mark_unresolved(_refine_to_target(spec, point, settings))
     return point
 
 
