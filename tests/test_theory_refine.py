@@ -288,9 +288,9 @@ def test_rank_two_semantic_point_refines():
 
 
 def test_target_error_raises_the_refinement_order_until_met():
-    """``target_error``: the order goes up one step at a time from ``refine_order``; the
-    history records each order's estimate, and an unreachable target is reported as not met at
-    ``max_refine_order`` (never silently)."""
+    """``target_error``: the order goes up from ``refine_order`` by the orders the estimate's
+    decay predicts (capped at ``max_refine_order``); the history records each order's estimate,
+    and an unreachable target is reported as not met at ``max_refine_order`` (never silently)."""
     from dataclasses import replace
 
     from attnphase.theory.phases import solve_refined
@@ -306,6 +306,16 @@ def test_target_error_raises_the_refinement_order_until_met():
     assert hard.diagnostics["error_estimate"]["test_error"] == tgt["history"][-1]["test_error_estimate"] > 1e-9
     with pytest.raises(ValueError, match="target_error"):
         SolverSettings(target_error=1e-4, refine_replicas=1)
+
+
+def test_orders_to_target_follow_the_square_root_decay():
+    """An estimate 4x the target needs 16x the nodes (4 orders) at N^-1/2; at least one order."""
+    from attnphase.theory.phases import orders_to_target
+
+    assert orders_to_target(4e-4, 1e-4) == 4
+    assert orders_to_target(1.3e-4, 1e-4) == 1 and orders_to_target(2.0e-4, 1e-4) == 2
+    assert orders_to_target(2.1e-4, 1e-4) == 3
+    assert orders_to_target(float("inf"), 1e-4) == 1 and orders_to_target(5e-5, 1e-4) == 1
 
 
 def test_gauge_fix_without_signal_is_the_isotropic_point():
