@@ -1,0 +1,61 @@
+"""Where does the causal student's semantic branch end (L = 2, omega = 0.3, docs/variants.md)?
+
+Starts from the semantic fixed point at alpha = 2 with a small positional overlap added
+(``m = 0.02 x`` the positional branch's ``m``: is the ``m = 0`` point stable in that direction?),
+then follows the branch down in alpha (steps 0.05, then 0.01) with a secant predictor, the
+damped/Anderson solver and, where it fails, the quasi-Newton root finder. Prints theta, m, q and
+the errors at each alpha and where the branch is lost. Usage:
+
+    python docs/causal_branch_end.py [order]      # QMC order, default 12 (about 70 s)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory.fixed_point import FAST, SolverSettings, _quasi_newton, solve_fixed_point
+from attnphase.theory.phases import _make_saddle, _to_point, solve_point
+from attnphase.theory.saddle import OrderParams
+
+
+def main(order: int) -> None:
+    spec = ModelSpec(omega=0.3, sigma=0.5, lam=0.01, variant="causal")
+    S = SolverSettings(**{**FAST, "order": order, "tol": 1e-7, "noise_tol": 1e-5, "max_iter": 600})
+    t0 = time.time()
+    sem = solve_point(spec, 2.0, "semantic", S, error_estimate=False)
+    pos = solve_point(spec, 2.0, "positional", S, error_estimate=False)
+    sd = _make_saddle(spec, 2.0, S)
+    res = solve_fixed_point(sd, sem.op.replace(m=0.02 * pos.op.m), S)
+    xs, als = [res.op.to_vector()], [2.0]
+    alphas = [1.9, 1.85, 1.8, 1.75, 1.7] + [round(1.69 - 0.01 * i, 2) for i in range(30)]
+    for a in alphas:
+        sd = _make_saddle(spec, a, S)
+        x0 = xs[-1] if len(xs) < 2 else xs[-1] + (xs[-1] - xs[-2]) * (a - als[-1]) / (als[-1] - als[-2])
+        res = solve_fixed_point(sd, OrderParams.from_vector(x0, sd.L, sd.F, sd.rs), S)
+        q, m, th = (float(np.ravel(v)[0]) for v in sd.user_units(res.op))
+        if res.converged and abs(th) > 1e-3:
+            p = _to_point(spec, a, "semantic", sd, res, {})
+            print(f"alpha {a}: theta {th:.4f} m {m:.4f} q {q:.4f} train {p.train_loss:.6f} "
+                  f"test {p.test_error:.6f} ({res.iterations} it, {time.time() - t0:.0f} s)", flush=True)
+            xs.append(res.op.to_vector())
+            als.append(a)
+            continue
+        qn = _quasi_newton(sd, x0, S, max_evals=40)
+        if qn is not None and qn.ok:
+            op = OrderParams.from_vector(qn.x, sd.L, sd.F, sd.rs)
+            q, m, th = (float(np.ravel(v)[0]) for v in sd.user_units(op))
+            print(f"alpha {a}: (quasi-Newton) theta {th:.4f} m {m:.4f} q {q:.4f}", flush=True)
+            xs.append(qn.x)
+            als.append(a)
+            continue
+        print(f"alpha {a}: branch lost (damped solver -> theta {th:.4f}, m {m:.4f}; quasi-Newton: "
+              f"{'invalid start' if qn is None else qn.message})")
+        break
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 12)
