@@ -40,8 +40,9 @@ class SolverSettings:
     of each base sample; ``gh``: points per dimension of one rule) and re-evaluates the training
     error variationally; :func:`~attnphase.theory.phases.find_transition` uses it for the points
     that locate ``alpha_c`` and ``alpha_l``. ``target_error`` (0: off): a single solve
-    (:func:`~attnphase.theory.phases.solve_refined`) raises the refinement order one step at a
-    time, from ``refine_order`` up to ``max_refine_order``, until the estimated relative error of
+    (:func:`~attnphase.theory.phases.solve_refined`) raises the refinement order, from
+    ``refine_order`` up to ``max_refine_order`` by the orders the estimate's decay predicts
+    (:func:`~attnphase.theory.phases.orders_to_target`), until the estimated relative error of
     the test error is at most this (the result says whether it was reached).
     """
 
