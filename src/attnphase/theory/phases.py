@@ -802,7 +802,7 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
 
     Each step goes to the order that the estimate's decay predicts, ``N^-TARGET_DECAY`` in the
     number of nodes ``N`` (one order doubles ``N``), at least one order up: the intermediate
-    orders cost as much as the last one and are skipped."""
+    orders, skipped, would together cost about as much again as the last one."""
     order = settings.refine_order
     history: list[dict[str, Any]] = []
 
