@@ -17,14 +17,27 @@ import time
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.fixed_point import FAST, SolverSettings, _quasi_newton, solve_fixed_point
+from scipy.optimize import least_squares
+
+from attnphase.theory.fixed_point import FAST, SolverSettings, _quasi_newton, _warm_starts, solve_fixed_point
 from attnphase.theory.phases import _make_saddle, _to_point, solve_point
 from attnphase.theory.saddle import OrderParams
 
 
+SPEC = ModelSpec(omega=0.3, sigma=0.5, lam=0.01, variant="causal")
+
+
+def settings(order: int) -> SolverSettings:
+    return SolverSettings(**{**FAST, "order": order, "tol": 1e-7, "noise_tol": 1e-5, "max_iter": 600})
+
+
+def user(sd, op: OrderParams) -> tuple[float, float, float]:
+    """q, m, theta in user units (first entries)."""
+    return tuple(float(np.ravel(v)[0]) for v in sd.user_units(op))
+
+
 def main(order: int) -> None:
-    spec = ModelSpec(omega=0.3, sigma=0.5, lam=0.01, variant="causal")
-    S = SolverSettings(**{**FAST, "order": order, "tol": 1e-7, "noise_tol": 1e-5, "max_iter": 600})
+    spec, S = SPEC, settings(order)
     t0 = time.time()
     sem = solve_point(spec, 2.0, "semantic", S, error_estimate=False)
     pos = solve_point(spec, 2.0, "positional", S, error_estimate=False)
@@ -36,7 +49,7 @@ def main(order: int) -> None:
         sd = _make_saddle(spec, a, S)
         x0 = xs[-1] if len(xs) < 2 else xs[-1] + (xs[-1] - xs[-2]) * (a - als[-1]) / (als[-1] - als[-2])
         res = solve_fixed_point(sd, OrderParams.from_vector(x0, sd.L, sd.F, sd.rs), S)
-        q, m, th = (float(np.ravel(v)[0]) for v in sd.user_units(res.op))
+        q, m, th = user(sd, res.op)
         if res.converged and abs(th) > 1e-3:
             p = _to_point(spec, a, "semantic", sd, res, {})
             print(f"alpha {a}: theta {th:.4f} m {m:.4f} q {q:.4f} train {p.train_loss:.6f} "
@@ -47,7 +60,7 @@ def main(order: int) -> None:
         qn = _quasi_newton(sd, x0, S, max_evals=40)
         if qn is not None and qn.ok:
             op = OrderParams.from_vector(qn.x, sd.L, sd.F, sd.rs)
-            q, m, th = (float(np.ravel(v)[0]) for v in sd.user_units(op))
+            q, m, th = user(sd, op)
             print(f"alpha {a}: (quasi-Newton) theta {th:.4f} m {m:.4f} q {q:.4f}", flush=True)
             xs.append(qn.x)
             als.append(a)
@@ -57,5 +70,45 @@ def main(order: int) -> None:
         break
 
 
+def residual(order: int) -> None:
+    spec, S = SPEC, settings(order)
+    t0 = time.time()
+    x = None
+    for a in (2.0, 1.9, 1.8, 1.7, 1.65, 1.62):  # the m = 0 branch by continuation
+        sd = _make_saddle(spec, a, S)
+        start = (solve_point(spec, a, "semantic", S, error_estimate=False).op if x is None
+                 else OrderParams.from_vector(x, sd.L, sd.F, sd.rs))
+        x = solve_fixed_point(sd, start, S).op.to_vector()
+    free = np.abs(x) > 1e-14
+    for a in (1.62, 1.6, 1.58, 1.55, 1.5):
+        sd = _make_saddle(spec, a, S)
+        op162 = OrderParams.from_vector(x, sd.L, sd.F, sd.rs)
+        q, _, th = user(sd, op162)
+        gd = op162.replace(theta=op162.theta * 0.32 / th, q=op162.q * 0.23 / q).to_vector()
+        for tag, x0 in (("from alpha 1.62", x), ("from GD's overlaps", gd)):
+            ref = sd.data_step(OrderParams.from_vector(x0, sd.L, sd.F, sd.rs))
+
+            def r(y: np.ndarray, sd=sd, ref=ref) -> np.ndarray:
+                xx = np.zeros_like(x)
+                xx[free] = y
+                op = OrderParams.from_vector(xx, sd.L, sd.F, sd.rs)
+                try:
+                    fx = sd.weights_step(sd.data_step(op, starts=_warm_starts(ref), switch_width=1e-5).hats).to_vector()
+                except (ValueError, np.linalg.LinAlgError):
+                    fx = np.full_like(xx, np.nan)
+                out = (fx - xx)[free] / np.maximum(np.abs(xx[free]), 1e-3)
+                return np.where(np.isfinite(out), out, 10.0)
+
+            sol = least_squares(r, x0[free], method="lm", x_scale=np.maximum(np.abs(x0[free]), 1e-3), max_nfev=200)
+            xx = np.zeros_like(x)
+            xx[free] = sol.x
+            q, m, th = user(sd, OrderParams.from_vector(xx, sd.L, sd.F, sd.rs))
+            print(f"alpha {a} {tag}: min max|F(x) - x| {np.max(np.abs(sol.fun)):.2e} at theta {th:.4f} q {q:.4f} "
+                  f"m {m:.4f} ({sol.nfev} evaluations, {time.time() - t0:.0f} s)", flush=True)
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 12)
+    if len(sys.argv) > 1 and sys.argv[1] == "residual":
+        residual(int(sys.argv[2]) if len(sys.argv) > 2 else 12)
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else 12)
