@@ -262,3 +262,47 @@ def test_linear_baseline_matches_monte_carlo():
     mc = 0.5 * spec.sigma**2 * np.sum(D**2, axis=(1, 2))
     assert abs(lin - mc.mean()) < 4 * mc.std() / np.sqrt(len(mc))
     assert abs(lin - 0.001971) / 0.001971 < 0.005  # THEORY.md 2.1 anchor
+
+
+@pytest.mark.parametrize("L,rs,causal", [(2, 1, False), (3, 2, False), (4, 1, True)])
+def test_target_map_is_the_mixed_softmax_of_the_teacher_scores(L, rs, causal):
+    """The compiled target equals ``(1 - omega) softmax(h* h*^T) + omega A`` written with numpy,
+    rows summing to one, the causal target zero above the diagonal (before the ``omega A`` part)."""
+    from attnphase.theory.channels import softmax_rows
+
+    spec = ModelSpec(L=L, teacher_rank=rs, omega=0.3, causal_target=causal)
+    h = 3.0 * np.random.default_rng(2).normal(size=(500, L, rs))
+    mask = np.tril(np.ones((L, L), dtype=bool)) if causal else None
+    ref = 0.7 * softmax_rows(np.einsum("nla,nka->nlk", h, h), mask) + 0.3 * spec.A_array[None]
+    T = target_map(h, spec)
+    np.testing.assert_allclose(T, ref, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(T.sum(axis=2), 1.0, atol=1e-14)
+    if causal:
+        assert np.all(np.triu(T - 0.3 * spec.A_array[None], k=1) == 0.0)
+
+
+def test_second_minimum_is_the_lowest_distinct_local_minimum():
+    """Against the definition evaluated directly: the lowest candidate farther than ``distinct``
+    (max-norm) from the global minimiser, the global one back (value inf) where there is none."""
+    from attnphase.theory.saddle import second_minimum
+
+    spec = ModelSpec(omega=0.3)
+    am = AttentionMap.from_spec(spec)
+    rng = np.random.default_rng(3)
+    N = 2000
+    w = 2.0 * rng.normal(size=(N, 2, 1))
+    T = target_map(1.5 * rng.normal(size=(N, 2, 1)), spec)
+    V = np.array([[20.0]])
+    prox = prox_batch(w, T, V, spec.C_array, am)
+    h2, v2 = second_minimum(prox)
+    n_two = 0
+    for i in range(N):
+        far = np.max(np.abs(prox.candidates[i] - prox.h[i][None]), axis=(1, 2)) >= 1e-5
+        if not far.any():
+            assert v2[i] == np.inf and np.array_equal(h2[i], prox.h[i])
+            continue
+        n_two += 1
+        j = np.flatnonzero(far)[np.argmin(prox.candidate_values[i][far])]
+        assert v2[i] == prox.candidate_values[i, j] >= prox.value[i]
+        assert np.array_equal(h2[i], prox.candidates[i, j])
+    assert 0 < n_two < N  # (both cases are exercised)

@@ -80,10 +80,36 @@ def softmax_rows(s: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
 
 
 def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
-    """Target ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields of shape (N, L, r*)."""
-    s = np.einsum("nla,nka->nlk", hstar, hstar)
-    mask = np.tril(np.ones((spec.L, spec.L), dtype=bool)) if spec.causal_target else None
-    return (1.0 - spec.omega) * softmax_rows(s, mask) + spec.omega * spec.A_array[None]
+    """Target ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields of shape (N, L, r*)
+    (the causal target masks the scores above the diagonal)."""
+    hstar = np.ascontiguousarray(hstar, dtype=np.float64)
+    out = np.empty((hstar.shape[0], hstar.shape[1], hstar.shape[1]))
+    _target_kernel(hstar, float(spec.omega), np.ascontiguousarray(spec.A_array, dtype=np.float64),
+                   bool(spec.causal_target), out)
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _target_kernel(hstar, omega, A, causal, out):  # pragma: no cover - jitted
+    N, L, R = hstar.shape
+    for i in nb.prange(N):
+        for l in range(L):
+            kmax = l + 1 if causal else L
+            mx = -np.inf
+            for k in range(kmax):
+                s = 0.0
+                for a in range(R):
+                    s += hstar[i, l, a] * hstar[i, k, a]
+                out[i, l, k] = s
+                mx = max(mx, s)
+            tot = 0.0
+            for k in range(kmax):
+                e = np.exp(out[i, l, k] - mx)
+                out[i, l, k] = e
+                tot += e
+            for k in range(L):
+                sm = out[i, l, k] / tot if k < kmax else 0.0
+                out[i, l, k] = (1.0 - omega) * sm + omega * A[l, k]
 
 
 def student_map(h: np.ndarray, amap: AttentionMap) -> np.ndarray:
@@ -403,6 +429,29 @@ def _values(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover 
         wk = _work(L, F)
         dummy = np.zeros((1, 1))
         out_val[i] = _objective(hh[i], w[i], Winv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
+
+
+@nb.njit(cache=True, parallel=True)
+def _second_minimum_kernel(best, cand, vals, distinct, out_h, out_v):  # pragma: no cover - jitted
+    N, S, n = cand.shape
+    for i in nb.prange(N):
+        jbest = -1
+        vbest = np.inf
+        for s in range(S):
+            d = 0.0
+            for k in range(n):
+                d = max(d, abs(cand[i, s, k] - best[i, k]))
+            if d >= distinct and vals[i, s] < vbest:
+                vbest = vals[i, s]
+                jbest = s
+        if jbest < 0:
+            for k in range(n):
+                out_h[i, k] = best[i, k]
+            out_v[i] = np.inf
+        else:
+            for k in range(n):
+                out_h[i, k] = cand[i, jbest, k]
+            out_v[i] = vbest
 
 
 # --------------------------------------------------------------------------- public wrappers

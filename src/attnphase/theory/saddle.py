@@ -17,6 +17,7 @@ from attnphase.spec.problem import ModelSpec
 from attnphase.theory.channels import (
     AttentionMap,
     ProxResult,
+    _second_minimum_kernel,
     default_starts,
     loss_numpy,
     prox_batch,
@@ -240,14 +241,18 @@ class Saddle:
         wt2 = self.rule.w * (1.0 - p)
         a = self.alpha
 
+        split = np.flatnonzero(wt2 > 0)  # the few nodes within ~tau of a switch
+
         def E(spec: str, *arrs: np.ndarray) -> np.ndarray:
             first = np.einsum(spec, wt1, g1, *arrs)
-            if not np.any(wt2 > 0):
+            if split.size == 0:
                 return first
-            return first + np.einsum(spec, wt2, g2, *arrs)
+            return first + np.einsum(spec, wt2[split], g2[split], *(x[split] for x in arrs))
 
         m_hat = a * E("n,nla->la")
-        q_hat = a * (np.einsum("n,nla,nlb->ab", wt1, g1, g1) + np.einsum("n,nla,nlb->ab", wt2, g2, g2))
+        q_hat = a * np.einsum("n,nla,nlb->ab", wt1, g1, g1)
+        if split.size:
+            q_hat += a * np.einsum("n,nla,nlb->ab", wt2[split], g2[split], g2[split])
         Ris = sym_sqrt(R, inverse=True)
         th_hat = a * E("n,nla,nlb->ab", self.eta) @ Ris
         if self.rule.copies != "signs":
@@ -430,17 +435,14 @@ def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray
 
     Nodes with a single minimum get the global one back (value ``+inf``).
     """
-    best = prox.h
-    cand = prox.candidates
-    vals = prox.candidate_values.copy()
-    dist = np.max(np.abs(cand - best[:, None]), axis=(2, 3))
-    vals[dist < distinct] = np.inf
-    j = np.argmin(vals, axis=1)
-    idx = np.arange(cand.shape[0])
-    h2 = cand[idx, j].copy()
-    v2 = vals[idx, j]
-    none = ~np.isfinite(v2)
-    h2[none] = best[none]
+    N, S = prox.candidate_values.shape
+    n = prox.h[0].size
+    h2 = np.empty((N, n))
+    v2 = np.empty(N)
+    _second_minimum_kernel(np.ascontiguousarray(prox.h).reshape(N, n),
+                           np.ascontiguousarray(prox.candidates).reshape(N, S, n),
+                           np.ascontiguousarray(prox.candidate_values), float(distinct), h2, v2)
+    h2 = h2.reshape(prox.h.shape)
     return h2, v2
 
 
