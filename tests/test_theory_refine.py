@@ -479,3 +479,40 @@ def test_refinement_falls_back_to_the_full_solver():
     assert np.isfinite(est["m_user"]) and est["test_error"] < 1e-3
     # resolved (m > RESOLVE_SE standard errors) or reported absent: never the coarse point
     assert p.exists == (fine_absence(p) is None)
+
+
+def test_failed_semantic_refinement_continues_the_branch_down_from_larger_alpha():
+    """Causal student, alpha = 1.75 (near the end of its semantic branch): the coarse rule's
+    point (theta 0.20) is not on the fine rules' branch and its refinement falls towards the
+    trivial one; the branch continued down from 2 alpha on the rule one order below the fine
+    rules refines, and lands where an independent continuation on that order does."""
+    from attnphase.theory import follow_branch
+    from attnphase.theory.phases import solve_refined
+
+    spec = ModelSpec(omega=0.3, variant="causal")
+    s = SolverSettings(order=8, refine_order=10)
+    p = solve_refined(spec, 1.75, "semantic", s)
+    ref = p.diagnostics["refined"]
+    assert p.exists and ref["applied"]
+    assert "continued down from alpha 3.5 on order 9" in ref["retry"]
+    assert "coarse theta 0.2" in ref["retry"]  # (what the coarse rule had)
+    path = follow_branch(spec, [2.0, 1.9, 1.8, 1.75], "semantic", SolverSettings(order=10, warmup_order=None))
+    assert path[-1].exists
+    assert abs(p.theta) == pytest.approx(abs(path[-1].theta), rel=0.03)
+    assert abs(p.theta) > 0.3
+
+
+def test_unrefined_point_whose_overlap_is_not_resolved_is_absent():
+    """coarse_absence: a point kept from the coarse rule (refinement failed) whose defining overlap
+    has a relative error estimate above 1/RESOLVE_SE does not count as a point of its branch."""
+    from attnphase.theory.phases import RESOLVE_SE, BranchPoint, coarse_absence
+
+    def pt(branch, err_theta, err_m):
+        return BranchPoint(branch, 1.0, True, "ok", m=0.1, theta=0.2,
+                           diagnostics={"error_estimate": {"theta_user": err_theta, "m_user": err_m}})
+
+    assert coarse_absence(pt("semantic", 0.9 / RESOLVE_SE, 5.0)) is None
+    assert "theta = 0.2 has a relative error estimate of 1.3" in coarse_absence(pt("semantic", 1.27, 0.0))
+    assert "m = 0.1" in coarse_absence(pt("positional", 0.0, 2.0))
+    assert coarse_absence(pt("mixed", 0.01, 0.5)) is not None
+    assert coarse_absence(pt("trivial", 9.0, 9.0)) is None

@@ -134,6 +134,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         if p.exists and ref and not ref.get("applied"):
             print(f"note: {b}: {ref.get('reason')}; the values are those of the coarse rule "
                   f"({p.diagnostics['quadrature']['nodes']} nodes)")
+        elif p.exists and ref.get("retry"):
+            print(f"note: {b}: {ref['retry']}")
     return 0
 
 

@@ -304,7 +304,7 @@ def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, 
     the trivial branch of ``L >= 5`` was not reached either (the start left the valid domain at
     0.5 and 1 while the branch continues smoothly from 0.2); from 0.1 it is. ``None`` if the
     continuation does not arrive."""
-    n = max(RAMP_STEPS, int(np.ceil(np.log(alpha / origin) / np.log(RAMP_RATIO) - 1e-9)))
+    n = max(RAMP_STEPS, int(np.ceil(abs(np.log(alpha / origin)) / np.log(RAMP_RATIO) - 1e-9)))
     grid = np.geomspace(origin, alpha, n + 1)
     first = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False)
     return _continue(first, [(spec, float(a)) for a in grid[1:]], branch, settings)
@@ -771,15 +771,82 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     marked = mark_unresolved(point)
     if marked is not point:  # (the fine rules do not confirm the branch here)
         return marked
-    if not point.diagnostics.get("refined", {}).get("applied"):
+    if not _applied(point):
+        retry = _refine_from_above(spec, alpha, branch, settings, point)
+        if retry is not None:
+            coarse, point = retry
+            marked = mark_unresolved(point)
+            if marked is not point:
+                return marked
+    if not _applied(point):
         point = coarse = _final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
         if coarse.exists and settings.n_replicas > 1:
             point.diagnostics["error_estimate"] = _error_estimate(spec, alpha, branch, settings, coarse)
+            why = coarse_absence(point)
+            if why is not None:
+                return replace(point, exists=False, reason=f"{branch} branch not resolved: {why}")
     if settings.target_error and coarse.exists:
         # (a finer rule may no longer resolve the branch: the L = 3 positional point at
         # alpha 1.5, omega 0.3 has m 0.058 / 0.014 / 0.005 on 2^8 x 4 / 2^11 x 4 / 2^12 x 4 nodes)
         point = mark_unresolved(_refine_to_target(spec, point, settings))
     return point
+
+
+def _applied(point: BranchPoint) -> bool:
+    return bool(point.diagnostics.get("refined", {}).get("applied"))
+
+
+#: branches that end towards small ``alpha`` (at a spinodal): where their refinement fails they are
+#: continued downward from ``RAMP_DOWN * alpha`` on a rule one order below the fine rules
+RAMP_DOWN = 2.0
+
+
+def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+                       failed: BranchPoint) -> tuple[BranchPoint, BranchPoint] | None:
+    """A second try where the refinement of a semantic (or mixed) point did not converge: the
+    branch continued downward from ``RAMP_DOWN * alpha`` on the rule one order below the fine
+    rules (:func:`_ramp`), then refined. Returns (that point, its refinement) if the refinement
+    converges, else ``None``.
+
+    Near the end of a branch the coarse rule can sit on a different part of it than the fine
+    rules: causal student, ``omega = 0.3``, ``alpha = 1.75``: ``theta`` = 0.202 on 2^8 x 4 nodes
+    (where the branch ends near 1.7) against 0.349 on 2^11 x 4 nodes (ending near 1.61), and the
+    refinement from 0.202 falls towards the trivial branch; the direct start on the finer rule
+    goes trivial too (it lies below the unstable side of the fold there), while the branch
+    continued from larger ``alpha`` is reached (docs/variants.md)."""
+    if branch not in ("semantic", MIXED) or settings.method != "qmc" or settings.refine_order - 1 <= settings.order:
+        return None
+    mid_settings = replace(settings, order=settings.refine_order - 1, warmup_order=None)
+    mid = _ramp(spec, alpha, branch, mid_settings, RAMP_DOWN * alpha)
+    if mid is None:
+        failed.diagnostics["refined"]["retry"] = (f"continued down from alpha {RAMP_DOWN * alpha:g} on order "
+                                                  f"{mid_settings.order}: the branch was lost on the way")
+        return None
+    mid = replace(mid, diagnostics={**mid.diagnostics, "start": f"continued down from alpha {RAMP_DOWN * alpha:g}"})
+    point = refine_point(spec, mid, settings, tol=settings.tol)
+    if not _applied(point) and left_branch(point) is None:
+        failed.diagnostics["refined"]["retry"] = (f"continued down from alpha {RAMP_DOWN * alpha:g} on order "
+                                                  f"{mid_settings.order} (theta {mid.theta:.3g}): its refinement "
+                                                  "did not converge either")
+        return None
+    point.diagnostics["refined"]["retry"] = (f"the refinement from the coarse point failed ("
+                                             f"{failed.diagnostics['refined'].get('reason', '?')}; coarse theta "
+                                             f"{failed.theta:.3g}); continued down from alpha {RAMP_DOWN * alpha:g} "
+                                             f"on order {mid_settings.order} instead")
+    return mid, point
+
+
+def coarse_absence(point: BranchPoint) -> str | None:
+    """Why an unrefined point (its refinement did not converge) does not resolve its branch: the
+    overlap that defines it has a relative error estimate (linear response on the solver's rule)
+    above ``1 / RESOLVE_SE``; ``None`` otherwise."""
+    est = point.diagnostics.get("error_estimate") or {}
+    for key in {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}.get(point.branch, ()):
+        err = est.get(f"{key}_user")
+        if err is not None and err * RESOLVE_SE > 1:
+            return (f"its refinement did not converge and on the coarse rule {key} = {getattr(point, key):.3g} has a "
+                    f"relative error estimate of {err:.2g}")
+    return None
 
 
 #: decay of the refined error estimates with the number of nodes, ``N^-TARGET_DECAY`` (measured
