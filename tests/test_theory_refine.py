@@ -516,3 +516,28 @@ def test_unrefined_point_whose_overlap_is_not_resolved_is_absent():
     assert "m = 0.1" in coarse_absence(pt("positional", 0.0, 2.0))
     assert coarse_absence(pt("mixed", 0.01, 0.5)) is not None
     assert coarse_absence(pt("trivial", 9.0, 9.0)) is None
+
+
+@pytest.mark.parametrize("alpha,before", [(1.65, "the coarse solve found no point of the branch"),
+                                          (1.7, "the refinement of the coarse point (coarse theta 0.1")])
+def test_semantic_branch_the_coarse_rule_misses_is_continued_from_above(alpha, before):
+    """Causal student near the end of its semantic branch, where the coarse rule's branch has
+    ended (1.65: the coarse start goes trivial) or nearly (1.7: theta 0.105, whose refinement goes
+    trivial): the branch is still found, by continuation from 2 alpha, and refined."""
+    from attnphase.theory.phases import solve_refined
+
+    p = solve_refined(ModelSpec(omega=0.3, variant="causal"), alpha, "semantic",
+                      SolverSettings(order=8, refine_order=10))
+    assert p.exists and p.diagnostics["refined"]["applied"]
+    assert p.diagnostics["refined"]["retry"].startswith(before)
+    assert abs(p.theta) > 0.25  # (docs/variants.md: 0.287 / 0.323 at order 12 by continuation)
+
+
+def test_semantic_point_below_the_end_of_the_branch_stays_absent():
+    """Below the fold of the causal semantic branch (alpha 1.5) the second try is made and fails:
+    the branch is absent, and the reason says what was tried."""
+    from attnphase.theory.phases import solve_refined
+
+    p = solve_refined(ModelSpec(omega=0.3, variant="causal"), 1.5, "semantic", SolverSettings(order=8, refine_order=10))
+    assert not p.exists
+    assert "continued down from alpha 3 on order 9" in p.reason

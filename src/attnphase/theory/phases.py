@@ -763,21 +763,28 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     error is the error estimate. Where the refinement does not converge the coarse point is
     returned with the reason in ``diagnostics["refined"]`` and the linear-response error estimate
     of the coarse rule (seen for ``rank = 2``: the coarse rule's ``m = 0`` semantic point is not a
-    fixed point of the fine rules, which drift to the mixed branch; docs/variants.md)."""
+    fixed point of the fine rules, which drift to the mixed branch; docs/variants.md), unless the
+    overlap that defines the branch is not resolved there (:func:`coarse_absence`). Where the coarse
+    solve of a semantic or mixed point finds no point or its refinement fails, the branch is first
+    continued down from larger ``alpha`` on a finer rule (:func:`_refine_from_above`)."""
     if not settings.refine_order:
         return solve_point(spec, alpha, branch, settings, thorough=True)
     coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
     point = refine_point(spec, coarse, settings, tol=settings.tol)
-    marked = mark_unresolved(point)
-    if marked is not point:  # (the fine rules do not confirm the branch here)
-        return marked
-    if not _applied(point):
-        retry = _refine_from_above(spec, alpha, branch, settings, point)
-        if retry is not None:
+    marked = mark_unresolved(point)  # (marked is not point: the fine rules do not confirm the branch)
+    if not _applied(point) or marked is not point:
+        retry, tried = _refine_from_above(spec, alpha, branch, settings, point if marked is point else marked)
+        if retry is not None and mark_unresolved(retry[1]) is retry[1]:
             coarse, point = retry
-            marked = mark_unresolved(point)
-            if marked is not point:
-                return marked
+            marked = point
+        elif tried and (not marked.exists):
+            marked = replace(marked, reason=f"{marked.reason} (nor {tried})")
+            if not point.exists:
+                point = coarse = marked
+        elif tried:
+            point.diagnostics["refined"]["retry"] = tried
+    if marked is not point:
+        return marked
     if not _applied(point):
         point = coarse = _final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
         if coarse.exists and settings.n_replicas > 1:
@@ -802,38 +809,41 @@ RAMP_DOWN = 2.0
 
 
 def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
-                       failed: BranchPoint) -> tuple[BranchPoint, BranchPoint] | None:
-    """A second try where the refinement of a semantic (or mixed) point did not converge: the
-    branch continued downward from ``RAMP_DOWN * alpha`` on the rule one order below the fine
-    rules (:func:`_ramp`), then refined. Returns (that point, its refinement) if the refinement
-    converges, else ``None``.
+                       failed: BranchPoint) -> tuple[tuple[BranchPoint, BranchPoint] | None, str]:
+    """A second try where the coarse solve of a semantic (or mixed) point found no point of the
+    branch or its refinement did not converge: the branch continued downward from
+    ``RAMP_DOWN * alpha`` on the rule one order below the fine rules (:func:`_ramp`), then
+    refined. Returns ((that point, its refinement), what was done) if the refinement converges,
+    else (``None``, what was tried).
 
     Near the end of a branch the coarse rule can sit on a different part of it than the fine
     rules: causal student, ``omega = 0.3``, ``alpha = 1.75``: ``theta`` = 0.202 on 2^8 x 4 nodes
     (where the branch ends near 1.7) against 0.349 on 2^11 x 4 nodes (ending near 1.61), and the
     refinement from 0.202 falls towards the trivial branch; the direct start on the finer rule
-    goes trivial too (it lies below the unstable side of the fold there), while the branch
-    continued from larger ``alpha`` is reached (docs/variants.md)."""
+    goes trivial too, while the branch continued from larger ``alpha`` is reached
+    (docs/variants.md)."""
     if branch not in ("semantic", MIXED) or settings.method != "qmc" or settings.refine_order - 1 <= settings.order:
-        return None
+        return None, ""
     mid_settings = replace(settings, order=settings.refine_order - 1, warmup_order=None)
-    mid = _ramp(spec, alpha, branch, mid_settings, RAMP_DOWN * alpha)
+    origin = RAMP_DOWN * alpha
+    how = f"continued down from alpha {origin:g} on order {mid_settings.order}"
+    mid = _ramp(spec, alpha, branch, mid_settings, origin)
     if mid is None:
-        failed.diagnostics["refined"]["retry"] = (f"continued down from alpha {RAMP_DOWN * alpha:g} on order "
-                                                  f"{mid_settings.order}: the branch was lost on the way")
-        return None
-    mid = replace(mid, diagnostics={**mid.diagnostics, "start": f"continued down from alpha {RAMP_DOWN * alpha:g}"})
+        return None, f"{how}: the branch was lost on the way"
     point = refine_point(spec, mid, settings, tol=settings.tol)
-    if not _applied(point) and left_branch(point) is None:
-        failed.diagnostics["refined"]["retry"] = (f"continued down from alpha {RAMP_DOWN * alpha:g} on order "
-                                                  f"{mid_settings.order} (theta {mid.theta:.3g}): its refinement "
-                                                  "did not converge either")
-        return None
-    point.diagnostics["refined"]["retry"] = (f"the refinement from the coarse point failed ("
-                                             f"{failed.diagnostics['refined'].get('reason', '?')}; coarse theta "
-                                             f"{failed.theta:.3g}); continued down from alpha {RAMP_DOWN * alpha:g} "
-                                             f"on order {mid_settings.order} instead")
-    return mid, point
+    if not _applied(point):
+        to = left_branch(point)
+        return None, f"{how} (theta {mid.theta:.3g}): " + (f"refined, it went to the {to} branch" if to else
+                                                          "its refinement did not converge either")
+    if fine_absence(point) is not None:
+        return None, f"{how} (theta {mid.theta:.3g}): not resolved on the fine rules ({fine_absence(point)})"
+    if failed.exists or failed.diagnostics.get("refined"):
+        note = (f"the refinement of the coarse point (coarse theta {failed.theta:.3g}) failed "
+                f"({failed.diagnostics.get('refined', {}).get('reason')}); {how} instead")
+    else:
+        note = f"the coarse solve found no point of the branch ({failed.reason}); {how} instead"
+    point.diagnostics.setdefault("refined", {})["retry"] = note
+    return (mid, point), note
 
 
 def coarse_absence(point: BranchPoint) -> str | None:
