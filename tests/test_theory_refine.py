@@ -541,3 +541,18 @@ def test_semantic_point_below_the_end_of_the_branch_stays_absent():
     p = solve_refined(ModelSpec(omega=0.3, variant="causal"), 1.5, "semantic", SolverSettings(order=8, refine_order=10))
     assert not p.exists
     assert "continued down from alpha 3 on order 9" in p.reason
+
+
+def test_causal_semantic_spinodal_is_where_the_fine_rules_end_the_branch(capsys):
+    """The coarse rule of `transition` loses the causal semantic branch near alpha 1.77; the fine
+    rules hold it down to the fold near 1.61 (docs/variants.md: the residual's minimum grows
+    linearly below 1.62 at order 12). The spinodal search continues it on the rule one order
+    below the fine rules and reports that end, with a note."""
+    import json
+
+    from attnphase.cli import main
+
+    assert main(["transition", "--variant", "causal", "--omega", "0.3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert 1.55 <= out["spinodals"]["semantic"] <= 1.7
+    assert any("continues to" in n for n in out["notes"])

@@ -1060,6 +1060,12 @@ def find_transition_replicated(
 def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
     """Bisection for a sign change of ``f`` on ``[lo, hi]`` (``f(lo) = flo``); ``None`` values
     (branch absent) are treated as the side where the branch does not exist."""
+    return 0.5 * sum(_bisect_bracket(f, lo, hi, flo, xtol))
+
+
+def _bisect_bracket(f: Callable[[float], float | None], lo: float, hi: float, flo: float,
+                    xtol: float) -> tuple[float, float]:
+    """The final bracket ``(lo, hi)`` of :func:`_bisect` (``lo`` on the side of ``flo``)."""
     for _ in range(60):
         if abs(hi - lo) < xtol:
             break
@@ -1069,7 +1075,57 @@ def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float
             lo, flo = mid, fm
         else:
             hi = mid
-    return 0.5 * (lo + hi)
+    return lo, hi
+
+
+#: steps of the continuation of a spinodal search on the rule one order below the fine rules
+MID_STEP = 0.03
+
+
+def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, probe: SolverSettings,
+                    anchor: BranchPoint, absent: float, grid: np.ndarray) -> float | None:
+    """The end of ``branch`` (semantic side) where the fine rules hold it below the point
+    ``absent`` at which the coarse rule lost it, else ``None``.
+
+    The branch is continued down from ``anchor`` (a point of the coarse rule) on the rule one
+    order below the fine rules, in steps of at most ``MID_STEP``; a point counts if its
+    refinement converges and stays on the branch (:func:`fine_absence`). Seen for the causal
+    student at ``omega = 0.3``: the coarse rule's semantic branch ends near 1.7-1.78, the fine
+    rules' near 1.61 (docs/variants.md). Where the coarse rule ends the branch too late (its
+    small-``theta`` tail, "Spinodals" in docs/theory.md) the first check fails and nothing changes.
+    """
+    if not settings.refine_order or settings.method != "qmc" or settings.refine_order - 1 <= settings.order:
+        return None
+    mid_set = replace(probe, order=settings.refine_order - 1, warmup_order=None)
+    found: list[BranchPoint] = []
+
+    def exists(a: float) -> float | None:
+        if not found:
+            first = solve_point(spec, anchor.alpha, branch, mid_set, start=anchor.op, error_estimate=False,
+                                draft=True, ramp=False)
+            if not first.exists:
+                return None
+            found.append(first)
+        last = min((p for p in found if p.alpha > a), key=lambda p: p.alpha - a, default=found[-1])
+        n = max(1, int(np.ceil((last.alpha - a) / MID_STEP - 1e-9)))
+        pt = _continue(last, [(spec, float(x)) for x in np.linspace(last.alpha, a, n + 1)[1:]], branch, mid_set)
+        if pt is None:
+            return None
+        r = refine_point(spec, pt, settings, max_evals=PROBE_REFINE_EVALS, retry=False)
+        if not (r.diagnostics.get("refined", {}).get("applied") and fine_absence(r) is None):
+            return None
+        found.append(pt)
+        return 1.0
+
+    if exists(absent) is None:
+        return None
+    step = float(np.min(np.diff(grid))) if len(grid) > 1 else 0.2
+    present, a = absent, absent - step
+    while a > 0 and exists(a) is not None:
+        present, a = a, a - step
+    if a <= 0:
+        return None  # (the branch continues to alpha -> 0 on that rule: leave the coarse answer)
+    return _bisect(exists, present, a, 1.0, SPINODAL_XTOL)
 
 
 def _root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, fhi: float | None,
@@ -1254,10 +1310,15 @@ def find_transition(
             notes.append(f"the {sem_name} branch is not found at the grid end (alpha = {grid[-1]:g})")
         elif i > 0:
             anchor = sem[i]
-            spin["semantic"] = _bisect(
-                lambda a: probe_exists(a, sem_name, anchor),
-                grid[i], grid[i - 1], 1.0, SPINODAL_XTOL,
-            )
+            present, absent = _bisect_bracket(lambda a: probe_exists(a, sem_name, anchor),
+                                              grid[i], grid[i - 1], 1.0, SPINODAL_XTOL)
+            spin["semantic"] = 0.5 * (present + absent)
+            below = _spinodal_below(spec, sem_name, settings, probe, anchor, absent, grid)
+            if below is not None:
+                spin["semantic"] = below
+                notes.append(f"the {sem_name} branch of the coarse rule ends near alpha {0.5 * (present + absent):.3g}; "
+                             f"on the rule one order below the fine rules it continues to {below:.3g} (confirmed "
+                             "on the fine rules), which is reported")
     pos_ok = [p.exists for p in pos]
     if any(pos_ok) and not all(pos_ok):
         j = max(k for k in range(len(grid)) if pos_ok[k] and all(pos_ok[: k + 1]))
