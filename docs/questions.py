@@ -134,7 +134,7 @@ THEORY_ALPHA_C: dict[str, dict[str, float | None]] = {name: {} for name in QUEST
 # session 3), from docs/questions_theory.py -> docs/data/q_theory.csv
 THEORY_ALPHA_C["correlation"] = {"c = 0": 1.255, "c = 0.2": 1.965, "c = 0.4": 3.988}
 THEORY_ALPHA_C["untied"] = {"tied, omega 0.2": 0.953, "tied, omega 0.3": 1.255, "untied, omega 0.3": 2.314}
-THEORY_ALPHA_C["causal"] = {"bidirectional": 1.255, "causal": 2.558}
+THEORY_ALPHA_C["causal"] = {"bidirectional": 1.255, "causal": 2.535}
 THEORY_ALPHA_C["dcheck"] = {"c = 0, d = 300": 1.255, "c = 0.2, d = 300": 1.965, "c = 0, d = 600": 1.255,
                             "c = 0.2, d = 600": 1.965}
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ Run: ``python docs/questions_theory.py`` (about 15 min on 2 cores; the untied ca
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -30,8 +31,13 @@ CASES = [
 
 
 def main() -> None:
+    only = sys.argv[1:]  # (labels to recompute; the other rows of the CSV are kept)
+    out = Path(__file__).parent / "data" / "q_theory.csv"
+    kept = pd.read_csv(out) if only and out.exists() else None
     rows = []
     for label, kw, (a0, a1, n) in CASES:
+        if only and label not in only:
+            continue
         for seed in (0, 1, 2):
             t0 = time.perf_counter()
             tr = find_transition(ModelSpec(**kw), np.linspace(a0, a1, n),
@@ -41,8 +47,10 @@ def main() -> None:
                          "spinodal_positional": tr.spinodals["positional"],
                          "notes": "; ".join(tr.notes), "seconds": time.perf_counter() - t0})
             print(rows[-1], flush=True)
-    out = Path(__file__).parent / "data" / "q_theory.csv"
-    pd.DataFrame(rows).to_csv(out, index=False)
+    df = pd.DataFrame(rows)
+    if kept is not None:
+        df = pd.concat([kept[~kept["label"].isin(only)], df], ignore_index=True)
+    df.to_csv(out, index=False)
     print(f"wrote {out}")
 
 
