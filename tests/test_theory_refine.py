@@ -556,3 +556,24 @@ def test_causal_semantic_spinodal_is_where_the_fine_rules_end_the_branch(capsys)
     out = json.loads(capsys.readouterr().out)
     assert 1.55 <= out["spinodals"]["semantic"] <= 1.7
     assert any("continues to" in n for n in out["notes"])
+
+
+def test_followed_semantic_branch_is_continued_below_the_coarse_rules_end():
+    """refine_followed (curves, curve sweeps): the causal semantic branch followed on the coarse
+    rule has no refined point at alpha 1.7 (the coarse point, theta 0.105, is below the fine
+    rules' branch); continued from 1.8 on the rule one order below the fine rules it is there,
+    refined, and says so. The tied branch at omega = 0.3 keeps its points."""
+    from attnphase.theory import follow_branch
+    from attnphase.theory.fixed_point import FAST
+    from attnphase.theory.phases import refine_followed
+
+    s = SolverSettings(**FAST)
+    spec = ModelSpec(omega=0.3, variant="causal")
+    coarse = follow_branch(spec, [2.0, 1.8, 1.7], "semantic", s)
+    assert abs(coarse[-1].theta) < 0.15  # (the coarse rule's branch is about to end)
+    pts = refine_followed(spec, coarse, s)
+    p = pts[-1]
+    assert p.exists and p.diagnostics["refined"]["applied"]
+    assert "continued from alpha 1.8 on order 9" in p.diagnostics["continued_below"]
+    assert 0.28 < abs(p.theta) < 0.36  # (0.3231 at order 12 by continuation, docs/variants.md)
+    assert all("continued_below" not in q.diagnostics for q in pts[:2])

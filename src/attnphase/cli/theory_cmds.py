@@ -185,11 +185,11 @@ def cmd_curves(args: argparse.Namespace) -> int:
     sem = follow_branch(spec, grid[::-1], semantic_side(spec), settings, progress=lambda i, _: prog(i, 2 * n))[::-1]
     pos = follow_branch(spec, grid, "positional", settings, progress=lambda i, _: prog(n + i, 2 * n))
     if settings.refine_order:  # every point carried to the fine rules (the plotted values too)
-        from attnphase.theory.phases import mark_unresolved, refine_point
+        from attnphase.theory.phases import refine_followed
 
         # (a point the fine rules do not confirm is drawn as absent: see fine_absence)
-        sem = [mark_unresolved(refine_point(spec, p, settings)) for p in sem]
-        pos = [mark_unresolved(refine_point(spec, p, settings)) for p in pos]
+        sem = refine_followed(spec, sem, settings)
+        pos = refine_followed(spec, pos, settings)
     tr = find_transition(spec, grid, settings, branches=(sem, pos)) if args.transition else None
     lin = linear_test_error(spec)
     table = curves_table(grid, sem, pos, lin)

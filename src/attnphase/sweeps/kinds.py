@@ -358,9 +358,9 @@ def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     if settings is not None:
         pts = follow_branch(spec, alphas, params["branch"], settings=settings)
         if getattr(settings, "refine_order", 0):  # each point carried to the fine rules
-            from attnphase.theory.phases import mark_unresolved, refine_point
+            from attnphase.theory.phases import refine_followed
 
-            pts = [mark_unresolved(refine_point(spec, p, settings)) for p in pts]
+            pts = refine_followed(spec, pts, settings)
     else:
         pts = follow_branch(spec, alphas, params["branch"])
     result: dict[str, Any] = {"alpha": [], "exists": []}

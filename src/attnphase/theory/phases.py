@@ -1082,24 +1082,20 @@ def _bisect_bracket(f: Callable[[float], float | None], lo: float, hi: float, fl
 MID_STEP = 0.03
 
 
-def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, probe: SolverSettings,
-                    anchor: BranchPoint, absent: float, grid: np.ndarray) -> float | None:
-    """The end of ``branch`` (semantic side) where the fine rules hold it below the point
-    ``absent`` at which the coarse rule lost it, else ``None``.
-
-    The branch is continued down from ``anchor`` (a point of the coarse rule) on the rule one
-    order below the fine rules, in steps of at most ``MID_STEP``; a point counts if its
-    refinement converges and stays on the branch (:func:`fine_absence`). Seen for the causal
-    student at ``omega = 0.3``: the coarse rule's semantic branch ends near 1.7-1.78, the fine
-    rules' near 1.61 (docs/variants.md). Where the coarse rule ends the branch too late (its
-    small-``theta`` tail, "Spinodals" in docs/theory.md) the first check fails and nothing changes.
-    """
+def _mid_rule_walker(spec: ModelSpec, branch: str, settings: SolverSettings, anchor: BranchPoint,
+                     solver: SolverSettings | None = None,
+                     max_evals: int | None = None) -> Callable[[float], BranchPoint | None] | None:
+    """``branch`` continued from ``anchor`` (a point of the coarse rule) on the rule one order
+    below the fine rules, in steps of at most ``MID_STEP``, each time from the nearest point
+    already found above: ``walk(a)`` is the refined point at ``a`` if its refinement converges
+    and stays on the branch (:func:`fine_absence`), else ``None``. ``None`` where the settings
+    have no such rule (no refinement, ``gh``, or the coarse rule is already that fine)."""
     if not settings.refine_order or settings.method != "qmc" or settings.refine_order - 1 <= settings.order:
         return None
-    mid_set = replace(probe, order=settings.refine_order - 1, warmup_order=None)
+    mid_set = replace(solver or settings, order=settings.refine_order - 1, warmup_order=None)
     found: list[BranchPoint] = []
 
-    def exists(a: float) -> float | None:
+    def walk(a: float) -> BranchPoint | None:
         if not found:
             first = solve_point(spec, anchor.alpha, branch, mid_set, start=anchor.op, error_estimate=False,
                                 draft=True, ramp=False)
@@ -1107,15 +1103,36 @@ def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, prob
                 return None
             found.append(first)
         last = min((p for p in found if p.alpha > a), key=lambda p: p.alpha - a, default=found[-1])
-        n = max(1, int(np.ceil((last.alpha - a) / MID_STEP - 1e-9)))
+        n = max(1, int(np.ceil(abs(last.alpha - a) / MID_STEP - 1e-9)))
         pt = _continue(last, [(spec, float(x)) for x in np.linspace(last.alpha, a, n + 1)[1:]], branch, mid_set)
         if pt is None:
             return None
-        r = refine_point(spec, pt, settings, max_evals=PROBE_REFINE_EVALS, retry=False)
+        r = refine_point(spec, pt, settings, max_evals=max_evals, retry=max_evals is None)
         if not (r.diagnostics.get("refined", {}).get("applied") and fine_absence(r) is None):
             return None
         found.append(pt)
-        return 1.0
+        return r
+
+    return walk
+
+
+def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, probe: SolverSettings,
+                    anchor: BranchPoint, absent: float, grid: np.ndarray) -> float | None:
+    """The end of ``branch`` (semantic side) where the fine rules hold it below the point
+    ``absent`` at which the coarse rule lost it, else ``None``.
+
+    The branch is continued down from ``anchor`` by :func:`_mid_rule_walker` (probes with the
+    probe budget). Seen for the causal student at ``omega = 0.3``: the coarse rule's semantic
+    branch ends near 1.7-1.78, the fine rules' near 1.61 (docs/variants.md). Where the coarse
+    rule ends the branch too late (its small-``theta`` tail, "Spinodals" in docs/theory.md) the
+    first check fails and nothing changes.
+    """
+    walk = _mid_rule_walker(spec, branch, settings, anchor, probe, PROBE_REFINE_EVALS)
+    if walk is None:
+        return None
+
+    def exists(a: float) -> float | None:
+        return None if walk(a) is None else 1.0
 
     if exists(absent) is None:
         return None
@@ -1126,6 +1143,36 @@ def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, prob
     if a <= 0:
         return None  # (the branch continues to alpha -> 0 on that rule: leave the coarse answer)
     return _bisect(exists, present, a, 1.0, SPINODAL_XTOL)
+
+
+def refine_followed(spec: ModelSpec, points: Sequence[BranchPoint], settings: SolverSettings) -> list[BranchPoint]:
+    """Points of one branch followed on the coarse rule (:func:`follow_branch`), each carried to
+    the fine rules (:func:`refine_point`; drawn as absent where they do not confirm it,
+    :func:`mark_unresolved`). A semantic or mixed branch is also continued below its lowest
+    point on the rule one order below the fine rules (:func:`_mid_rule_walker`), where the coarse
+    rule may have lost it early (causal student, ``omega = 0.3``: the coarse rule ends it near
+    1.77, the fine rules near 1.61); those points say so in ``diagnostics["continued_below"]``."""
+    out = [mark_unresolved(refine_point(spec, p, settings)) for p in points]
+    if not out or out[0].branch not in ("semantic", MIXED):
+        return out
+    have = [k for k, p in enumerate(out) if p.exists and _applied(p)]
+    if not have:
+        return out
+    low = min(have, key=lambda k: out[k].alpha)
+    walk = _mid_rule_walker(spec, out[low].branch, settings, points[low])
+    if walk is None:
+        return out
+    # (below it: points the coarse rule lacks, or whose refinement did not converge)
+    for k in sorted((k for k, p in enumerate(out) if p.alpha < out[low].alpha and not (p.exists and _applied(p))),
+                    key=lambda k: -out[k].alpha):
+        r = walk(out[k].alpha)
+        if r is None:
+            break
+        r.diagnostics["continued_below"] = (f"the coarse rule has no refined point here; continued from alpha "
+                                            f"{out[low].alpha:g} on order {settings.refine_order - 1}")
+        out[k] = r
+    return out
+
 
 
 def _root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, fhi: float | None,
