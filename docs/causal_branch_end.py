@@ -15,14 +15,12 @@ import sys
 import time
 
 import numpy as np
-
-from attnphase.spec.problem import ModelSpec
 from scipy.optimize import least_squares
 
+from attnphase.spec.problem import ModelSpec
 from attnphase.theory.fixed_point import FAST, SolverSettings, _quasi_newton, _warm_starts, solve_fixed_point
 from attnphase.theory.phases import _make_saddle, _to_point, solve_point
 from attnphase.theory.saddle import OrderParams
-
 
 SPEC = ModelSpec(omega=0.3, sigma=0.5, lam=0.01, variant="causal")
 

@@ -44,17 +44,22 @@ def test_analytic_gradient_and_hessian_match_finite_differences(variant, L, r):
         np.testing.assert_allclose(H[:, :, k] + (np.arange(L * F) == k) / 2.0, (gp - gm) / (2 * eps), atol=1e-7)
 
 
+def _random_prox(spec: ModelSpec, N: int, w_scale: float, seed: int):
+    """Global prox at ``N`` random nodes of the reference geometry (``V = 20``: non-convex)."""
+    rng = np.random.default_rng(seed)
+    w = w_scale * rng.normal(size=(N, 2, 1))
+    T = target_map(1.5 * rng.normal(size=(N, 2, 1)), spec)
+    V = np.array([[20.0]])
+    return w, T, V, prox_batch(w, T, V, spec.C_array, AttentionMap.from_spec(spec))
+
+
 def test_prox_is_global_minimum_against_grid_search():
     """At random nodes (large V, where the problem is non-convex) the multi-start Newton value
     is never above a fine brute-force grid minimum, and the minimiser is stationary."""
     spec = ModelSpec()
     am = AttentionMap.from_spec(spec)
-    rng = np.random.default_rng(2)
     N = 60
-    w = 0.1 * rng.normal(size=(N, 2, 1))
-    T = target_map(1.5 * rng.normal(size=(N, 2, 1)), spec)
-    V = np.array([[20.0]])
-    res = prox_batch(w, T, V, spec.C_array, am)
+    w, T, V, res = _random_prox(spec, N, 0.1, seed=2)
     g = np.linspace(-4, 4, 801)
     H1, H2 = np.meshgrid(g, g, indexing="ij")
     grid = np.stack([H1.ravel(), H2.ravel()], axis=1)[:, :, None]
@@ -286,14 +291,8 @@ def test_second_minimum_is_the_lowest_distinct_local_minimum():
     (max-norm) from the global minimiser, the global one back (value inf) where there is none."""
     from attnphase.theory.saddle import second_minimum
 
-    spec = ModelSpec(omega=0.3)
-    am = AttentionMap.from_spec(spec)
-    rng = np.random.default_rng(3)
     N = 2000
-    w = 2.0 * rng.normal(size=(N, 2, 1))
-    T = target_map(1.5 * rng.normal(size=(N, 2, 1)), spec)
-    V = np.array([[20.0]])
-    prox = prox_batch(w, T, V, spec.C_array, am)
+    *_, prox = _random_prox(ModelSpec(omega=0.3), N, 2.0, seed=3)
     h2, v2 = second_minimum(prox)
     n_two = 0
     for i in range(N):
