@@ -800,7 +800,8 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
 
 
 def _applied(point: BranchPoint) -> bool:
-    return bool(point.diagnostics.get("refined", {}).get("applied"))
+    """The point was carried to the fine rules (:func:`refine_point` converged on the branch)."""
+    return bool((getattr(point, "diagnostics", None) or {}).get("refined", {}).get("applied"))
 
 
 #: branches that end towards small ``alpha`` (at a spinodal): where their refinement fails they are
