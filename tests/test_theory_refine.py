@@ -577,3 +577,17 @@ def test_followed_semantic_branch_is_continued_below_the_coarse_rules_end():
     assert "continued from alpha 1.8 on order 9" in p.diagnostics["continued_below"]
     assert 0.28 < abs(p.theta) < 0.36  # (0.3231 at order 12 by continuation, docs/variants.md)
     assert all("continued_below" not in q.diagnostics for q in pts[:2])
+
+
+def test_failed_semantic_refinement_still_falls_back_to_the_full_solver(monkeypatch):
+    """A semantic point whose refinement fails and that has no finer rule to be continued on
+    (refine order = order + 1) still gets the full-solver fallback (after the continuation from
+    above was considered), and reports it."""
+    import attnphase.theory.phases as ph
+
+    monkeypatch.setattr(ph, "REFINE_MAX_EVALS", 1)
+    monkeypatch.setattr(ph, "FALLBACK_MAX_ITER", 1)
+    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    p = ph.solve_refined(ModelSpec(omega=0.3), 1.5, "semantic", s)
+    assert not p.diagnostics["refined"]["applied"]
+    assert p.diagnostics["refined"]["fallback"].startswith("full solver from the coarse point: max_iter reached")

@@ -523,7 +523,7 @@ def _test_error_spread(sd: Saddle, op: OrderParams, X: np.ndarray) -> np.ndarray
 
 
 def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None,
-                 max_evals: int | None = None, retry: bool = True) -> BranchPoint:
+                 max_evals: int | None = None, retry: bool = True, fallback: bool = True) -> BranchPoint:
     """Carry a fixed point of the solver's (coarse) rule to finer rules (multi-fidelity solve).
 
     The fine rule is the union of ``settings.refine_replicas`` independent scrambles of
@@ -546,7 +546,8 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
 
     ``max_evals``: fine data steps per quasi-Newton stage (default ``REFINE_MAX_EVALS``; the
     spinodal probes of :func:`find_transition` give less, and no ``retry`` with a
-    forward-difference Jacobian).
+    forward-difference Jacobian). ``fallback``: where the quasi-Newton stages of an exact solve
+    fail, the full solver from the coarse point (:func:`_fallback_refine`).
 
     Standard errors over the fine scrambles are in ``diagnostics["refined"]["errors"]``
     (absolute for ``train_loss`` and ``test_error``, relative for the order parameters) and, as
@@ -606,7 +607,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
                          message=f"converged to the rule's noise floor: relative change {qn2.rel:.1e} "
                                  f"(< noise_tol {settings.noise_tol:g}; tol {tol:g} not reached)")
     x_units = x0  # (the per-rule solves work in the units of the solve that gave qn.J)
-    if exact and retry and qn is not None and not qn.ok:
+    if exact and retry and fallback and qn is not None and not qn.ok:
         fb = _fallback_refine(union, point, settings, qs)
         info["fallback"] = fb[1]
         if fb[0] is not None:
@@ -770,13 +771,21 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     if not settings.refine_order:
         return solve_point(spec, alpha, branch, settings, thorough=True)
     coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
-    point = refine_point(spec, coarse, settings, tol=settings.tol)
+    # (a semantic or mixed point whose refinement fails is first continued from above, the full-solver
+    # fallback comes after that: it never rescued such a point, and costs ~10 s where it fails)
+    above_first = branch in ("semantic", MIXED)
+    point = refine_point(spec, coarse, settings, tol=settings.tol, fallback=not above_first)
     marked = mark_unresolved(point)  # (marked is not point: the fine rules do not confirm the branch)
     if not _applied(point) or marked is not point:
         retry, tried = _refine_from_above(spec, alpha, branch, settings, point if marked is point else marked)
         if retry is not None and mark_unresolved(retry[1]) is retry[1]:
             coarse, point = retry
             marked = point
+        elif above_first and point.exists and marked is point and not _applied(point):
+            point = refine_point(spec, coarse, settings, tol=settings.tol)  # (now with the fallback)
+            if tried:
+                point.diagnostics.setdefault("refined", {})["retry"] = tried
+            marked = mark_unresolved(point)
         elif tried and (not marked.exists):
             marked = replace(marked, reason=f"{marked.reason} (nor {tried})")
             if not point.exists:
