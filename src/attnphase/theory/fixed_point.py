@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnphase.theory.saddle import DataStep, OrderParams, Saddle, second_minimum
+from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +148,7 @@ def _warm_starts(ds: DataStep) -> np.ndarray:
     so at the same order parameters the warm-started map equals the full one (the soft split
     sees the same two lowest minima); a start outside that set (e.g. ``-h``) found second minima
     the full set lacks and made the two maps differ by ~1e-6."""
-    second, v2 = second_minimum(ds.prox)
-    return np.stack([ds.prox.h, second], axis=1)
+    return np.stack([ds.prox.h, ds.second], axis=1)
 
 
 @dataclass

@@ -734,15 +734,25 @@ def fine_absence(point: BranchPoint) -> str | None:
     if to is not None:
         n = point.diagnostics["refined"].get("nodes")
         return f"refined on {n} nodes, the fixed point converges to the {to} branch"
-    if not point.diagnostics.get("refined", {}).get("applied"):
+    if not _applied(point):
         return None
+    bad = _unresolved_overlap(point)
+    if bad is None:
+        return None
+    key, err = bad
+    n = point.diagnostics["refined"].get("replicas")
+    return (f"{key} = {getattr(point, key):.3g} is not resolved from zero on the fine rules "
+            f"(relative standard error {err:.2g} over {n} rules)")
+
+
+def _unresolved_overlap(point: BranchPoint) -> tuple[str, float] | None:
+    """The overlap that defines ``point``'s branch (``theta`` semantic, ``m`` positional, both
+    mixed) and its relative error estimate, if that is above ``1 / RESOLVE_SE``."""
     est = point.diagnostics.get("error_estimate") or {}
     for key in {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}.get(point.branch, ()):
         err = est.get(f"{key}_user")
         if err is not None and err * RESOLVE_SE > 1:
-            n = point.diagnostics["refined"].get("replicas")
-            return (f"{key} = {getattr(point, key):.3g} is not resolved from zero on the fine rules "
-                    f"(relative standard error {err:.2g} over {n} rules)")
+            return key, float(err)
     return None
 
 
@@ -832,9 +842,9 @@ def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: Sol
     refinement from 0.202 falls towards the trivial branch; the direct start on the finer rule
     goes trivial too, while the branch continued from larger ``alpha`` is reached
     (docs/variants.md)."""
-    if branch not in ("semantic", MIXED) or settings.method != "qmc" or settings.refine_order - 1 <= settings.order:
+    mid_settings = _mid_rule_settings(settings)
+    if branch not in ("semantic", MIXED) or mid_settings is None:
         return None, ""
-    mid_settings = replace(settings, order=settings.refine_order - 1, warmup_order=None)
     origin = RAMP_DOWN * alpha
     how = f"continued down from alpha {origin:g} on order {mid_settings.order}"
     mid = _ramp(spec, alpha, branch, mid_settings, origin)
@@ -845,8 +855,9 @@ def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: Sol
         to = left_branch(point)
         return None, f"{how} (theta {mid.theta:.3g}): " + (f"refined, it went to the {to} branch" if to else
                                                           "its refinement did not converge either")
-    if fine_absence(point) is not None:
-        return None, f"{how} (theta {mid.theta:.3g}): not resolved on the fine rules ({fine_absence(point)})"
+    why = fine_absence(point)
+    if why is not None:
+        return None, f"{how} (theta {mid.theta:.3g}): not resolved on the fine rules ({why})"
     if failed.exists or failed.diagnostics.get("refined"):
         note = (f"the refinement of the coarse point (coarse theta {failed.theta:.3g}) failed "
                 f"({failed.diagnostics.get('refined', {}).get('reason')}); {how} instead")
@@ -860,13 +871,12 @@ def coarse_absence(point: BranchPoint) -> str | None:
     """Why an unrefined point (its refinement did not converge) does not resolve its branch: the
     overlap that defines it has a relative error estimate (linear response on the solver's rule)
     above ``1 / RESOLVE_SE``; ``None`` otherwise."""
-    est = point.diagnostics.get("error_estimate") or {}
-    for key in {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}.get(point.branch, ()):
-        err = est.get(f"{key}_user")
-        if err is not None and err * RESOLVE_SE > 1:
-            return (f"its refinement did not converge and on the coarse rule {key} = {getattr(point, key):.3g} has a "
-                    f"relative error estimate of {err:.2g}")
-    return None
+    bad = _unresolved_overlap(point)
+    if bad is None:
+        return None
+    key, err = bad
+    return (f"its refinement did not converge and on the coarse rule {key} = {getattr(point, key):.3g} has a "
+            f"relative error estimate of {err:.2g}")
 
 
 #: decay of the refined error estimates with the number of nodes, ``N^-TARGET_DECAY`` (measured
@@ -895,7 +905,7 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
 
     def estimate(p: BranchPoint) -> float:
         est = p.diagnostics.get("error_estimate") or {}
-        return float(est.get("test_error", math.inf)) if p.diagnostics.get("refined", {}).get("applied") else math.inf
+        return float(est.get("test_error", math.inf)) if _applied(p) else math.inf
 
     err = estimate(point)
     kept = order
@@ -1092,6 +1102,21 @@ def _bisect_bracket(f: Callable[[float], float | None], lo: float, hi: float, fl
 MID_STEP = 0.03
 
 
+def _mid_rule_settings(settings: SolverSettings, solver: SolverSettings | None = None) -> SolverSettings | None:
+    """``solver`` (default ``settings``) on the QMC rule one order below ``settings``' fine rules
+    (no warm-up rule); ``None`` where there is none (no refinement, ``gh``, or the coarse rule is
+    already that fine)."""
+    if not settings.refine_order or settings.method != "qmc" or settings.refine_order - 1 <= settings.order:
+        return None
+    return replace(solver or settings, order=settings.refine_order - 1, warmup_order=None)
+
+
+def _confirmed(point: BranchPoint) -> bool:
+    """``point`` was refined (:func:`refine_point` converged on the branch) and the fine rules
+    resolve it (:func:`fine_absence`)."""
+    return _applied(point) and fine_absence(point) is None
+
+
 def _mid_rule_walker(spec: ModelSpec, branch: str, settings: SolverSettings, anchor: BranchPoint,
                      solver: SolverSettings | None = None,
                      max_evals: int | None = None) -> Callable[[float], BranchPoint | None] | None:
@@ -1100,9 +1125,9 @@ def _mid_rule_walker(spec: ModelSpec, branch: str, settings: SolverSettings, anc
     already found above: ``walk(a)`` is the refined point at ``a`` if its refinement converges
     and stays on the branch (:func:`fine_absence`), else ``None``. ``None`` where the settings
     have no such rule (no refinement, ``gh``, or the coarse rule is already that fine)."""
-    if not settings.refine_order or settings.method != "qmc" or settings.refine_order - 1 <= settings.order:
+    mid_set = _mid_rule_settings(settings, solver)
+    if mid_set is None:
         return None
-    mid_set = replace(solver or settings, order=settings.refine_order - 1, warmup_order=None)
     found: list[BranchPoint] = []
 
     def walk(a: float) -> BranchPoint | None:
@@ -1118,7 +1143,7 @@ def _mid_rule_walker(spec: ModelSpec, branch: str, settings: SolverSettings, anc
         if pt is None:
             return None
         r = refine_point(spec, pt, settings, max_evals=max_evals, retry=max_evals is None)
-        if not (r.diagnostics.get("refined", {}).get("applied") and fine_absence(r) is None):
+        if not _confirmed(r):
             return None
         found.append(pt)
         return r
@@ -1182,7 +1207,6 @@ def refine_followed(spec: ModelSpec, points: Sequence[BranchPoint], settings: So
                                             f"{out[low].alpha:g} on order {settings.refine_order - 1}")
         out[k] = r
     return out
-
 
 
 def _root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, fhi: float | None,
@@ -1342,7 +1366,7 @@ def find_transition(
         if not pt.exists or not settings.refine_order:
             return 1.0 if pt.exists else None
         r = refine_point(spec, pt, settings, max_evals=PROBE_REFINE_EVALS, retry=False)
-        if r.diagnostics.get("refined", {}).get("applied") and fine_absence(r) is None:
+        if _confirmed(r):
             return 1.0
         solved[branch] = [q for q in solved[branch] if q is not pt]  # (no warm start from it)
         return None

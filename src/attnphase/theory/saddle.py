@@ -115,6 +115,9 @@ class DataStep:
     prox: ProxResult
     w: np.ndarray
     T: np.ndarray
+    #: the lowest local minimum distinct from the global one at each node (:func:`second_minimum`,
+    #: in the coordinates of ``prox.h``): the soft split's second minimum and a warm start
+    second: np.ndarray
 
 
 class Saddle:
@@ -228,8 +231,8 @@ class Saddle:
         Vinv = np.linalg.inv(op.V)
         w = self.unmix(w)
         h1 = self.unmix(prox.h)
-        h2, M2 = second_minimum(prox)
-        h2 = self.unmix(h2)
+        second, M2 = second_minimum(prox)
+        h2 = self.unmix(second)
         if switch_width > 0:
             with np.errstate(over="ignore"):
                 p = 1.0 / (1.0 + np.exp(-(M2 - prox.value) / switch_width))
@@ -266,7 +269,7 @@ class Saddle:
         V_hat = -a * E("n,nla,nlb->ab", self.xi) @ qis + th_hat @ op.theta.T @ qinv
         V_hat = 0.5 * (V_hat + V_hat.T)
         mean_M = float(self.rule.w @ prox.value)
-        return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T)
+        return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T, second)
 
     # ------------------------------------------------------------------ weights step
     def weights_step(self, h: Hats) -> OrderParams:
