@@ -7,6 +7,13 @@ damped/Anderson solver and, where it fails, the quasi-Newton root finder. Prints
 the errors at each alpha and where the branch is lost. Usage:
 
     python docs/causal_branch_end.py [order]      # QMC order, default 12 (about 70 s)
+    python docs/causal_branch_end.py residual [order]
+    python docs/causal_branch_end.py local [order]  # default 10 (about 15 s)
+
+``local``: is GD's semantic state at alpha 1.5 the branch of a *local* proximal minimiser? The
+branch followed down from alpha 2 with each node taking the global minimiser (the theory) and
+with each node taking the local minimum reached by Newton from the prior mean ``w`` (the basin
+of ``w``), side by side, and the fraction of nodes where the two differ.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from attnphase.spec.problem import ModelSpec
+from attnphase.theory import saddle as saddle_module
 from attnphase.theory.fixed_point import FAST, SolverSettings, _quasi_newton, _warm_starts, solve_fixed_point
-from attnphase.theory.phases import _make_saddle, _to_point, solve_point
+from attnphase.theory.phases import _make_saddle, _to_point, follow_branch, solve_point
 from attnphase.theory.saddle import OrderParams
 
 SPEC = ModelSpec(omega=0.3, sigma=0.5, lam=0.01, variant="causal")
@@ -105,8 +113,38 @@ def residual(order: int) -> None:
                   f"m {m:.4f} ({sol.nfev} evaluations, {time.time() - t0:.0f} s)", flush=True)
 
 
+def local(order: int) -> None:
+    S = settings(order)
+    alphas = [2.0, 1.9, 1.8, 1.75, 1.7, 1.65, 1.62, 1.6, 1.55, 1.5]
+    glob = saddle_module.prox_batch
+
+    def from_w(w, T, V, C, amap, starts=None, **kw):  # the basin of w: one Newton start
+        return glob(w, T, V, C, amap, starts=np.ascontiguousarray(w[:, None]), **kw)
+
+    runs = {}
+    for tag, prox in (("global", glob), ("basin of w", from_w)):
+        saddle_module.prox_batch = prox
+        try:
+            runs[tag] = follow_branch(SPEC, alphas, "semantic", S)
+        finally:
+            saddle_module.prox_batch = glob
+    for g, b in zip(runs["global"], runs["basin of w"], strict=True):
+        line = f"alpha {g.alpha}: theta global {abs(g.theta):.4f} / basin of w {abs(b.theta):.4f}"
+        if g.exists:  # nodes whose basin-of-w minimum is not the global one, at the global fixed point
+            sd = _make_saddle(SPEC, g.alpha, S)
+            w, hstar, *_ = sd.fields(g.op)
+            T = saddle_module.target_map(hstar, SPEC)
+            full = glob(w, T, g.op.V, sd.C, sd.amap)
+            one = glob(w, T, g.op.V, sd.C, sd.amap, starts=np.ascontiguousarray(w[:, None]))
+            differ = np.max(np.abs(full.h - one.h), axis=(1, 2)) > 1e-6
+            line += f"; nodes where they differ: {int(differ.sum())} of {differ.size}"
+        print(line if g.exists or b.exists else f"alpha {g.alpha}: no semantic point either way", flush=True)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "residual":
+    if len(sys.argv) > 1 and sys.argv[1] == "local":
+        local(int(sys.argv[2]) if len(sys.argv) > 2 else 10)
+    elif len(sys.argv) > 1 and sys.argv[1] == "residual":
         residual(int(sys.argv[2]) if len(sys.argv) > 2 else 12)
     else:
         main(int(sys.argv[1]) if len(sys.argv) > 1 else 12)
