@@ -236,3 +236,13 @@ def test_cli_curves_writes_figure_table_and_record(tmp_path, capsys):
             assert p["exists"] == bool(exists) and p["reason"]
             if p["exists"]:
                 assert p["converged"] and p["iterations"] > 0
+
+
+def test_building_the_cli_parser_imports_no_heavy_package():
+    """Every command builds the whole parser: it must not pull in matplotlib, torch, dask, numba
+    or scipy.stats (report/html.py imported matplotlib for a type hint: ~0.9 s on every command)."""
+    code = ("import sys, attnphase.cli as c; c.build_parser(); "
+            "print(','.join(m for m in ('matplotlib', 'torch', 'dask', 'numba', 'scipy.stats') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == ""
