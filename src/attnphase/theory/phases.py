@@ -1397,9 +1397,11 @@ def find_transition(
             below = _spinodal_below(spec, sem_name, settings, probe, anchor, absent, grid)
             if below is not None:
                 spin["semantic"] = below
-                notes.append(f"the {sem_name} branch of the coarse rule ends near alpha {0.5 * (present + absent):.3g}; "
-                             f"on the rule one order below the fine rules it continues to {below:.3g} (confirmed "
-                             "on the fine rules), which is reported")
+                # (the lowest followed point may already be one continued on the finer rule, handed
+                # over by curves: what ended near the bisection are the coarse-rule probes below it)
+                notes.append(f"probes on the coarse rule end the {sem_name} branch near alpha "
+                             f"{0.5 * (present + absent):.3g}; on the rule one order below the fine rules it "
+                             f"continues to {below:.3g} (confirmed on the fine rules), which is reported")
     pos_ok = [p.exists for p in pos]
     if any(pos_ok) and not all(pos_ok):
         j = max(k for k in range(len(grid)) if pos_ok[k] and all(pos_ok[: k + 1]))
