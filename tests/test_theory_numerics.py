@@ -309,33 +309,36 @@ def test_second_minimum_is_the_lowest_distinct_local_minimum():
 
 def test_sobol_cache_gives_the_same_samples_and_spares_the_scipy_stats_import(tmp_path, monkeypatch):
     """The cached base sample is scipy's own (bit for bit); a malformed file is regenerated, an
-    unwritable cache is skipped; a process whose samples are cached does not import scipy.stats."""
+    unwritable cache is skipped; a process whose samples are cached imports neither scipy.stats nor
+    scipy.special."""
     import subprocess
     import sys
 
+    from scipy.special import ndtri
     from scipy.stats import qmc
 
-    from attnphase.theory.quadrature import sobol_cache_dir, sobol_uniform
+    from attnphase.theory.quadrature import sobol_cache_dir, sobol_normal
 
-    direct = qmc.Sobol(d=4, scramble=True, seed=np.random.default_rng(7)).random_base2(9)
+    u = qmc.Sobol(d=4, scramble=True, seed=np.random.default_rng(7)).random_base2(9)
+    direct = ndtri(np.clip(u, 1e-16, 1 - 1e-16))
     monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
-    first = sobol_uniform(4, 9, 7)
+    first = sobol_normal(4, 9, 7)
     files = list(sobol_cache_dir().glob("*.npy"))
     assert len(files) == 1 and not list(sobol_cache_dir().glob("*.tmp"))
     np.testing.assert_array_equal(first, direct)
-    np.testing.assert_array_equal(sobol_uniform(4, 9, 7), direct)  # (from the file)
+    np.testing.assert_array_equal(sobol_normal(4, 9, 7), direct)  # (from the file)
     files[0].write_bytes(b"not a numpy file")
-    np.testing.assert_array_equal(sobol_uniform(4, 9, 7), direct)
+    np.testing.assert_array_equal(sobol_normal(4, 9, 7), direct)
     np.testing.assert_array_equal(np.load(files[0]), direct)  # (rewritten)
     rule = sobol_gaussian(4, 7, 2, seed=7)
     monkeypatch.setenv("ATTNPHASE_CACHE_DIR", "")  # no cache at all
     assert sobol_cache_dir() is None
     np.testing.assert_array_equal(sobol_gaussian(4, 7, 2, seed=7).x, rule.x)
     monkeypatch.setenv("ATTNPHASE_CACHE_DIR", "/dev/null/cache")  # cannot be written
-    np.testing.assert_array_equal(sobol_uniform(4, 9, 7), direct)
+    np.testing.assert_array_equal(sobol_normal(4, 9, 7), direct)
 
     monkeypatch.setenv("ATTNPHASE_CACHE_DIR", str(tmp_path))
     code = ("import sys; from attnphase.theory.quadrature import sobol_gaussian; "
-            "sobol_gaussian(4, 7, 2, seed=7); print('scipy.stats' in sys.modules)")
+            "sobol_gaussian(4, 7, 2, seed=7); print('scipy.stats' in sys.modules, 'scipy.special' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+    assert r.returncode == 0 and r.stdout.strip() == "False False", r.stderr
