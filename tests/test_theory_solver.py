@@ -155,6 +155,27 @@ def test_sanity_anchor_reference_case():
     assert tr.spinodals["semantic"] is not None and 0.68 <= tr.spinodals["semantic"] <= 0.85
 
 
+def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsys):
+    """A point whose refinement failed but that is kept (its defining overlap resolved on the
+    coarse rule) is not printed as "ok": the status says "coarse rule only" and a note gives the
+    reason (seen: omega = 0, alpha = 1, positional, error estimate 0.32)."""
+    import dataclasses
+
+    import attnphase.theory.phases as ph
+
+    def fake(spec, alpha, branch, settings):
+        p = solve_point(spec, alpha, branch, FAST)
+        info = {"applied": False, "reason": "refinement did not converge: no decrease (test)"}
+        return dataclasses.replace(p, diagnostics={**p.diagnostics, "refined": info})
+
+    monkeypatch.setattr(ph, "solve_refined", fake)
+    assert main(["solve", "--alpha", "1.0", "--omega", "0.3", "--branch", "positional"]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("positional"))
+    assert "coarse rule only" in row and " ok" not in row
+    assert "note: positional: refinement did not converge: no decrease (test); the values are those of the coarse rule" in out
+
+
 def test_replicated_transition_combines_scrambles(monkeypatch):
     """Mean and standard error over scrambles, each scramble with its own seed; a scramble
     without alpha_c is left out of the mean and said so."""

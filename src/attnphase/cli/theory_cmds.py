@@ -118,8 +118,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
             est = (f" (rel. error est. {max(err[k] for k in ('q_user', 'm_user', 'theta_user')):.1e})"
                    if err else "")
             m, theta = (0.0 if abs(v) < 5e-6 else v for v in (p.m, p.theta))  # no "-0.00000"
+            ref = p.diagnostics.get("refined") or {}
+            status = "coarse rule only" if ref and not ref.get("applied") else "ok"  # (see the note below)
             print(f"{b:<11}{p.q:>10.5f}{m:>10.5f}{theta:>10.5f}{p.V:>10.4f}"
-                  f"{p.train_loss:>12.6f}{p.test_error:>12.6f}  ok, {p.iterations} it{est}")
+                  f"{p.train_loss:>12.6f}{p.test_error:>12.6f}  {status}, {p.iterations} it{est}")
         else:
             print(f"{b:<11}{'-':>10}{'-':>10}{'-':>10}{'-':>10}{'-':>12}{'-':>12}  {p.reason}")
     print(f"global minimum: {glob or 'none found'}; linear baseline test error {lin:.6f}")
