@@ -342,3 +342,34 @@ def test_sobol_cache_gives_the_same_samples_and_spares_the_scipy_stats_import(tm
             "sobol_gaussian(4, 7, 2, seed=7); print('scipy.stats' in sys.modules, 'scipy.special' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "False False", r.stderr
+
+
+def test_rugged_prox_gets_the_landscape_starts_and_finds_the_global_minimum():
+    """sigma = 1, alpha = 1, omega = 0.3 near the trivial fixed point (c V = 31 > RUGGED): along a
+    short line in q the default starts miss the global minimum at some nodes of 1024 (found by a
+    grid of 21^2 starts per node; the misses come and go as basin boundaries move, which kept
+    the trivial and positional solves from converging); with the landscape starts that the data
+    step adds there, never. At sigma = 0.5 (c V <= 7.5 at lambda = 0.01) the start set is the
+    default one."""
+    from attnphase.theory.channels import RUGGED, landscape_starts, rugged
+
+    spec = ModelSpec(omega=0.3, sigma=1.0)
+    sd = Saddle(spec, 1.0, sobol_gaussian(4, 8, 2))
+    assert 0.25 * 29.0 < RUGGED and not rugged(np.array([[29.0]]), ModelSpec().C_array)
+    grid = np.linspace(-5, 5, 21)
+    g = np.stack(np.meshgrid(grid, grid, indexing="ij"), -1).reshape(-1, 2, 1)
+    missed = 0
+    for t in (-5e-4, 0.0, 5e-4, 1e-3):
+        op = OrderParams(np.array([[0.66576617 * (1 + t)]]), np.zeros((2, 1)), np.array([[31.0572508]]), np.zeros((1, 1)))
+        assert rugged(op.V, sd.C)
+        w, hstar, *_ = sd.fields(op)
+        T = target_map(hstar, spec)
+        d0 = default_starts(w, op.V)
+        everywhere = np.concatenate([d0, np.broadcast_to(g[None], (w.shape[0],) + g.shape)], 1)
+        best = prox_batch(w, T, op.V, sd.C, sd.amap, starts=np.ascontiguousarray(everywhere))
+        missed += int(np.sum(prox_batch(w, T, op.V, sd.C, sd.amap, starts=d0).value - best.value > 1e-9))
+        extra = landscape_starts(w, hstar, T, op.V, sd.C, sd.amap)
+        assert extra.shape == (w.shape[0], 2 + 4, 2, 1)
+        ds = sd.data_step(op)  # (its full start set: the default starts and these)
+        assert np.all(ds.prox.value - best.value <= 1e-9)
+    assert missed >= 1  # (8 when measured: 4 nodes at t = 0 and at 1e-3)

@@ -499,6 +499,51 @@ def default_starts(w: np.ndarray, V: np.ndarray, spread: tuple[float, ...] = (1.
     return np.stack(starts, axis=1)
 
 
+#: ``c_max(C) * lambda_max(V)`` (the loss's scale over the proximal curvature) above which the
+#: full multi-start set gets :func:`landscape_starts`: at ``sigma >= 1`` the default starts missed
+#: the global minimum at 2-48 of 1024 nodes against a brute-force grid of starts (``sigma = 1``,
+#: ``alpha = 1``: 4 nodes, enough to keep the trivial and positional solves from converging),
+#: while at ``sigma = 0.5`` (``c V`` up to 7.5 at ``lambda = 0.01``, 62 at ``lambda = 1e-3``) they
+#: missed none (docs/theory.md, session 12)
+RUGGED = 8.0
+
+
+def rugged(V: np.ndarray, C: np.ndarray) -> bool:
+    """Whether the proximal problem is rugged enough for :func:`landscape_starts` (``RUGGED``)."""
+    return float(np.linalg.eigvalsh(C).max() * np.linalg.eigvalsh(V).max()) > RUGGED
+
+
+def teacher_like(hstar: np.ndarray, amap: AttentionMap) -> np.ndarray:
+    """Student fields shaped like ``w`` (N, L, F) that copy the teacher's: ``h*`` padded with zeros
+    or cut to the student rank, in both blocks for untied keys/queries (``h_Q = h_K = h*``)."""
+    N, L, rs = hstar.shape
+    r = amap.rank
+    h = np.zeros((N, L, r))
+    k = min(r, rs)
+    h[:, :, :k] = hstar[:, :, :k]
+    return np.concatenate([h] * amap.blocks, axis=2)
+
+
+def landscape_starts(w: np.ndarray, hstar: np.ndarray, T: np.ndarray, V: np.ndarray, C: np.ndarray,
+                     amap: AttentionMap, mix: np.ndarray | None = None) -> np.ndarray:
+    """Extra starts (N, L F + 4, L, F) for a rugged proximal problem (:func:`rugged`): ``w``
+    with one field coordinate set to zero (that token's scores neutral: the minima that move one
+    coordinate far from ``w``), the teacher's fields ``+-h*`` (:func:`teacher_like`; where the
+    student copies the teacher the loss is that of the ``A`` part of the target only), and the
+    minima of the loss alone reached from ``+-h*`` (a proximal problem with ``V * 1e6``).
+    Measured against a grid of 21^2 starts per node (``L = 2``, 1024 nodes, 8 rugged points at
+    ``sigma`` 1-2): misses 2-48 nodes with the default starts, 0 with these added at 7 of the 8
+    points and 4 at the eighth (``sigma = 2``, ``alpha = 2``, positional)."""
+    N, L, F = w.shape
+    zero = np.repeat(w[:, None], L * F, axis=1)
+    for i in range(L * F):
+        zero[:, i, i // F, i % F] = 0.0
+    h = teacher_like(hstar, amap)
+    pm = np.ascontiguousarray(np.stack([h, -h], axis=1))
+    loss_min = prox_batch(h, T, V * 1e6, C, amap, starts=pm, mix=mix).candidates
+    return np.concatenate([zero, pm, loss_min], axis=1)
+
+
 def prox_batch(
     w: np.ndarray,
     T: np.ndarray,

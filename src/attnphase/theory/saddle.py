@@ -19,8 +19,10 @@ from attnphase.theory.channels import (
     ProxResult,
     _second_minimum_kernel,
     default_starts,
+    landscape_starts,
     loss_numpy,
     prox_batch,
+    rugged,
     target_map,
 )
 from attnphase.theory.quadrature import Rule, gauss_hermite
@@ -225,6 +227,9 @@ class Saddle:
             starts = default_starts(self.unmix(w), op.V)
             if self.mix is not None:
                 starts = np.einsum("lk,nska->nsla", self.mix, starts)
+            if rugged(op.V, self.C):
+                starts = np.concatenate([starts, landscape_starts(w, hstar, T, op.V, self.C, self.amap, self.mix)],
+                                        axis=1)
         else:
             starts = np.concatenate([w[:, None], starts], axis=1)
         prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts, mix=self.mix)
