@@ -227,7 +227,7 @@ class Saddle:
             starts = default_starts(self.unmix(w), op.V)
             if self.mix is not None:
                 starts = np.einsum("lk,nska->nsla", self.mix, starts)
-            if rugged(op.V, self.C):
+            if rugged(op.V, self.C, self.mix):
                 starts = np.concatenate([starts, landscape_starts(w, hstar, T, op.V, self.C, self.amap, self.mix)],
                                         axis=1)
         else:
