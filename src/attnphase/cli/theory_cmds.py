@@ -110,6 +110,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         }
         print_json(out)
         return 0
+    # points kept on the coarse rule: their refinement was tried and did not converge (a note says why)
+    coarse_only = {b: p.exists and bool(p.diagnostics.get("refined")) and not p.diagnostics["refined"].get("applied")
+                   for b, p in points.items()}
     print(f"alpha = {alpha:g}, omega = {spec.omega:g}, sigma = {spec.sigma:g}, lambda = {spec.lam:g}")
     print(f"{'branch':<11}{'q':>10}{'m':>10}{'theta':>10}{'V':>10}{'train':>12}{'test':>12}  status")
     for b, p in points.items():
@@ -118,8 +121,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
             est = (f" (rel. error est. {max(err[k] for k in ('q_user', 'm_user', 'theta_user')):.1e})"
                    if err else "")
             m, theta = (0.0 if abs(v) < 5e-6 else v for v in (p.m, p.theta))  # no "-0.00000"
-            ref = p.diagnostics.get("refined") or {}
-            status = "coarse rule only" if ref and not ref.get("applied") else "ok"  # (see the note below)
+            status = "coarse rule only" if coarse_only[b] else "ok"  # (see the note below)
             print(f"{b:<11}{p.q:>10.5f}{m:>10.5f}{theta:>10.5f}{p.V:>10.4f}"
                   f"{p.train_loss:>12.6f}{p.test_error:>12.6f}  {status}, {p.iterations} it{est}")
         else:
@@ -133,7 +135,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
                   f"(refinement order {tgt['order']}; last estimate {last['test_error_estimate']:.1e} at order "
                   f"{last['order']})")
         ref = p.diagnostics.get("refined") or {}
-        if p.exists and ref and not ref.get("applied"):
+        if coarse_only[b]:
             print(f"note: {b}: {ref.get('reason')}; the values are those of the coarse rule "
                   f"({p.diagnostics['quadrature']['nodes']} nodes)")
         elif p.exists and ref.get("retry"):
