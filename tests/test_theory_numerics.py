@@ -77,6 +77,39 @@ def test_prox_is_global_minimum_against_grid_search():
 
 
 
+def test_prox_escapes_the_saddle_at_zero_fields():
+    """q -> 0 (alpha = 50, lambda = 0.01, V = 25): every prior mean ``w`` is ~0, where the loss is
+    stationary, and ``h = 0`` is a saddle of the proximal objective at ~30 % of the nodes. The
+    Newton starts stopped there (``M`` 0.0440 against the grid's 0.0216 at a node); the data
+    step now finds the minima: ``E[M]`` at ``q = 1e-22`` equals that at ``q = 1e-14`` (where
+    ``w`` is large enough for Newton to leave the saddle), and no node is above a grid minimum."""
+    from attnphase.theory.channels import escape_saddles
+
+    spec = ModelSpec(omega=0.3)
+    sd = Saddle(spec, 50.0, sobol_gaussian(4, 6, 2))
+    V = np.array([[25.0]])
+
+    def step(q):
+        return sd.data_step(OrderParams(np.array([[q]]), np.zeros((2, 1)), V, np.zeros((1, 1))))
+
+    tiny, small = step(1e-22), step(1e-14)
+    assert tiny.mean_M == pytest.approx(small.mean_M, rel=1e-6)
+    w, hs, *_ = sd.fields(OrderParams(np.array([[1e-22]]), np.zeros((2, 1)), V, np.zeros((1, 1))))
+    T = target_map(hs, spec)
+    starts = default_starts(w, V)
+    raw = prox_batch(w, T, V, spec.C_array, sd.amap, starts=starts)
+    assert np.max(raw.value - tiny.prox.value) > 1e-2  # (without the escape: stuck at the saddle)
+    fixed = escape_saddles(raw, w, T, V, spec.C_array, sd.amap, starts)
+    assert np.allclose(fixed.value, tiny.prox.value, rtol=1e-12, atol=0)
+    g = np.linspace(-3, 3, 241)
+    G1, G2 = np.meshgrid(g, g, indexing="ij")
+    grid = np.stack([G1.ravel(), G2.ravel()], axis=1)[:, :, None]
+    for i in np.argsort(raw.value - fixed.value)[-3:]:
+        vals, _ = objective_batch(grid, np.repeat(w[i:i + 1], len(grid), 0), np.repeat(T[i:i + 1], len(grid), 0), V,
+                                  spec.C_array, sd.amap)
+        assert fixed.value[i] <= vals.min() + 1e-12
+
+
 @pytest.mark.parametrize("kw", [{}, {"rank": 2}, {"L": 3}, {"variant": "untied"}, {"variant": "causal"}])
 def test_one_radius_finds_the_global_minimum(kw):
     """The default multi-start set (one radius of offsets) reaches the same global minimum as a

@@ -19,6 +19,7 @@ from attnphase.theory.channels import (
     ProxResult,
     _second_minimum_kernel,
     default_starts,
+    escape_saddles,
     landscape_starts,
     loss_numpy,
     prox_batch,
@@ -233,6 +234,7 @@ class Saddle:
         else:
             starts = np.concatenate([w[:, None], starts], axis=1)
         prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts, mix=self.mix)
+        prox = escape_saddles(prox, w, T, op.V, self.C, self.amap, starts, mix=self.mix)
         Vinv = np.linalg.inv(op.V)
         w = self.unmix(w)
         h1 = self.unmix(prox.h)
@@ -413,7 +415,12 @@ class Saddle:
         h = ds.hats
         s2 = self.s2
         K = self.spec.lam * np.eye(self.F) + s2 * h.V_hat
-        Kinv = np.linalg.inv(K)
+        if not (np.all(np.isfinite(K)) and np.all(np.isfinite(op.to_vector()))):
+            return float("nan")  # (a diverged, non-converged solve: no free energy to report)
+        try:
+            Kinv = np.linalg.inv(K)
+        except np.linalg.LinAlgError:
+            return float("nan")
         inner = s2 * h.q_hat + h.m_hat.T @ self.G @ h.m_hat + s2 * h.theta_hat @ self.rho @ h.theta_hat.T
         return float(
             0.5 * np.trace(h.V_hat @ op.q - h.q_hat @ op.V)
