@@ -65,14 +65,21 @@ def test_compare_theory_rows_include_the_mixed_branch_at_rank_two():
 
 
 @pytest.mark.parametrize("kw", [{"L": 3}, {"rank": 2}])
-def test_direct_start_that_fails_is_continued_from_small_alpha(kw):
-    """At L = 3 and r = 2, alpha = 1.5 the trivial start of THEORY.md 2.1 leaves the valid
-    domain; the branch exists (continuation from alpha = 0.5 reaches it) and solve_point
-    returns it, saying why in diagnostics."""
-    p = solve_point(ModelSpec(omega=0.3, **kw), 1.5, "trivial", QUICK, error_estimate=False)
+def test_trivial_start_through_the_pole_of_v_agrees_with_continuation(kw):
+    """At L = 3 and r = 2, alpha = 1.5 the trivial start of THEORY.md 2.1 has ``V_hat`` below
+    ``-lambda / sigma^2`` (a locally concave loss): the weights step puts ``V`` past its pole,
+    and the damped step in ``V`` used to leave the valid domain (the branch was then found only
+    by continuation from alpha = 0.5). Damped in ``V^-1`` the direct start converges, to the
+    point the continuation reaches."""
+    from attnphase.theory.phases import _ramp
+
+    spec = ModelSpec(omega=0.3, **kw)
+    p = solve_point(spec, 1.5, "trivial", QUICK, error_estimate=False, ramp=False)
     assert p.exists and p.branch == "trivial", p.reason
-    assert "valid domain" in p.diagnostics["direct_start"]
     assert p.m == 0 and p.theta == 0 and p.q > 0.1
+    c = _ramp(spec, 1.5, "trivial", QUICK, 0.5)
+    assert c is not None and c.exists
+    assert p.q == pytest.approx(c.q, rel=1e-5) and p.V == pytest.approx(c.V, rel=1e-5)
 
 
 def test_sweep_points_accept_the_mixed_branch_only_where_it_exists():

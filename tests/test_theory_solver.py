@@ -66,8 +66,10 @@ def test_trivial_branch_of_five_tokens_is_reached_from_small_alpha():
 
 def test_ridgeless_trivial_branch_is_reached_by_continuation_in_lambda():
     """lambda = 0: V grows as the ridge falls (552 at alpha = 1); the start, tuned at lambda 0.01,
-    leaves the valid domain, and so do the continuations in alpha; the continuation in lambda
-    from 0.01 reaches the branch. A singular K on the way is an invalid step, not an exception."""
+    left the valid domain (it converges since the step damped in ``V^-1``, test below), and so
+    did the continuations in alpha; the continuation in lambda from 0.01 reaches the branch. A
+    singular K on the way is an invalid step, not an exception. The positional start finds
+    nothing: followed from lambda = 0.01 the branch ends between 0.01 and 0.005 (alpha 2)."""
     t = solve_point(ModelSpec(omega=0.3, lam=0.0), 1.0, "trivial", FAST)
     assert t.exists and t.converged, t.reason
     assert t.V > 300 and t.m == 0.0 and t.theta == 0.0
@@ -276,3 +278,71 @@ def test_trivial_branch_converges_at_sigma_one():
     p = solve_point(ModelSpec(omega=0.3, sigma=1.0), 1.0, "trivial", FAST)
     assert p.exists and p.converged, p.reason
     assert p.m == 0 and p.theta == 0
+
+
+def test_ridgeless_trivial_start_converges_through_the_pole_of_v():
+    """lambda = 0 (and 5e-4), alpha = 1: at the trivial start ``V_hat < -lambda / sigma^2``, so the
+    weights step puts ``V`` past its pole (negative); damped in ``V`` the iteration left the valid
+    domain, damped in ``V^-1`` it converges to the branch the continuation in lambda reaches
+    (``V`` ~ 552 at lambda = 0, see above)."""
+    for lam, v_lo in ((0.0, 300.0), (5e-4, 100.0)):
+        t = solve_point(ModelSpec(omega=0.3, lam=lam), 1.0, "trivial", FAST, ramp=False)
+        assert t.exists and t.converged, t.reason
+        assert t.V > v_lo and t.m == 0.0 and t.theta == 0.0
+
+
+def test_period_two_oscillation_is_broken_by_the_quasi_newton_stage():
+    """lambda = 5e-4, alpha = 2, near the trivial branch with a small positional overlap: the
+    map's slope in ``m`` is below -1/beta, so the damped iteration cycles (``m = +-0.002``, relative
+    change 1.18 for all 300 iterations) and never reaches the Anderson or quasi-Newton stages.
+    The alternating sign of the leading change triggers the quasi-Newton stage, which goes to
+    ``m = 0``."""
+    from attnphase.theory.fixed_point import solve_fixed_point
+    from attnphase.theory.phases import _make_saddle
+    from attnphase.theory.saddle import OrderParams
+
+    sd = _make_saddle(ModelSpec(omega=0.3, lam=5e-4), 2.0, FAST)
+    start = OrderParams(np.array([[0.26]]), np.array([[0.003], [-0.003]]), np.array([[52.0]]), np.zeros((1, 1)))
+    res = solve_fixed_point(sd, start, FAST)
+    assert res.converged, res.reason
+    assert res.iterations < 100
+    assert np.max(np.abs(res.op.m)) < 1e-9 and res.op.q[0, 0] > 0.1
+
+
+def test_collapse_to_zero_weights_is_not_a_branch():
+    """alpha = 50, lambda = 0.01: the trivial start, damped in ``V^-1``, goes to ``q -> 0`` with
+    ``V = 25``, where the proximal minimisers at ``w = 0`` are not zero (``V_hat ~ q^-1/2``): not a
+    fixed point. That is reported as not converged, and the continuation of the full solve reaches
+    the branch (test above). At lambda = 50 ``q = 0`` is the fixed point (the ridge wins: the
+    minimisers at ``w = 0`` are zero) and is kept (test_large_lambda_gives_the_trivial_branch)."""
+    p = solve_point(ModelSpec(omega=0.3), 50.0, "trivial", FAST, ramp=False, error_estimate=False)
+    assert not p.exists and "collapsed to q = 0" in p.reason
+
+
+def test_damped_step_through_the_pole_of_v_stays_valid():
+    from attnphase.theory.fixed_point import _valid_step
+
+    x = np.array([0.02, 0.0, 0.0, 14.6, 0.0])  # (q, m_1, m_2, V, theta), L = 2, r = r* = 1
+    fx = np.array([0.05, 0.0, 0.0, -13.8, 0.0])  # F(x): V past the pole
+    out = _valid_step(x, fx, 0.3, 2, 1, 1)
+    assert out[0] == pytest.approx(0.7 * 0.02 + 0.3 * 0.05)
+    assert out[3] == pytest.approx(1.0 / (0.7 / 14.6 + 0.3 / -13.8))  # larger V, towards the pole
+    assert out[3] > x[3]
+    fx2 = np.array([0.05, 0.0, 0.0, -1.0, 0.0])  # V^-1 crosses zero: shorter steps in V
+    out2 = _valid_step(x, fx2, 0.3, 2, 1, 1)
+    assert out2[3] > 0 and out2[3] == pytest.approx(x[3] + 0.1 * (fx2[3] - x[3]))
+
+
+def test_free_energy_of_a_singular_ridge_is_nan_not_an_exception():
+    """lambda = 0 with ``V_hat = 0`` (a diverged, non-converged solve): ``K`` is singular; the CLI
+    printed 'error: Singular matrix' for ``solve --lam 0 --alpha 2 --branch positional``."""
+    import dataclasses
+
+    from attnphase.theory.phases import _make_saddle, start_point
+
+    spec = ModelSpec(omega=0.3, lam=0.0)
+    sd = _make_saddle(spec, 2.0, FAST)
+    op = start_point(spec, "trivial", 1)
+    ds = sd.data_step(op)
+    ds = dataclasses.replace(ds, hats=dataclasses.replace(ds.hats, V_hat=np.zeros((1, 1))))
+    assert np.isnan(sd.free_energy(op, ds))

@@ -60,6 +60,7 @@ class SolverSettings:
     polish_below: float = 1e-2
     anderson_below: float = 3e-2
     max_polish: int = 3
+    max_rescue: int = 3
     noise_tol: float = 1e-6
     refine_order: int = 0
     refine_replicas: int = 4
@@ -130,6 +131,62 @@ def _rel_change(new: np.ndarray, old: np.ndarray, natural: np.ndarray | None = N
     if natural is not None:
         scale = np.maximum(scale, natural)
     return float(np.max(np.abs(new - old) / scale)) if new.size else 0.0
+
+
+#: the damped iteration oscillates when the unknown that changes most (relative) has flipped the
+#: sign of its change this many times in a row: a period-2 cycle of the map, which damping cannot
+#: break where the map's slope is below -1/beta (seen: the positional overlap ``m`` near the
+#: trivial branch at lambda <= 5e-4); the quasi-Newton stage is then run from the current point
+OSCILLATION_RUN = 3
+#: ``q`` (in units of ``sigma^2``) below which the iteration has collapsed to ``Q = 0`` (all prior
+#: means ``w`` zero). That is a fixed point where the proximal minimiser at ``w = 0`` is ``h = 0``
+#: (large lambda: the ridge wins), but not where it is not (``I/V + ell''(0)`` indefinite at some
+#: nodes): there ``g`` stays O(1) as ``q -> 0``, the Stein form of ``V_hat`` grows like
+#: ``q^-1/2`` and drives ``V`` and ``q`` down together (seen from the trivial start at alpha = 50,
+#: lambda 0.01, and at L = 5: ``q`` 1e-35, ``V`` 25; the branch has ``q`` 0.38 there)
+COLLAPSED_Q = 1e-9
+
+
+def _lead_sign(res: np.ndarray, x: np.ndarray) -> tuple[int, int]:
+    """Index and sign of the largest relative change ``res`` at ``x``."""
+    rr = res / np.maximum(np.abs(x), 1e-4 * max(float(np.max(np.abs(x))), 1e-12))
+    i = int(np.argmax(np.abs(rr)))
+    return i, int(np.sign(rr[i]))
+
+
+def _alternating(signs: list[tuple[int, int]], run: int) -> bool:
+    """The last ``run + 1`` leading changes were of one unknown with alternating signs."""
+    if len(signs) <= run:
+        return False
+    last = signs[-run - 1:]
+    return (len({i for i, _ in last}) == 1 and all(s != 0 for _, s in last)
+            and all(a[1] == -b[1] for a, b in zip(last[:-1], last[1:], strict=True)))
+
+
+def _valid_step(x: np.ndarray, fx: np.ndarray, beta: float, L: int, F: int, rs: int) -> np.ndarray:
+    """A damped step from ``x`` towards ``F(x) = fx`` that stays in the valid domain.
+
+    ``V = s2 (lambda + s2 V_hat)^-1`` (weights step) passes through infinity, not zero, when
+    ``V_hat`` falls below ``-lambda / s2`` (a locally concave loss, seen at ``lambda`` <= 5e-4):
+    ``F(x)`` then has a negative ``V`` and a damped step in ``V`` heads for small ``V``, the wrong
+    side. So ``V`` is first damped in its inverse, ``V^-1 <- (1 - beta) V^-1 + beta F(x)_V^-1``
+    (continuous through that pole), the other unknowns as usual; failing that, shorter steps.
+    """
+    op, fop = OrderParams.from_vector(x, L, F, rs), OrderParams.from_vector(fx, L, F, rs)
+    if np.all(np.isfinite(fop.V)):
+        try:
+            P = (1.0 - beta) * np.linalg.inv(op.V) + beta * np.linalg.inv(fop.V)
+            damped = OrderParams.from_vector(x + beta * (fx - x), L, F, rs)
+            cand = damped.replace(V=np.linalg.inv(0.5 * (P + P.T)))
+            if _valid(cand):
+                return cand.to_vector()
+        except np.linalg.LinAlgError:
+            pass
+    for shrink in (0.1, 0.01, 0.001):
+        x_new = x + shrink * (fx - x)
+        if _valid(OrderParams.from_vector(x_new, L, F, rs)):
+            break
+    return x_new
 
 
 def _valid(op: OrderParams) -> bool:
@@ -339,6 +396,8 @@ def solve_fixed_point(
     reason = "max_iter reached"
     full_next = True
     n_polished = 0
+    n_rescued = 0
+    signs: list[tuple[int, int]] = []
     last_J: np.ndarray | None = None
     ds_at_x = False  # the last data step was evaluated exactly at the returned x
     for it in range(1, settings.max_iter + 1):
@@ -349,6 +408,11 @@ def solve_fixed_point(
         starts = None if (full_next or ds is None) else _warm_starts(ds)
         full = starts is None
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
+        if (float(np.max(np.abs(op.q))) < COLLAPSED_Q * saddle.s2
+                and float(np.max(np.abs(ds.prox.h))) > 1e-3 * np.sqrt(saddle.s2)):
+            reason = ("collapsed to q = 0, where the proximal minimisers are not zero (not a fixed point: "
+                      "the Stein form of V_hat grows like q^-1/2 there)")
+            break
         fx = saddle.weights_step(ds.hats).to_vector()
         if not np.all(np.isfinite(fx)):
             reason = "non-finite update (the map diverged)"
@@ -363,14 +427,28 @@ def solve_fixed_point(
             reason = "converged"
             x = fx
             break
-        if rel < settings.polish_below and full and n_polished < settings.max_polish:
-            n_polished += 1
-            fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
-            qn = _quasi_newton(saddle, fx, settings, J0=last_J)
+        signs.append(_lead_sign(res, x))
+        polish = rel < settings.polish_below and full and n_polished < settings.max_polish
+        # a period-2 cycle of the damped iteration (see OSCILLATION_RUN): the quasi-Newton stage
+        # from the current point (forward-difference Jacobian), and a halved step afterwards
+        rescue = (not polish and rel >= settings.polish_below and n_rescued < settings.max_rescue
+                  and _alternating(signs, OSCILLATION_RUN))
+        if polish or rescue:
+            if polish:
+                n_polished += 1
+                fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
+                qn = _quasi_newton(saddle, fx, settings, J0=last_J)
+            else:
+                n_rescued += 1
+                beta *= 0.5
+                signs.clear()
+                qn = _quasi_newton(saddle, x, settings)
             if qn is not None:
                 n_polish += qn.evals
-                log.debug("quasi-Newton: %d evaluations, %s", qn.evals, qn.message)
-                last_J = qn.J
+                log.debug("quasi-Newton (%s): %d evaluations, %s", "polish" if polish else "oscillation",
+                          qn.evals, qn.message)
+                if polish:
+                    last_J = qn.J
                 if qn.ok:
                     x = qn.x
                     ds = qn.ds
@@ -424,7 +502,7 @@ def solve_fixed_point(
                 X.clear()
                 R.clear()
         if not _valid(OrderParams.from_vector(x_new, L, F, rs)):
-            x_new = x + 0.1 * res
+            x_new = _valid_step(x, fx, beta, L, F, rs)
         x = x_new
     op = OrderParams.from_vector(x, L, F, rs)
     if converged and not ds_at_x:
