@@ -346,3 +346,20 @@ def test_free_energy_of_a_singular_ridge_is_nan_not_an_exception():
     ds = sd.data_step(op)
     ds = dataclasses.replace(ds, hats=dataclasses.replace(ds.hats, V_hat=np.zeros((1, 1))))
     assert np.isnan(sd.free_energy(op, ds))
+
+
+def test_transition_with_a_positional_branch_absent_at_the_grid_start():
+    """`transition --lam 0`: the positional branch is found on the grid only from alpha = 1.8 on
+    (since the damped step in ``V^-1``); the spinodal search assumed the branch starts at the grid
+    start and stopped with 'max() arg is an empty sequence'. Now a note, and no spinodal."""
+    from attnphase.theory.phases import BranchPoint, find_transition
+
+    g = [1.0, 1.5, 2.0]
+    sem = [BranchPoint("semantic", a, False, "absent") for a in g]
+    pos = [BranchPoint("positional", 1.0, False, "absent")] + [
+        BranchPoint("positional", a, True, "ok", q=0.2, m=0.25, theta=0.0, V=10.0, train_loss=0.003,
+                    test_error=0.004, converged=True) for a in g[1:]]
+    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, n_replicas=1),
+                         branches=(sem, pos))
+    assert tr.spinodals["positional"] is None
+    assert any("not found at the grid start" in n and "1.5, 2" in n for n in tr.notes)

@@ -1405,8 +1405,12 @@ def find_transition(
                              f"continues to {below:.3g} (confirmed on the fine rules), which is reported")
     pos_ok = [p.exists for p in pos]
     if any(pos_ok) and not all(pos_ok):
-        j = max(k for k in range(len(grid)) if pos_ok[k] and all(pos_ok[: k + 1]))
-        if j < len(grid) - 1:
+        j = max((k for k in range(len(grid)) if pos_ok[k] and all(pos_ok[: k + 1])), default=None)
+        if j is None:  # (seen at lambda = 0: no positional point at the grid start, some further up)
+            found = ", ".join(f"{grid[k]:g}" for k in range(len(grid)) if pos_ok[k])
+            notes.append(f"the positional branch is not found at the grid start (alpha = {grid[0]:g}), only at "
+                         f"alpha = {found}: no spinodal reported for it")
+        elif j < len(grid) - 1:
             anchor = pos[j]
             spin["positional"] = _bisect(
                 lambda a: probe_exists(a, "positional", anchor),

@@ -82,7 +82,8 @@ class OrderParams:
 
         def mat(a: np.ndarray) -> np.ndarray:
             d = np.abs(np.diag(a))
-            return np.sqrt(np.outer(d, d))[iu]
+            with np.errstate(over="ignore"):  # (a diverging solve, stopped by its caller)
+                return np.sqrt(np.outer(d, d))[iu]
 
         return np.concatenate([mat(self.q), np.zeros(self.m.size), mat(self.V), np.zeros(self.theta.size)])
 
