@@ -363,3 +363,20 @@ def test_transition_with_a_positional_branch_absent_at_the_grid_start():
                          branches=(sem, pos))
     assert tr.spinodals["positional"] is None
     assert any("not found at the grid start" in n and "1.5, 2" in n for n in tr.notes)
+
+
+def test_alpha_l_note_where_no_branch_is_found_below():
+    """`curves --lam 0`: no semantic or positional point below alpha 1.2, the semantic one beats
+    the linear baseline above; the note said the global minimum does not beat it on the grid."""
+    from attnphase.theory.phases import BranchPoint, find_transition
+
+    g = [1.0, 1.5, 2.0]
+    sem = [BranchPoint("semantic", 1.0, False, "absent")] + [
+        BranchPoint("semantic", a, True, "ok", q=0.8, m=0.0, theta=0.9, V=20.0, train_loss=0.0005,
+                    test_error=0.0006, converged=True) for a in g[1:]]
+    pos = [BranchPoint("positional", a, False, "absent") for a in g]
+    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, n_replicas=1),
+                         branches=(sem, pos))
+    assert tr.alpha_l is None
+    assert any("beats the linear baseline from alpha = 1.5" in n for n in tr.notes)
+    assert not any("does not beat" in n for n in tr.notes)

@@ -1520,6 +1520,10 @@ def find_transition(
         if glo is None or ghi is None:
             glo, ghi = gap[k], gap[k + 1]
         alpha_l = _root(gfun, grid[k], grid[k + 1], glo, ghi, xtol, noise=lambda: hist["alpha_l"][-1][2])
+    elif last_bad < len(grid) - 1:  # (no branch at grid[last_bad]: seen at lambda = 0, below alpha 1.2)
+        notes.append(f"the global minimum beats the linear baseline from alpha = {grid[last_bad + 1]:g} on, but "
+                     f"at alpha = {grid[last_bad]:g} neither the semantic nor the positional branch is found "
+                     "(the trivial branch is not followed): alpha_l not located")
     else:
         notes.append("the global minimum does not beat the linear baseline on the grid")
     errors: dict[str, float | None] = {}
