@@ -619,7 +619,7 @@ def escape_saddles(prox: ProxResult, w: np.ndarray, T: np.ndarray, V: np.ndarray
     displaced by ``+-V^{1/2}`` along the most negative direction. Elsewhere nothing changes (at
     the fixed points of the reference case no returned minimiser is a saddle).
     """
-    N, L, F = w.shape
+    L, F = w.shape[1:]
     near = np.flatnonzero(np.max(np.abs(prox.h), axis=(1, 2)) < SADDLE_RADIUS)
     if near.size == 0:
         return prox

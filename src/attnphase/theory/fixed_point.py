@@ -120,14 +120,18 @@ class FixedPointResult:
     jacobian: np.ndarray | None = None
 
 
+def _zero_floor(x: np.ndarray) -> float:
+    """Scale of an unknown that is zero by symmetry: ``1e-4`` of the largest unknown."""
+    return 1e-4 * max(float(np.max(np.abs(x))), 1e-12)
+
+
 def _rel_change(new: np.ndarray, old: np.ndarray, natural: np.ndarray | None = None) -> float:
     """Largest relative change over the unknowns. An unknown that is zero by symmetry is
     measured against ``1e-4`` of the largest unknown (the proximal solutions are exact to
     ~1e-12, which leaves that much noise on the exact zeros); with ``natural``
     (:meth:`OrderParams.natural_scale`) the off-diagonal entries of ``q`` and ``V`` are measured
     against their diagonal."""
-    floor = 1e-4 * max(float(np.max(np.abs(old))), 1e-12)
-    scale = np.maximum(np.maximum(np.abs(old), np.abs(new)), floor)
+    scale = np.maximum(np.maximum(np.abs(old), np.abs(new)), _zero_floor(old))
     if natural is not None:
         scale = np.maximum(scale, natural)
     return float(np.max(np.abs(new - old) / scale)) if new.size else 0.0
@@ -149,7 +153,7 @@ COLLAPSED_Q = 1e-9
 
 def _lead_sign(res: np.ndarray, x: np.ndarray) -> tuple[int, int]:
     """Index and sign of the largest relative change ``res`` at ``x``."""
-    rr = res / np.maximum(np.abs(x), 1e-4 * max(float(np.max(np.abs(x))), 1e-12))
+    rr = res / np.maximum(np.abs(x), _zero_floor(x))
     i = int(np.argmax(np.abs(rr)))
     return i, int(np.sign(rr[i]))
 

@@ -299,8 +299,9 @@ def _ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, 
     starts of THEORY.md 2.1 were tuned for ``L = 2``, ``r = 1``; at ``L = 3`` or ``r = 2``,
     ``alpha = 1.5`` the trivial start left the valid domain while the branch is reached by
     continuation (until the damped step in ``V^-1`` of session 13, which converges there
-    directly; at ``alpha = 50`` the direct start collapses to ``q = 0`` instead). The order parameters change on the scale of ``log alpha`` (``V`` falls like
-    ``1/alpha``): with four equal steps from 0.5 to 50 the positional and trivial branches (omega
+    directly; at ``alpha = 50`` the direct start collapses to ``q = 0`` instead). The order
+    parameters change on the scale of ``log alpha`` (``V`` falls like ``1/alpha``): with four
+    equal steps from 0.5 to 50 the positional and trivial branches (omega
     0.3) were not reached, with factors of at most 1.5 (12 steps) both are. From ``alpha = 0.5``
     the trivial branch of ``L >= 5`` was not reached either (the start left the valid domain at
     0.5 and 1 while the branch continues smoothly from 0.2); from 0.1 it is. ``None`` if the
