@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -460,14 +461,17 @@ def test_coarse_tail_below_the_semantic_spinodal_is_not_a_branch():
     assert solve_refined(spec, 1.0, "semantic", s).exists
 
 
-def test_refinement_falls_back_to_the_full_solver():
+def test_refinement_falls_back_to_the_full_solver(monkeypatch):
     """L = 3, omega = 0.3, alpha = 1.5, positional (the CLI's settings): from the coarse point
     (m ~ 0.058) the refinement's quasi-Newton stages stop with no decrease along the Newton
     direction; the full solver on the fine rules converges (m ~ 0.014), the point is refined there
     with a forward-difference Jacobian for the per-rule solves, and its fine standard error
-    decides whether the branch is resolved."""
+    decides whether the branch is resolved. (The rules' own fixed points settle this point before
+    the fallback, next test: that decision is switched off here.)"""
+    import attnphase.theory.phases as ph
     from attnphase.theory.phases import fine_absence, solve_refined
 
+    monkeypatch.setattr(ph, "UNRESOLVED_MARGIN", math.inf)
     spec = ModelSpec(omega=0.3, L=3)
     p = solve_refined(spec, 1.5, "positional", SolverSettings(order=8, refine_order=11))
     info = p.diagnostics["refined"]
@@ -479,6 +483,41 @@ def test_refinement_falls_back_to_the_full_solver():
     assert np.isfinite(est["m_user"]) and est["test_error"] < 1e-3
     # resolved (m > RESOLVE_SE standard errors) or reported absent: never the coarse point
     assert p.exists == (fine_absence(p) is None)
+
+
+def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(monkeypatch):
+    """The same point: each fine rule's own fixed point, from where the quasi-Newton stages of the
+    union stopped, leaves m unresolved (the full solver's answer, previous test), so the branch is
+    reported absent without the fallback (measured: 8.5 s instead of 25 s for the CLI solve).
+    A branch that is resolved (L = 2, alpha 1.5: m 0.25) is not decided there: its refinement,
+    made to fail, still gets the fallback."""
+    import attnphase.theory.phases as ph
+
+    spec = ModelSpec(omega=0.3, L=3)
+    p = ph.solve_refined(spec, 1.5, "positional", SolverSettings(order=8, refine_order=11))
+    info = p.diagnostics["refined"]
+    assert not p.exists and "fallback" not in info, info
+    assert "mean of the 4 rules' own fixed points) is not resolved from zero" in info["unresolved"]
+    assert "no positional fixed point on the fine rules" in p.reason
+    seen = []
+    monkeypatch.setattr(ph, "REFINE_MAX_EVALS", 1)
+    orig = ph._rules_unresolve
+    monkeypatch.setattr(ph, "_rules_unresolve", lambda *a, **k: seen.append(orig(*a, **k)) or seen[-1])
+    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    r = ph.solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
+    assert seen == [None] and r.exists and "fallback" in r.diagnostics["refined"]
+
+
+@pytest.mark.slow
+def test_unconverged_rule_solves_decide_nothing(monkeypatch):
+    """The decision before the fallback needs every fine rule's own solve to converge: with one
+    Broyden step none does, and the same point goes to the fallback."""
+    import attnphase.theory.phases as ph
+
+    monkeypatch.setattr(ph, "UNRESOLVED_MAX_EVALS", 1)
+    monkeypatch.setattr(ph, "FALLBACK_MAX_ITER", 1)
+    q = ph.solve_refined(ModelSpec(omega=0.3, L=3), 1.5, "positional", SolverSettings(order=8, refine_order=11))
+    assert "unresolved" not in q.diagnostics["refined"] and "fallback" in q.diagnostics["refined"]
 
 
 def test_failed_semantic_refinement_continues_the_branch_down_from_larger_alpha():
