@@ -515,6 +515,8 @@ def _rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarra
     return np.asarray(out), status
 
 
+#: the overlaps (user units) that define a branch: it is absent where they are not resolved
+DEFINING_OVERLAPS = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}
 #: how clearly the fixed points of the fine rules, solved from where the refinement's
 #: quasi-Newton stages stopped, must leave the branch's overlap unresolved (relative standard
 #: error above ``UNRESOLVED_MARGIN / RESOLVE_SE``) for the full-solver fallback to be skipped
@@ -542,7 +544,7 @@ def _rules_unresolve(sd: Saddle, fine: list[Saddle], tried: list, branch: str,
     the trivial branch. At ``alpha = 1`` and 1.2, where the branch exists (``m`` 0.088), the
     rules' solves do not all converge and nothing is decided.
     """
-    keys = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}.get(branch, ())
+    keys = DEFINING_OVERLAPS.get(branch, ())
     done = [(q, u) for q, u in tried if q is not None and q.ds is not None and np.isfinite(q.resid)]
     if not keys or not done:
         return None
@@ -563,7 +565,7 @@ def _rules_unresolve(sd: Saddle, fine: list[Saddle], tried: list, branch: str,
         return None
     est: dict[str, Any] = {}
     _add_user_errors(est, sd, center, X, se=True)
-    q_u, m_u, th_u = sd.user_scalars(center)
+    _, m_u, th_u = sd.user_scalars(center)
     vals = {"m": m_u, "theta": th_u}
     for key in keys:
         err = est[f"{key}_user"]
@@ -824,7 +826,7 @@ def _unresolved_overlap(point: BranchPoint) -> tuple[str, float] | None:
     """The overlap that defines ``point``'s branch (``theta`` semantic, ``m`` positional, both
     mixed) and its relative error estimate, if that is above ``1 / RESOLVE_SE``."""
     est = point.diagnostics.get("error_estimate") or {}
-    for key in {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}.get(point.branch, ()):
+    for key in DEFINING_OVERLAPS.get(point.branch, ()):
         err = est.get(f"{key}_user")
         if err is not None and err * RESOLVE_SE > 1:
             return key, float(err)
