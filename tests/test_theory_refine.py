@@ -508,6 +508,33 @@ def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(
     assert seen == [None] and r.exists and "fallback" in r.diagnostics["refined"]
 
 
+def test_a_branch_settled_unresolved_at_a_higher_order_is_reported_absent(monkeypatch):
+    """Raising the order for ``target_error``: a refinement that settles the branch as not
+    resolved before its fallback (no refined values) ends the search with that verdict, rather
+    than as a failed refinement whose lower-order point is kept."""
+    import attnphase.theory.phases as ph
+
+    why = "m = 0.0004 (mean of the 4 rules' own fixed points) is not resolved from zero on the fine rules"
+    calls = []
+
+    def fake_refine(spec, point, settings, tol=None, **kw):
+        calls.append(settings.refine_order)
+        return replace(point, diagnostics={**point.diagnostics, "refined": {"applied": False, "unresolved": why}})
+
+    monkeypatch.setattr(ph, "refine_point", fake_refine)
+    p = _refined("positional", 0.0, 0.05, {"m_user": 0.1, "test_error": 1e-3})
+    out = ph._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
+    assert calls == [14]  # (1e-3 -> 1e-4 at N^-1/2: 7 orders up from 8, capped at max_refine_order)
+    assert out.diagnostics["target"]["order"] == 14
+    marked = ph.mark_unresolved(out)
+    assert not marked.exists and why in marked.reason
+    # (a failed refinement without that verdict keeps the lower-order point, as before)
+    monkeypatch.setattr(ph, "refine_point", lambda spec, point, settings, tol=None, **kw: replace(
+        point, diagnostics={**point.diagnostics, "refined": {"applied": False, "reason": "did not converge"}}))
+    kept = ph._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
+    assert ph.mark_unresolved(kept).exists and kept.diagnostics["target"]["order"] == 8
+
+
 @pytest.mark.slow
 def test_unconverged_rule_solves_decide_nothing(monkeypatch):
     """The decision before the fallback needs every fine rule's own solve to converge: with one

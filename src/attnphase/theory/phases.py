@@ -808,7 +808,7 @@ def fine_absence(point: BranchPoint) -> str | None:
     if to is not None:
         n = point.diagnostics["refined"].get("nodes")
         return f"refined on {n} nodes, the fixed point converges to the {to} branch"
-    why = point.diagnostics.get("refined", {}).get("unresolved")
+    why = _settled_unresolved(point)
     if why is not None:
         return why
     if not _applied(point):
@@ -820,6 +820,12 @@ def fine_absence(point: BranchPoint) -> str | None:
     n = point.diagnostics["refined"].get("replicas")
     return (f"{key} = {getattr(point, key):.3g} is not resolved from zero on the fine rules "
             f"(relative standard error {err:.2g} over {n} rules)")
+
+
+def _settled_unresolved(point: BranchPoint) -> str | None:
+    """Why the branch is not resolved, where :func:`refine_point` decided it from the fine rules'
+    own fixed points before its fallback (:func:`_rules_unresolve`); ``None`` otherwise."""
+    return (getattr(point, "diagnostics", None) or {}).get("refined", {}).get("unresolved")
 
 
 def _unresolved_overlap(point: BranchPoint) -> tuple[str, float] | None:
@@ -928,7 +934,7 @@ def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: Sol
     if mid is None:
         return None, f"{how}: the branch was lost on the way"
     point = refine_point(spec, mid, settings, tol=settings.tol)
-    if not _applied(point):
+    if not _applied(point) and _settled_unresolved(point) is None:
         to = left_branch(point)
         return None, f"{how} (theta {mid.theta:.3g}): " + (f"refined, it went to the {to} branch" if to else
                                                           "its refinement did not converge either")
@@ -995,6 +1001,9 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
         e = estimate(nxt)
         history.append({"order": order, "test_error_estimate": e, "nodes": nxt.diagnostics["refined"].get("nodes"),
                         "seconds": time.perf_counter() - t0})
+        if _settled_unresolved(nxt) is not None:
+            point, kept = nxt, order  # (the branch is not resolved on these rules: mark_unresolved says so)
+            break
         if not math.isfinite(e):
             break  # (that refinement failed: keep the last refined point)
         point, err, kept = nxt, e, order
