@@ -536,19 +536,6 @@ def test_a_branch_settled_unresolved_at_a_higher_order_is_reported_absent(monkey
 
 
 @pytest.mark.slow
-def test_l3_positional_point_at_alpha_1_is_judged_on_the_fine_rules():
-    """L = 3, alpha = 1, positional: the full-solver fallback needs 114 iterations on the fine
-    rules (it stopped at 100 before, and the coarse point, m 0.088, was reported as "coarse rule
-    only"); there m (~0.02) is not resolved, as the transition (positional branch only up to
-    alpha ~ 0.43 on the fine rules, docs/variants.md) has it."""
-    from attnphase.theory.phases import solve_refined
-
-    p = solve_refined(ModelSpec(omega=0.3, L=3), 1.0, "positional", SolverSettings(order=8, refine_order=11))
-    assert "converged" in p.diagnostics["refined"]["fallback"], p.diagnostics["refined"]
-    assert not p.exists and "no positional fixed point on the fine rules" in p.reason
-
-
-@pytest.mark.slow
 def test_unconverged_rule_solves_decide_nothing(monkeypatch):
     """The decision before the fallback needs every fine rule's own solve to converge: with one
     Broyden step none does, and the same point goes to the fallback."""

