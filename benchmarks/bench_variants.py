@@ -41,7 +41,9 @@ def report(label: str, t: float, out: dict) -> None:
             continue
         est = (v.get("error_estimate") or {}).get("test_error")
         tgt = out["diagnostics"][b].get("target")
-        extra = "" if not tgt else f"; target {'met' if tgt['met'] else 'not met'} at order {tgt['order']}"
+        steps = ", ".join(f"order {h['order']}: {h['test_error_estimate']:.1e}"
+                          + (f" in {h['seconds']:.1f} s" if "seconds" in h else "") for h in (tgt or {}).get("history", []))
+        extra = "" if not tgt else f"; target {'met' if tgt['met'] else 'not met'} at order {tgt['order']} ({steps})"
         print(f"  {b:<11} test error {v['test_error']:.6f}, relative error estimate "
               f"{'n/a' if est is None else f'{est:.1e}'} ({'<=' if est is not None and est <= 1e-4 else '>'} 1e-4)"
               f"{extra}")
