@@ -541,8 +541,8 @@ def _rules_unresolve(sd: Saddle, fine: list[Saddle], tried: list, branch: str,
     all) give ``m`` 0.00036 with a relative standard error of 11, the fallback (12 s, 70
     iterations of the full solver) 0.0137 and 1.7; at ``alpha = 2`` 0.0076 and 0.83 against
     the fallback's 0.0089 and 0.89; at ``alpha = 3`` 0.0028 and 0.83 where the fallback goes to
-    the trivial branch. At ``alpha = 1`` and 1.2, where the branch exists (``m`` 0.088), the
-    rules' solves do not all converge and nothing is decided.
+    the trivial branch. At ``alpha = 1`` and 1.2, where the coarse rule has the branch (``m``
+    0.088), the rules' solves do not all converge and nothing is decided.
     """
     keys = DEFINING_OVERLAPS.get(branch, ())
     done = [(q, u) for q, u in tried if q is not None and q.ds is not None and np.isfinite(q.resid)]
