@@ -515,6 +515,17 @@ def _rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarra
     return np.asarray(out), status
 
 
+def _rule_steps(fine: list[Saddle], op: OrderParams, ds: DataStep,
+                settings: SolverSettings) -> tuple[list[DataStep], np.ndarray, np.ndarray]:
+    """Each fine rule's data step at ``op``, warm-started from the union's minima ``ds``; with
+    those starts and the offsets ``cuts`` of each rule's nodes in the union."""
+    starts = _warm_starts(ds)
+    cuts = np.cumsum([0] + [f.rule.size for f in fine])
+    steps = [f.data_step(op, starts=starts[cuts[k]:cuts[k + 1]], switch_width=settings.switch_width)
+             for k, f in enumerate(fine)]
+    return steps, starts, cuts
+
+
 #: the overlaps (user units) that define a branch: it is absent where they are not resolved
 DEFINING_OVERLAPS = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}
 #: how clearly the fixed points of the fine rules, solved from where the refinement's
@@ -552,10 +563,7 @@ def _rules_unresolve(sd: Saddle, fine: list[Saddle], tried: list, branch: str,
     op = OrderParams.from_vector(qn.x, sd.L, sd.F, sd.rs)
     if not _valid(op):
         return None
-    starts = _warm_starts(qn.ds)
-    cuts = np.cumsum([0] + [f.rule.size for f in fine])
-    steps = [f.data_step(op, starts=starts[cuts[k]:cuts[k + 1]], switch_width=settings.switch_width)
-             for k, f in enumerate(fine)]
+    steps, starts, cuts = _rule_steps(fine, op, qn.ds, settings)
     X, status = _rule_fixed_points(sd, fine, steps, qn.x, units, qn.J, starts, cuts, settings,
                                    max_evals=UNRESOLVED_MAX_EVALS)
     if not all(st.startswith("converged") for st in status):
@@ -674,14 +682,13 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
                          message=f"converged to the rule's noise floor: relative change {qn2.rel:.1e} "
                                  f"(< noise_tol {settings.noise_tol:g}; tol {tol:g} not reached)")
     x_units = x0  # (the per-rule solves work in the units of the solve that gave qn.J)
-    if exact and retry and fallback and qn is not None and not qn.ok and n > 1:
-        why = _rules_unresolve(sd, fine, tried, point.branch, settings)
+    if exact and retry and fallback and qn is not None and not qn.ok:
+        why = _rules_unresolve(sd, fine, tried, point.branch, settings) if n > 1 else None
         if why is not None:
             info["applied"] = False
             info["unresolved"] = why
             info["reason"] = "refinement did not converge: " + qn.message
             return replace(point, diagnostics={**point.diagnostics, "refined": info})
-    if exact and retry and fallback and qn is not None and not qn.ok:
         fb = _fallback_refine(union, point, settings, qs)
         info["fallback"] = fb[1]
         if fb[0] is not None:
@@ -708,10 +715,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         info["left_to"] = landed  # (see left_branch: the coarse point may be an artefact of its rule)
         return replace(point, diagnostics={**point.diagnostics, "refined": info})
     # each fine rule at x (warm-started from the union's minima at x0)
-    starts = _warm_starts(qn.ds)
-    cuts = np.cumsum([0] + [f.rule.size for f in fine])
-    steps = [f.data_step(op, starts=starts[cuts[k]:cuts[k + 1]], switch_width=settings.switch_width)
-             for k, f in enumerate(fine)]
+    steps, starts, cuts = _rule_steps(fine, op, qn.ds, settings)
     hats = Hats(*(sum(getattr(ds.hats, k) for ds in steps) / n for k in ("q_hat", "m_hat", "V_hat", "theta_hat")))
     mean = replace(steps[0], hats=hats, mean_M=float(np.mean([ds.mean_M for ds in steps])))
     train = -sd.free_energy(op, mean)
