@@ -125,6 +125,141 @@ def loss_numpy(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap) 
 
 
 # --------------------------------------------------------------------------- numba kernels
+@nb.njit(cache=True)
+def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T):  # pragma: no cover - jitted
+    """``ell(w; T(h*))`` at one Gaussian node ``x = (xi, eta)`` (fields as in ``Saddle.fields``:
+    ``w = m + xi qs``, ``h* = xi B + eta Rs``, both mixed across positions by ``mix``)."""
+    L, F = m.shape
+    R = Rs.shape[0]
+    nxi = L * F
+    for l in range(L):
+        for a in range(F):
+            acc = m[l, a]
+            for b in range(F):
+                acc += x[l * F + b] * qs[b, a]
+            u[l, a] = acc
+    for l in range(L):
+        for a in range(F):
+            acc = 0.0
+            for k in range(L):
+                acc += mix[l, k] * u[k, a]
+            w[l, a] = acc
+    for l in range(L):
+        for a in range(R):
+            acc = 0.0
+            for b in range(F):
+                acc += x[l * F + b] * B[b, a]
+            for b in range(R):
+                acc += x[nxi + l * R + b] * Rs[b, a]
+            u[l, a] = acc
+    for l in range(L):
+        for a in range(R):
+            acc = 0.0
+            for k in range(L):
+                acc += mix[l, k] * u[k, a]
+            hs[l, a] = acc
+    for l in range(L):
+        # student row: softmax over the unmasked scores w_l^T M w_j
+        mx = -1e300
+        for j in range(L):
+            if mask[l, j]:
+                s = 0.0
+                for a in range(F):
+                    for b in range(F):
+                        s += w[l, a] * M[a, b] * w[j, b]
+                S[l, j] = s
+                if s > mx:
+                    mx = s
+        tot = 0.0
+        for j in range(L):
+            if mask[l, j]:
+                v = np.exp(S[l, j] - mx)
+                S[l, j] = v
+                tot += v
+            else:
+                S[l, j] = 0.0
+        for j in range(L):
+            S[l, j] /= tot
+        # target row: (1 - omega) softmax(h* h*^T) (causal target: j <= l) + omega A
+        kmax = l + 1 if causal else L
+        mx = -1e300
+        for j in range(kmax):
+            s = 0.0
+            for a in range(R):
+                s += hs[l, a] * hs[j, a]
+            T[l, j] = s
+            if s > mx:
+                mx = s
+        tot = 0.0
+        for j in range(kmax):
+            v = np.exp(T[l, j] - mx)
+            T[l, j] = v
+            tot += v
+        for j in range(L):
+            sm = T[l, j] / tot if j < kmax else 0.0
+            T[l, j] = (1.0 - omega) * sm + omega * A[l, j]
+    out = 0.0
+    for l in range(L):
+        for j in range(L):
+            dj = S[l, j] - T[l, j]
+            for k in range(L):
+                out += dj * C[j, k] * (S[l, k] - T[l, k])
+    return 0.5 * out
+
+
+@nb.njit(cache=True, parallel=True)
+def _test_loss_product(t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
+    """``sum_i w_i ell(x_i)`` over the product rule ``(t, wt)^dim`` (``dim = L (F + R)``), its
+    nodes decoded from the flat index (last coordinate fastest) instead of stored."""
+    L, F = m.shape
+    R = Rs.shape[0]
+    dim = L * (F + R)
+    n1 = t.shape[0]
+    N = n1**dim
+    size = (N + n_chunks - 1) // n_chunks
+    part = np.zeros(n_chunks)
+    for c in nb.prange(n_chunks):
+        x = np.zeros(dim)
+        w = np.zeros((L, F))
+        hs = np.zeros((L, R))
+        u = np.zeros((L, max(F, R)))
+        S = np.zeros((L, L))
+        T = np.zeros((L, L))
+        acc = 0.0
+        for i in range(c * size, min(N, (c + 1) * size)):
+            idx = i
+            wi = 1.0
+            for d in range(dim - 1, -1, -1):
+                k = idx % n1
+                idx //= n1
+                x[d] = t[k]
+                wi *= wt[k]
+            acc += wi * _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T)
+        part[c] = acc
+    return part.sum()
+
+
+@nb.njit(cache=True, parallel=True)
+def _test_loss_nodes(X, W, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
+    """``sum_i W_i ell(X_i)`` over explicit nodes."""
+    L, F = m.shape
+    R = Rs.shape[0]
+    N = X.shape[0]
+    size = (N + n_chunks - 1) // n_chunks
+    part = np.zeros(n_chunks)
+    for c in nb.prange(n_chunks):
+        w = np.zeros((L, F))
+        hs = np.zeros((L, R))
+        u = np.zeros((L, max(F, R)))
+        S = np.zeros((L, L))
+        T = np.zeros((L, L))
+        acc = 0.0
+        for i in range(c * size, min(N, (c + 1) * size)):
+            acc += W[i] * _node_test_loss(X[i], m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T)
+        part[c] = acc
+    return part.sum()
+
+
 # Scratch space is allocated once per chunk of nodes (allocation inside the Newton loop dominated
 # the run time otherwise). ``_work(L, F)`` returns the buffers in the order the kernels expect.
 @nb.njit(cache=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
@@ -18,15 +19,16 @@ from attnphase.theory.channels import (
     AttentionMap,
     ProxResult,
     _second_minimum_kernel,
+    _test_loss_nodes,
+    _test_loss_product,
     default_starts,
     escape_saddles,
     landscape_starts,
-    loss_numpy,
     prox_batch,
     rugged,
     target_map,
 )
-from attnphase.theory.quadrature import Rule, gauss_hermite
+from attnphase.theory.quadrature import Rule, _check_size, gauss_hermite
 
 
 def sym_sqrt(a: np.ndarray, inverse: bool = False, floor: float = 0.0) -> np.ndarray:
@@ -436,14 +438,22 @@ class Saddle:
 
         The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
         """
-        rule = gauss_hermite(self.dim, order) if self.dim <= 6 else self.rule
-        n_xi = self.L * self.F
-        N = rule.size
-        xi = rule.x[:, :n_xi].reshape(N, self.L, self.F)
-        eta = rule.x[:, n_xi:].reshape(N, self.L, self.rs)
-        w, hstar, *_ = self.fields(op, xi, eta)
-        T = target_map(hstar, self.spec)
-        return float(rule.w @ loss_numpy(w, T, self.C, self.amap))
+        qs = sym_sqrt(op.q)
+        qis = sym_sqrt(op.q, inverse=True, floor=0.0)
+        Rs = sym_sqrt(self.rho - op.theta.T @ (qis @ qis) @ op.theta)
+        f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
+        args = (f64(op.m), f64(qs), f64(qis @ op.theta), f64(Rs),
+                f64(np.eye(self.L) if self.mix is None else self.mix), f64(self.amap.M),
+                np.ascontiguousarray(self.amap.mask), float(self.spec.omega), f64(self.spec.A_array),
+                bool(self.spec.causal_target), f64(self.C))
+        if self.dim <= 6:  # (the product rule's nodes are decoded in the kernel, not stored)
+            _check_size(order**self.dim, f"a Gauss-Hermite rule of order {order} in {self.dim} dimensions")
+            t, wt = np.polynomial.hermite_e.hermegauss(order)
+            n = order**self.dim
+            return float(_test_loss_product(t, wt / wt.sum(), *args, max(1, min(n, 8 * nb.get_num_threads()))))
+        rule = self.rule
+        return float(_test_loss_nodes(f64(rule.x), f64(rule.w), *args,
+                                      max(1, min(rule.size, 8 * nb.get_num_threads()))))
 
 
 def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
