@@ -309,13 +309,15 @@ def test_target_error_raises_the_refinement_order_until_met():
         SolverSettings(target_error=1e-4, refine_replicas=1)
 
 
-def test_orders_to_target_follow_the_square_root_decay():
-    """An estimate 4x the target needs 16x the nodes (4 orders) at N^-1/2; at least one order."""
-    from attnphase.theory.phases import orders_to_target
+def test_orders_to_target_follow_the_measured_decay():
+    """At N^-0.64 an estimate 4x the target needs 2^(2/0.64) = 8.7x the nodes (4 orders), 2x the
+    target 2^(1/0.64) = 2.95x (2 orders: one gives 2^-0.64 = 0.64, not 1/2); at least one order."""
+    from attnphase.theory.phases import TARGET_DECAY, orders_to_target
 
-    assert orders_to_target(4e-4, 1e-4) == 4
+    assert TARGET_DECAY == 0.64
+    assert orders_to_target(4e-4, 1e-4) == 4 and orders_to_target(3.5e-4, 1e-4) == 3
     assert orders_to_target(1.3e-4, 1e-4) == 1 and orders_to_target(2.0e-4, 1e-4) == 2
-    assert orders_to_target(2.1e-4, 1e-4) == 3
+    assert orders_to_target(2.1e-4, 1e-4) == 2 and orders_to_target(2.6e-4, 1e-4) == 3
     assert orders_to_target(float("inf"), 1e-4) == 1 and orders_to_target(5e-5, 1e-4) == 1
 
 
@@ -524,7 +526,7 @@ def test_a_branch_settled_unresolved_at_a_higher_order_is_reported_absent(monkey
     monkeypatch.setattr(ph, "refine_point", fake_refine)
     p = _refined("positional", 0.0, 0.05, {"m_user": 0.1, "test_error": 1e-3})
     out = ph._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
-    assert calls == [14]  # (1e-3 -> 1e-4 at N^-1/2: 7 orders up from 8, capped at max_refine_order)
+    assert calls == [14]  # (1e-3 -> 1e-4 at N^-0.64: 6 orders up from 8)
     assert out.diagnostics["target"]["order"] == 14
     marked = ph.mark_unresolved(out)
     assert not marked.exists and why in marked.reason

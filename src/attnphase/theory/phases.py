@@ -966,9 +966,11 @@ def coarse_absence(point: BranchPoint) -> str | None:
             f"relative error estimate of {err:.2g}")
 
 
-#: decay of the refined error estimates with the number of nodes, ``N^-TARGET_DECAY`` (measured
-#: 0.4-0.5 on the fixed point, docs/theory.md; the larger value predicts the smaller jump)
-TARGET_DECAY = 0.5
+#: decay of the refined test-error estimates with the number of nodes, ``N^-TARGET_DECAY``: the
+#: least-squares slope of log2(estimate) against the refinement order 11-15, pooled over 12 chains
+#: (L = 2 semantic and positional at alpha 1, L = 3 semantic and rank 2 semantic, positional and
+#: mixed at alpha 1.5, two seeds each) is 0.64, single chains 0.16-1.14 (docs/theory.md, session 15)
+TARGET_DECAY = 0.64
 
 
 def orders_to_target(err: float, target: float) -> int:
