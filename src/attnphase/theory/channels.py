@@ -89,27 +89,33 @@ def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
     return out
 
 
+@nb.njit(cache=True)
+def _target_rows(hs, omega, A, causal, out):  # pragma: no cover - jitted
+    """``T = (1 - omega) softmax(h* h*^T) + omega A`` at one node (causal: scores ``k <= l``)."""
+    L, R = hs.shape
+    for l in range(L):
+        kmax = l + 1 if causal else L
+        mx = -np.inf
+        for k in range(kmax):
+            s = 0.0
+            for a in range(R):
+                s += hs[l, a] * hs[k, a]
+            out[l, k] = s
+            mx = max(mx, s)
+        tot = 0.0
+        for k in range(kmax):
+            e = np.exp(out[l, k] - mx)
+            out[l, k] = e
+            tot += e
+        for k in range(L):
+            sm = out[l, k] / tot if k < kmax else 0.0
+            out[l, k] = (1.0 - omega) * sm + omega * A[l, k]
+
+
 @nb.njit(cache=True, parallel=True)
 def _target_kernel(hstar, omega, A, causal, out):  # pragma: no cover - jitted
-    N, L, R = hstar.shape
-    for i in nb.prange(N):
-        for l in range(L):
-            kmax = l + 1 if causal else L
-            mx = -np.inf
-            for k in range(kmax):
-                s = 0.0
-                for a in range(R):
-                    s += hstar[i, l, a] * hstar[i, k, a]
-                out[i, l, k] = s
-                mx = max(mx, s)
-            tot = 0.0
-            for k in range(kmax):
-                e = np.exp(out[i, l, k] - mx)
-                out[i, l, k] = e
-                tot += e
-            for k in range(L):
-                sm = out[i, l, k] / tot if k < kmax else 0.0
-                out[i, l, k] = (1.0 - omega) * sm + omega * A[l, k]
+    for i in nb.prange(hstar.shape[0]):
+        _target_rows(hstar[i], omega, A, causal, out[i])
 
 
 def student_map(h: np.ndarray, amap: AttentionMap) -> np.ndarray:
@@ -126,6 +132,45 @@ def loss_numpy(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap) 
 
 # --------------------------------------------------------------------------- numba kernels
 @nb.njit(cache=True)
+def _student_rows(h, Mh, mask, P):  # pragma: no cover - jitted
+    """``S = rowsoftmax(s)`` at one node, ``s_lj = h_l . Mh_j`` (``Mh_j = M h_j``), masked
+    entries zero."""
+    L, F = h.shape
+    for l in range(L):
+        mx = -1e300
+        for j in range(L):
+            if mask[l, j]:
+                s = 0.0
+                for a in range(F):
+                    s += h[l, a] * Mh[j, a]
+                P[l, j] = s
+                if s > mx:
+                    mx = s
+        tot = 0.0
+        for j in range(L):
+            if mask[l, j]:
+                v = np.exp(P[l, j] - mx)
+                P[l, j] = v
+                tot += v
+            else:
+                P[l, j] = 0.0
+        for j in range(L):
+            P[l, j] /= tot
+
+
+@nb.njit(cache=True)
+def _mix_rows(mix, u, out):  # pragma: no cover - jitted
+    """``out_l = sum_k mix_lk u_k`` over the first ``out.shape[1]`` columns of ``u``."""
+    L, n = out.shape
+    for l in range(L):
+        for a in range(n):
+            acc = 0.0
+            for k in range(L):
+                acc += mix[l, k] * u[k, a]
+            out[l, a] = acc
+
+
+@nb.njit(cache=True)
 def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T):  # pragma: no cover - jitted
     """``ell(w; T(h*))`` at one Gaussian node ``x = (xi, eta)`` (fields as in ``Saddle.fields``:
     ``w = m + xi qs``, ``h* = xi B + eta Rs``, both mixed across positions by ``mix``)."""
@@ -138,12 +183,7 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
             for b in range(F):
                 acc += x[l * F + b] * qs[b, a]
             u[l, a] = acc
-    for l in range(L):
-        for a in range(F):
-            acc = 0.0
-            for k in range(L):
-                acc += mix[l, k] * u[k, a]
-            w[l, a] = acc
+    _mix_rows(mix, u, w)
     for l in range(L):
         for a in range(R):
             acc = 0.0
@@ -152,52 +192,15 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
             for b in range(R):
                 acc += x[nxi + l * R + b] * Rs[b, a]
             u[l, a] = acc
-    for l in range(L):
-        for a in range(R):
+    _mix_rows(mix, u, hs)
+    for j in range(L):  # (u <- M w_j, then the two maps)
+        for a in range(F):
             acc = 0.0
-            for k in range(L):
-                acc += mix[l, k] * u[k, a]
-            hs[l, a] = acc
-    for l in range(L):
-        # student row: softmax over the unmasked scores w_l^T M w_j
-        mx = -1e300
-        for j in range(L):
-            if mask[l, j]:
-                s = 0.0
-                for a in range(F):
-                    for b in range(F):
-                        s += w[l, a] * M[a, b] * w[j, b]
-                S[l, j] = s
-                if s > mx:
-                    mx = s
-        tot = 0.0
-        for j in range(L):
-            if mask[l, j]:
-                v = np.exp(S[l, j] - mx)
-                S[l, j] = v
-                tot += v
-            else:
-                S[l, j] = 0.0
-        for j in range(L):
-            S[l, j] /= tot
-        # target row: (1 - omega) softmax(h* h*^T) (causal target: j <= l) + omega A
-        kmax = l + 1 if causal else L
-        mx = -1e300
-        for j in range(kmax):
-            s = 0.0
-            for a in range(R):
-                s += hs[l, a] * hs[j, a]
-            T[l, j] = s
-            if s > mx:
-                mx = s
-        tot = 0.0
-        for j in range(kmax):
-            v = np.exp(T[l, j] - mx)
-            T[l, j] = v
-            tot += v
-        for j in range(L):
-            sm = T[l, j] / tot if j < kmax else 0.0
-            T[l, j] = (1.0 - omega) * sm + omega * A[l, j]
+            for b in range(F):
+                acc += M[a, b] * w[j, b]
+            u[j, a] = acc
+    _student_rows(w, u, mask, S)
+    _target_rows(hs, omega, A, causal, T)
     out = 0.0
     for l in range(L):
         for j in range(L):
@@ -208,14 +211,16 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
 
 
 @nb.njit(cache=True, parallel=True)
-def _test_loss_product(t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
-    """``sum_i w_i ell(x_i)`` over the product rule ``(t, wt)^dim`` (``dim = L (F + R)``), its
-    nodes decoded from the flat index (last coordinate fastest) instead of stored."""
+def _test_loss_sum(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
+    """``sum_i w_i ell(x_i)`` over the nodes ``X`` with weights ``W``, or, where ``X`` has no
+    rows, over the product rule ``(t, wt)^dim`` (``dim = L (F + R)``), its nodes decoded from the
+    flat index (last coordinate fastest) instead of stored."""
     L, F = m.shape
     R = Rs.shape[0]
     dim = L * (F + R)
     n1 = t.shape[0]
-    N = n1**dim
+    product = X.shape[0] == 0
+    N = n1**dim if product else X.shape[0]
     size = (N + n_chunks - 1) // n_chunks
     part = np.zeros(n_chunks)
     for c in nb.prange(n_chunks):
@@ -227,35 +232,18 @@ def _test_loss_product(t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n
         T = np.zeros((L, L))
         acc = 0.0
         for i in range(c * size, min(N, (c + 1) * size)):
-            idx = i
-            wi = 1.0
-            for d in range(dim - 1, -1, -1):
-                k = idx % n1
-                idx //= n1
-                x[d] = t[k]
-                wi *= wt[k]
+            if product:
+                idx = i
+                wi = 1.0
+                for d in range(dim - 1, -1, -1):
+                    k = idx % n1
+                    idx //= n1
+                    x[d] = t[k]
+                    wi *= wt[k]
+            else:
+                x[:] = X[i]
+                wi = W[i]
             acc += wi * _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T)
-        part[c] = acc
-    return part.sum()
-
-
-@nb.njit(cache=True, parallel=True)
-def _test_loss_nodes(X, W, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
-    """``sum_i W_i ell(X_i)`` over explicit nodes."""
-    L, F = m.shape
-    R = Rs.shape[0]
-    N = X.shape[0]
-    size = (N + n_chunks - 1) // n_chunks
-    part = np.zeros(n_chunks)
-    for c in nb.prange(n_chunks):
-        w = np.zeros((L, F))
-        hs = np.zeros((L, R))
-        u = np.zeros((L, max(F, R)))
-        S = np.zeros((L, L))
-        T = np.zeros((L, L))
-        acc = 0.0
-        for i in range(c * size, min(N, (c + 1) * size)):
-            acc += W[i] * _node_test_loss(X[i], m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T)
         part[c] = acc
     return part.sum()
 
@@ -287,26 +275,7 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
                 acc2 += M[b, a] * h[j, b]
             Mh[j, a] = acc
             MTh[j, a] = acc2
-    for l in range(L):
-        mx = -1e300
-        for j in range(L):
-            if mask[l, j]:
-                s = 0.0
-                for a in range(F):
-                    s += h[l, a] * Mh[j, a]
-                P[l, j] = s
-                if s > mx:
-                    mx = s
-        tot = 0.0
-        for j in range(L):
-            if mask[l, j]:
-                v = np.exp(P[l, j] - mx)
-                P[l, j] = v
-                tot += v
-            else:
-                P[l, j] = 0.0
-        for j in range(L):
-            P[l, j] /= tot
+    _student_rows(h, Mh, mask, P)
     for l in range(L):
         for j in range(L):
             Dm[l, j] = P[l, j] - T[l, j]

@@ -19,8 +19,7 @@ from attnphase.theory.channels import (
     AttentionMap,
     ProxResult,
     _second_minimum_kernel,
-    _test_loss_nodes,
-    _test_loss_product,
+    _test_loss_sum,
     default_starts,
     escape_saddles,
     landscape_starts,
@@ -449,11 +448,11 @@ class Saddle:
         if self.dim <= 6:  # (the product rule's nodes are decoded in the kernel, not stored)
             _check_size(order**self.dim, f"a Gauss-Hermite rule of order {order} in {self.dim} dimensions")
             t, wt = np.polynomial.hermite_e.hermegauss(order)
-            n = order**self.dim
-            return float(_test_loss_product(t, wt / wt.sum(), *args, max(1, min(n, 8 * nb.get_num_threads()))))
-        rule = self.rule
-        return float(_test_loss_nodes(f64(rule.x), f64(rule.w), *args,
-                                      max(1, min(rule.size, 8 * nb.get_num_threads()))))
+            X, W, n = np.empty((0, self.dim)), np.empty(0), order**self.dim
+        else:
+            t, wt = np.zeros(1), np.ones(1)
+            X, W, n = f64(self.rule.x), f64(self.rule.w), self.rule.size
+        return float(_test_loss_sum(X, W, t, wt / wt.sum(), *args, max(1, min(n, 8 * nb.get_num_threads()))))
 
 
 def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
