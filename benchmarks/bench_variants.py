@@ -4,7 +4,8 @@ Whole-process wall time of ``attnphase solve --alpha 1.5 --omega 0.3 --branch al
 ``--L 3`` and ``--rank 2`` (median of ``--repeats`` runs; targets: 60 s each, reported relative
 error estimate of the test error <= 1e-4), with each branch's test error and its estimate. With
 ``--target 1e-4`` the same solves are also run with ``--target-error`` (the refinement order is
-raised until the estimate meets it or ``--max-refine-order`` is reached).
+raised until the estimate meets it or ``--max-refine-order`` is reached). First, the test error's
+compiled kernel against its numpy form in the 6 dimensions of these cases.
 
 Usage: ``python benchmarks/bench_variants.py [--repeats 3] [--target 1e-4]``
 """
@@ -49,12 +50,52 @@ def report(label: str, t: float, out: dict) -> None:
               f"{extra}")
 
 
+def _numpy_test_error(sd, op, order: int = 10) -> float:
+    """The test error as ``Saddle.test_error`` computed it before session 15: the product rule
+    stored, fields, maps and loss with numpy."""
+    from attnphase.theory.channels import loss_numpy, target_map
+    from attnphase.theory.quadrature import gauss_hermite
+
+    rule = gauss_hermite(sd.dim, order)
+    xi = rule.x[:, : sd.L * sd.F].reshape(rule.size, sd.L, sd.F)
+    eta = rule.x[:, sd.L * sd.F :].reshape(rule.size, sd.L, sd.rs)
+    w, hstar, *_ = sd.fields(op, xi, eta)
+    return float(rule.w @ loss_numpy(w, target_map(hstar, sd.spec), sd.C, sd.amap))
+
+
+def test_error_speed(repeats: int) -> None:
+    """``Saddle.test_error`` (numba kernel, nodes decoded from the flat index) against the numpy
+    evaluation of the same sum, in the 6 dimensions of ``L = 3`` and rank 2 (order 10: 10^6 nodes)."""
+    import numpy as np
+
+    from attnphase import ModelSpec
+    from attnphase.theory.quadrature import gauss_hermite
+    from attnphase.theory.saddle import OrderParams, Saddle
+
+    for label, spec in (("r = 2", ModelSpec(omega=0.3, rank=2)), ("L = 3", ModelSpec(omega=0.3, L=3))):
+        L, F, rs = spec.L, spec.rank, spec.teacher_rank
+        sd = Saddle(spec, 1.5, gauss_hermite(L * (F + rs), 2))
+        op = OrderParams(0.3 * np.eye(F), np.full((L, F), 0.1), np.eye(F), np.full((F, rs), 0.1))
+        times: dict[str, list[float]] = {"kernel": [], "numpy": []}
+        values = {}
+        for _ in range(repeats + 1):  # (the first round compiles / loads the kernel)
+            for name in times:
+                t0 = time.perf_counter()
+                values[name] = sd.test_error(op) if name == "kernel" else _numpy_test_error(sd, op)
+                times[name].append(time.perf_counter() - t0)
+        k, n = (statistics.median(times[x][1:]) for x in ("kernel", "numpy"))
+        rel = abs(values["kernel"] - values["numpy"]) / values["numpy"]
+        print(f"test error, {label}, 10^{sd.dim} Gauss-Hermite nodes: kernel {k:.3f} s, numpy {n:.3f} s "
+              f"(median of {repeats}; {n / k:.1f}x), relative difference {rel:.1e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--target", type=float, default=0.0, help="also run with --target-error (0: skip)")
     ap.add_argument("--max-refine-order", type=int, default=14)
     a = ap.parse_args()
+    test_error_speed(a.repeats)
     base = ["solve", "--alpha", "1.5", "--omega", "0.3", "--branch", "all"]
     for label, flags in CASES.items():
         report(label, *run(base + flags, a.repeats))
