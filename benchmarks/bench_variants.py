@@ -50,22 +50,10 @@ def report(label: str, t: float, out: dict) -> None:
               f"{extra}")
 
 
-def _numpy_test_error(sd, op, order: int = 10) -> float:
-    """The test error as ``Saddle.test_error`` computed it before session 15: the product rule
-    stored, fields, maps and loss with numpy."""
-    from attnphase.theory.channels import loss_numpy, target_map
-    from attnphase.theory.quadrature import gauss_hermite
-
-    rule = gauss_hermite(sd.dim, order)
-    xi = rule.x[:, : sd.L * sd.F].reshape(rule.size, sd.L, sd.F)
-    eta = rule.x[:, sd.L * sd.F :].reshape(rule.size, sd.L, sd.rs)
-    w, hstar, *_ = sd.fields(op, xi, eta)
-    return float(rule.w @ loss_numpy(w, target_map(hstar, sd.spec), sd.C, sd.amap))
-
-
 def test_error_speed(repeats: int) -> None:
     """``Saddle.test_error`` (numba kernel, nodes decoded from the flat index) against the numpy
-    evaluation of the same sum, in the 6 dimensions of ``L = 3`` and rank 2 (order 10: 10^6 nodes)."""
+    evaluation of the same sum (``Saddle.test_error_numpy``), in the 6 dimensions of ``L = 3`` and
+    rank 2 (order 10: 10^6 nodes)."""
     import numpy as np
 
     from attnphase import ModelSpec
@@ -81,7 +69,7 @@ def test_error_speed(repeats: int) -> None:
         for _ in range(repeats + 1):  # (the first round compiles / loads the kernel)
             for name in times:
                 t0 = time.perf_counter()
-                values[name] = sd.test_error(op) if name == "kernel" else _numpy_test_error(sd, op)
+                values[name] = sd.test_error(op) if name == "kernel" else sd.test_error_numpy(op)
                 times[name].append(time.perf_counter() - t0)
         k, n = (statistics.median(times[x][1:]) for x in ("kernel", "numpy"))
         rel = abs(values["kernel"] - values["numpy"]) / values["numpy"]

@@ -23,6 +23,7 @@ from attnphase.theory.channels import (
     default_starts,
     escape_saddles,
     landscape_starts,
+    loss_numpy,
     prox_batch,
     rugged,
     target_map,
@@ -179,17 +180,22 @@ class Saddle:
         """Student prior means ``w`` and teacher fields ``h*`` at the nodes (THEORY.md 2.2)."""
         xi = self.xi if xi is None else xi
         eta = self.eta if eta is None else eta
-        qs = sym_sqrt(op.q)
-        qis = sym_sqrt(op.q, inverse=True, floor=0.0)
-        qinv = qis @ qis
-        R = self.rho - op.theta.T @ qinv @ op.theta
-        Rs = sym_sqrt(R)
+        qs, qis, qinv, R, Rs = self.field_maps(op)
         w = op.m[None] + xi @ qs
         hstar = xi @ (qis @ op.theta) + eta @ Rs
         if self.mix is not None:  # whitened -> actual fields (correlated tokens)
             w = np.einsum("lk,nka->nla", self.mix, w)
             hstar = np.einsum("lk,nka->nla", self.mix, hstar)
         return w, hstar, qis, qinv, R
+
+    def field_maps(self, op: OrderParams) -> tuple[np.ndarray, ...]:
+        """The linear maps of :meth:`fields`: ``q^{1/2}``, ``q^{-1/2}``, ``q^{-1}``, the teacher's
+        conditional covariance ``R = rho - theta^T q^{-1} theta`` and ``R^{1/2}``."""
+        qs = sym_sqrt(op.q)
+        qis = sym_sqrt(op.q, inverse=True, floor=0.0)
+        qinv = qis @ qis
+        R = self.rho - op.theta.T @ qinv @ op.theta
+        return qs, qis, qinv, R, sym_sqrt(R)
 
     def unmix(self, h: np.ndarray) -> np.ndarray:
         """Actual fields -> whitened fields ``P^{-1} h`` (identity for uncorrelated tokens)."""
@@ -437,9 +443,7 @@ class Saddle:
 
         The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
         """
-        qs = sym_sqrt(op.q)
-        qis = sym_sqrt(op.q, inverse=True, floor=0.0)
-        Rs = sym_sqrt(self.rho - op.theta.T @ (qis @ qis) @ op.theta)
+        qs, qis, _, _, Rs = self.field_maps(op)
         f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
         args = (f64(op.m), f64(qs), f64(qis @ op.theta), f64(Rs),
                 f64(np.eye(self.L) if self.mix is None else self.mix), f64(self.amap.M),
@@ -453,6 +457,17 @@ class Saddle:
             t, wt = np.zeros(1), np.ones(1)
             X, W, n = f64(self.rule.x), f64(self.rule.w), self.rule.size
         return float(_test_loss_sum(X, W, t, wt / wt.sum(), *args, max(1, min(n, 8 * nb.get_num_threads()))))
+
+    def test_error_numpy(self, op: OrderParams, order: int = 10) -> float:
+        """The same sum as :meth:`test_error` with the nodes stored and the fields, maps and loss
+        in numpy (``fields``, ``target_map``, ``loss_numpy``): the reference the kernel is tested
+        and benchmarked against."""
+        rule = gauss_hermite(self.dim, order) if self.dim <= 6 else self.rule
+        n_xi = self.L * self.F
+        xi = rule.x[:, :n_xi].reshape(rule.size, self.L, self.F)
+        eta = rule.x[:, n_xi:].reshape(rule.size, self.L, self.rs)
+        w, hstar, *_ = self.fields(op, xi, eta)
+        return float(rule.w @ loss_numpy(w, target_map(hstar, self.spec), self.C, self.amap))
 
 
 def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
