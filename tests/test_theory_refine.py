@@ -11,7 +11,7 @@ import pytest
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings, solve_point
 from attnphase.theory.fixed_point import solve_fixed_point
-from attnphase.theory.phases import FINE_COPIES, _make_saddle, _root, refine_point
+from attnphase.theory.phases import FINE_COPIES, _make_saddle, _root, refine_point, teacher_scale_for
 from attnphase.theory.quadrature import Rule
 from attnphase.theory.saddle import Saddle
 
@@ -20,12 +20,14 @@ COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, nois
 
 
 def _union_saddle(spec: ModelSpec, alpha: float, s: SolverSettings, branch: str) -> Saddle:
-    """The fine rule of refine_point built independently: the union of its scrambles."""
+    """The fine rule of refine_point built independently: the union of its scrambles (with the
+    teacher scaling of the reference geometry, whose weights are the density ratio)."""
     rules = [_make_saddle(spec, alpha, s, order=s.refine_order, seed=s.seed + 104729 * (k + 1),
-                          copies=FINE_COPIES.get(branch, "signs")).rule
+                          copies=FINE_COPIES.get(branch, "signs"), teacher_scale=teacher_scale_for(spec, s)).rule
              for k in range(s.refine_replicas)]
     x = np.concatenate([r.x for r in rules])
-    return Saddle(spec, alpha, Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", s.refine_order, copies=rules[0].copies))
+    w = np.concatenate([r.w for r in rules]) / len(rules)
+    return Saddle(spec, alpha, Rule(x, w, "qmc", s.refine_order, copies=rules[0].copies))
 
 
 @pytest.mark.parametrize("branch", ["semantic", "positional"])
@@ -136,7 +138,8 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
     assert all(st.startswith("converged") for st in info["rule_solves"])
     xs = []
     for k in range(3):
-        sd = _make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1), copies=FINE_COPIES["semantic"])
+        sd = _make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1), copies=FINE_COPIES["semantic"],
+                          teacher_scale=teacher_scale_for(spec, s))
         res = solve_fixed_point(sd, ref.op, SolverSettings(tol=1e-8, noise_tol=1e-6))
         assert res.converged
         xs.append(res.op.to_vector())

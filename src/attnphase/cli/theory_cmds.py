@@ -33,6 +33,9 @@ def add_solver_flags(p: argparse.ArgumentParser, order: int = 12, tol: str = "1e
                        help="carry the coarse fixed points to 4 finer QMC scrambles of this order (log2 of "
                             "each base sample; multi-fidelity refinement, which also gives the error estimate; "
                             f"0: off; default {refine_order})")
+        p.add_argument("--teacher-scale", default="auto",
+                       help="the fine rules draw the teacher noises from N(0, s^2) with importance weights "
+                            "(1: plain rule; auto: 1.4 for tied L = 2 rank 1, where it halves the error, 1 elsewhere)")
     p.add_argument("--replicas", default="3",
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
 
@@ -50,7 +53,12 @@ def settings_from_args(args: argparse.Namespace):
         refine_order=to_int(getattr(args, "refine_order", "0"), "refine-order"),
         target_error=to_float(getattr(args, "target_error", "0"), "target-error"),
         max_refine_order=to_int(getattr(args, "max_refine_order", "14"), "max-refine-order"),
+        fine_teacher_scale=_teacher_scale(getattr(args, "teacher_scale", "auto")),
     )
+
+
+def _teacher_scale(text: str) -> float | None:
+    return None if text.strip().lower() == "auto" else to_float(text, "teacher-scale")
 
 
 def _progress(label: str, unit: str = "points"):

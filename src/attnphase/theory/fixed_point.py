@@ -44,6 +44,10 @@ class SolverSettings:
     ``refine_order`` up to ``max_refine_order`` by the orders the estimate's decay predicts
     (:func:`~attnphase.theory.phases.orders_to_target`), until the estimated relative error of
     the test error is at most this (the result says whether it was reached).
+    ``fine_teacher_scale``: the refinement's fine QMC rules draw the teacher noises from
+    ``N(0, s^2 I)`` (importance sampling, :func:`attnphase.theory.quadrature.sobol_gaussian`);
+    ``None``: :func:`attnphase.theory.phases.teacher_scale_for` (1.4 for the reference geometry,
+    where it halves the error of the refined points; 1, the plain rule, elsewhere).
     """
 
     method: str = "qmc"
@@ -66,6 +70,7 @@ class SolverSettings:
     refine_replicas: int = 4
     target_error: float = 0.0
     max_refine_order: int = 14
+    fine_teacher_scale: float | None = None
 
     def __post_init__(self) -> None:
         if self.method not in ("qmc", "gh"):
@@ -91,6 +96,8 @@ class SolverSettings:
             raise ValueError(f"replicas must be >= 1 (1: no error estimate), got {self.n_replicas}")
         if self.refine_replicas < 1:
             raise ValueError("refine_replicas must be >= 1")
+        if self.fine_teacher_scale is not None and not 1 <= self.fine_teacher_scale <= 3:
+            raise ValueError(f"teacher-scale must lie in [1, 3], got {self.fine_teacher_scale}")
         if not 0 <= self.target_error < 1:
             raise ValueError("target_error must lie in [0, 1) (0: off)")
         if self.target_error and self.refine_replicas < 2:

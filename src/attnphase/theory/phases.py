@@ -147,16 +147,17 @@ class BranchPoint:
 
 
 def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: int | None = None,
-                 seed: int | None = None, copies: str = "signs") -> Saddle:
+                 seed: int | None = None, copies: str = "signs", teacher_scale: float = 1.0) -> Saddle:
     """``copies``: which sign copies a QMC rule is made of (:func:`sobol_gaussian`; ``"signs"``
-    at rank >= 2 adds the reflections of the student axes)."""
+    at rank >= 2 adds the reflections of the student axes); ``teacher_scale``: importance
+    sampling of the teacher noises (:func:`sobol_gaussian`)."""
     amap = AttentionMap.from_spec(spec)
     F = amap.field_dim
     dim = spec.L * (F + spec.teacher_rank)
     axes = amap.rank if amap.rotation_invariant else 1
     rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
                      seed=settings.seed if seed is None else seed, axes=axes,
-                     copies=copies)
+                     copies=copies, teacher_scale=teacher_scale)
     return Saddle(spec, alpha, rule)
 
 
@@ -594,6 +595,25 @@ def _test_error_spread(sd: Saddle, op: OrderParams, X: np.ndarray) -> np.ndarray
     return np.array([sd.test_error(OrderParams.from_vector(v, L, F, rs), order=order) - base for v in X])
 
 
+#: scale of the teacher noises in the fine rules of the reference geometry (``L = 2``, tied
+#: attention of rank 1, teacher rank 1): over 12 seeds at ``alpha = 1, omega = 0.3`` (refine
+#: order 11) the refined semantic ``theta`` scatters 1.24e-3 instead of 3.1e-3 (relative), ``q``
+#: 5.3e-4 instead of 1.07e-3, the positional ``m`` 1.06e-3 instead of 1.37e-3, at the same cost;
+#: 1.3-1.6 do about as well. At ``L = 3`` and at rank 2 (``alpha = 1.5``) the estimates were
+#: 1.5-3x larger with it, so those keep the plain rule (docs/theory.md, session 16)
+REFERENCE_TEACHER_SCALE = 1.4
+
+
+def teacher_scale_for(spec: ModelSpec, settings: SolverSettings) -> float:
+    """The teacher-noise scale of the refinement's fine rules: ``settings.fine_teacher_scale``
+    if set, else ``REFERENCE_TEACHER_SCALE`` for tied attention with ``L = 2``, rank 1 and
+    teacher rank 1, else 1 (the plain rule)."""
+    if settings.fine_teacher_scale is not None:
+        return float(settings.fine_teacher_scale)
+    reference = spec.variant == "tied" and spec.L == 2 and spec.rank == 1 and spec.teacher_rank == 1
+    return REFERENCE_TEACHER_SCALE if reference else 1.0
+
+
 def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None,
                  max_evals: int | None = None, retry: bool = True, fallback: bool = True) -> BranchPoint:
     """Carry a fixed point of the solver's (coarse) rule to finer rules (multi-fidelity solve).
@@ -640,16 +660,18 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         # they keep only the sign flip under which the branch's own overlap is odd, so a point
         # going to the trivial branch still finds it exactly: see fine_copies)
         copies = fine_copies(sd.amap, point.branch)
-        fine = [_make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies)
+        fine = [_make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies,
+                             teacher_scale=teacher_scale_for(spec, settings))
                 for k in range(settings.refine_replicas)]
     else:
         fine = [_make_saddle(spec, alpha, settings, order=order)]
     n = len(fine)
     x_all = np.concatenate([f.rule.x for f in fine])
-    union = Saddle(spec, alpha, Rule(x_all, np.full(x_all.shape[0], 1.0 / x_all.shape[0]), settings.method, order,
-                                     copies=fine[0].rule.copies))
+    union = Saddle(spec, alpha, Rule(x_all, np.concatenate([f.rule.w for f in fine]) / n, settings.method, order,
+                                     copies=fine[0].rule.copies, teacher_scale=fine[0].rule.teacher_scale))
     x0 = point.op.to_vector()
     info: dict[str, Any] = {"method": settings.method, "order": order, "replicas": n, "nodes": union.rule.size,
+                            "teacher_scale": union.rule.teacher_scale,
                             "coarse": {"train_loss": point.train_loss, "test_error": point.test_error,
                                        "q": point.q, "m": point.m, "theta": point.theta,
                                        **({"test_error_order": DRAFT_TEST_ORDER}

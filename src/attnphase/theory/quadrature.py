@@ -35,6 +35,9 @@ class Rule:
     #: ``eta -> -eta``, ``xi -> -xi``, ``(xi, eta) -> -(xi, eta)``), ``eta``, ``xi`` or ``none``;
     #: where a flip is missing ``Saddle.data_step`` imposes the symmetry zeros it would give
     copies: str = "signs"
+    #: the teacher noises ``eta`` are drawn from ``N(0, s^2 I)`` and the weights carry the density
+    #: ratio (importance sampling, :func:`sobol_gaussian`); 1: plain rule
+    teacher_scale: float = 1.0
 
     @property
     def size(self) -> int:
@@ -98,8 +101,9 @@ def symmetrise(x: np.ndarray, n_xi: int, axes: int = 1) -> np.ndarray:
     return out
 
 
-def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs") -> Rule:
-    """Scrambled Sobol rule with ``4 * 2**log2_n`` nodes (equal weights).
+def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs",
+                   teacher_scale: float = 1.0) -> Rule:
+    """Scrambled Sobol rule with ``4 * 2**log2_n`` nodes (equal weights unless ``teacher_scale``).
 
     ``copies = "signs"`` (default): the orbits of ``2^log2_n`` points under the sign group
     (:func:`symmetrise`); with ``axes = r >= 2`` the base sample is ``2^(log2_n - r + 1)``
@@ -109,6 +113,14 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
     worse rule: the conjugates scatter 1.3-3.5x more with the 4 sign copies than with one net,
     1.2-1.6x more than with the one flip that keeps a branch's own overlap odd; at rank 2 the
     8 copies (signs and reflections) 1.5-3.5x more than the branch's one flip (docs/theory.md).
+
+    ``teacher_scale = s > 1``: importance sampling of the teacher noises. The coordinates after
+    the first ``n_xi`` (``eta``) are multiplied by ``s`` and each node weighs the density ratio
+    ``phi(eta) / phi_s(eta) = s^k exp(-|eta|^2 (1 - s^-2) / 2)`` (``k`` coordinates), normalised to
+    sum one. The jumps of the proximal minimiser that make the conjugates converge slowly lie at
+    large ``|eta|`` (teacher fields of opposite signs, where mirror minima of the student swap):
+    almost all of the scatter of ``theta_hat`` comes from ``|eta| > 1.5`` (docs/theory.md,
+    session 16), which this rule samples more densely. The sign copies keep their weights.
     """
     if copies not in COPIES:
         raise ValueError(f"unknown copies {copies!r}; choose from {', '.join(COPIES)}")
@@ -121,7 +133,16 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
         x = symmetrise(base, n_xi, axes)
     else:  # (no reflections at rank >= 2: Saddle.gauge_fix imposes their zeros)
         x = np.concatenate([base] + [_flip(base, n_xi, f) for f in flips])
-    return Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", log2_n, copies=copies)
+    if teacher_scale == 1.0:
+        return Rule(x, np.full(x.shape[0], 1.0 / x.shape[0]), "qmc", log2_n, copies=copies)
+    if not 0 < teacher_scale < 10:
+        raise ValueError(f"teacher_scale must lie in (0, 10), got {teacher_scale}")
+    x[:, n_xi:] *= teacher_scale
+    e2 = np.einsum("ni,ni->n", x[:, n_xi:], x[:, n_xi:])
+    # (log of the density ratio, shifted by its largest value before the exponential)
+    lr = -0.5 * e2 * (1.0 - teacher_scale**-2)
+    r = np.exp(lr - lr.max())
+    return Rule(x, r / r.sum(), "qmc", log2_n, copies=copies, teacher_scale=float(teacher_scale))
 
 
 #: base samples up to this many points are cached (2^17 x dim floats: 4 MiB at dim 4); larger
@@ -186,13 +207,14 @@ def _store(path: Path, u: np.ndarray) -> None:
             Path(tmp).unlink(missing_ok=True)
 
 
-def make_rule(method: str, dim: int, order: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs") -> Rule:
+def make_rule(method: str, dim: int, order: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs",
+              teacher_scale: float = 1.0) -> Rule:
     """Build the rule named by ``method`` (``gh`` or ``qmc``; ``order`` is points per dimension
     for ``gh`` and ``log2`` of the base sample size for ``qmc``; ``axes``: see
     :func:`symmetrise`; ``copies``: see :func:`sobol_gaussian`, ignored by ``gh``, whose grid is
-    closed under the signs)."""
+    closed under the signs; ``teacher_scale``: see :func:`sobol_gaussian`, ``qmc`` only)."""
     if method == "gh":
         return gauss_hermite(dim, order)
     if method == "qmc":
-        return sobol_gaussian(dim, order, n_xi, seed, axes, copies)
+        return sobol_gaussian(dim, order, n_xi, seed, axes, copies, teacher_scale)
     raise ValueError(f"unknown quadrature method {method!r}; choose 'gh' or 'qmc'")
