@@ -5,7 +5,8 @@ For each seed, ``solve_refined`` (coarse order 8, refine order ``--order``, the 
 scatter of the refined values over the seeds (the actual integration error of one refined point)
 and the median of the reported estimates, with the median time per solve.
 
-Usage: ``python benchmarks/teacher_scale.py [--seeds 12] [--scale 1.4] [--alpha 1] [--L 2] [--rank 1]``
+Usage: ``python benchmarks/teacher_scale.py [--seeds 12] [--scale 1.4] [--alpha 1] [--L 2] [--rank 1] [--variant tied]
+[--token-corr 0]``
 (~1 min for 12 seeds at the reference case).
 """
 
@@ -32,10 +33,12 @@ def main() -> None:
     ap.add_argument("--omega", type=float, default=0.3)
     ap.add_argument("--L", type=int, default=2)
     ap.add_argument("--rank", type=int, default=1)
+    ap.add_argument("--variant", default="tied")
+    ap.add_argument("--token-corr", type=float, default=0.0)
     ap.add_argument("--order", type=int, default=11)
     ap.add_argument("--branches", default="semantic,positional")
     a = ap.parse_args()
-    spec = ModelSpec(omega=a.omega, L=a.L, rank=a.rank)
+    spec = ModelSpec(omega=a.omega, L=a.L, rank=a.rank, variant=a.variant, token_corr=a.token_corr)
     for branch in a.branches.split(","):
         for scale in (1.0, a.scale):
             vals, ests, secs = [], [], []

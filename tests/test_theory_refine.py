@@ -662,3 +662,20 @@ def test_failed_semantic_refinement_still_falls_back_to_the_full_solver(monkeypa
     p = ph.solve_refined(ModelSpec(omega=0.3), 1.5, "semantic", s)
     assert not p.diagnostics["refined"]["applied"]
     assert p.diagnostics["refined"]["fallback"].startswith("full solver from the coarse point: max_iter reached")
+
+
+def test_teacher_scale_is_used_where_it_was_measured_to_help():
+    """The fine rules scale the teacher noises by default at L = 2, rank 1 (tied, causal, untied)
+    and keep the plain rule at L = 3 and rank 2, where it made the estimates larger; an explicit
+    setting wins, and the refined point records the rule it used."""
+    auto = SolverSettings()
+    for kw in ({}, {"variant": "causal"}, {"variant": "untied"}, {"token_corr": 0.3}):
+        assert teacher_scale_for(ModelSpec(omega=0.3, **kw), auto) == 1.4
+    for kw in ({"L": 3}, {"rank": 2}, {"rank": 2, "variant": "untied"}):
+        assert teacher_scale_for(ModelSpec(omega=0.3, **kw), auto) == 1.0
+    assert teacher_scale_for(ModelSpec(omega=0.3), SolverSettings(fine_teacher_scale=1.0)) == 1.0
+    assert teacher_scale_for(ModelSpec(omega=0.3, L=3), SolverSettings(fine_teacher_scale=1.3)) == 1.3
+    with pytest.raises(ValueError, match="teacher-scale"):
+        SolverSettings(fine_teacher_scale=0.5)
+    coarse = solve_point(ModelSpec(omega=0.3), 1.5, "semantic", COARSE, error_estimate=False)
+    assert refine_point(ModelSpec(omega=0.3), coarse, COARSE).diagnostics["refined"]["teacher_scale"] == 1.4

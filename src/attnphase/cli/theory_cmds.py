@@ -35,7 +35,7 @@ def add_solver_flags(p: argparse.ArgumentParser, order: int = 12, tol: str = "1e
                             f"0: off; default {refine_order})")
         p.add_argument("--teacher-scale", default="auto",
                        help="the fine rules draw the teacher noises from N(0, s^2) with importance weights "
-                            "(1: plain rule; auto: 1.4 for tied L = 2 rank 1, where it halves the error, 1 elsewhere)")
+                            "(1: plain rule; auto: 1.4 at L = 2, rank 1, where it halves the error, 1 elsewhere)")
     p.add_argument("--replicas", default="3",
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
 

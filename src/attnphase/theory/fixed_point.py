@@ -46,8 +46,8 @@ class SolverSettings:
     the test error is at most this (the result says whether it was reached).
     ``fine_teacher_scale``: the refinement's fine QMC rules draw the teacher noises from
     ``N(0, s^2 I)`` (importance sampling, :func:`attnphase.theory.quadrature.sobol_gaussian`);
-    ``None``: :func:`attnphase.theory.phases.teacher_scale_for` (1.4 for the reference geometry,
-    where it halves the error of the refined points; 1, the plain rule, elsewhere).
+    ``None``: :func:`attnphase.theory.phases.teacher_scale_for` (1.4 at ``L = 2``, rank 1, where it
+    halves the error of the refined points; 1, the plain rule, elsewhere).
     """
 
     method: str = "qmc"
