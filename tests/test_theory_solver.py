@@ -383,3 +383,22 @@ def test_alpha_l_note_where_no_branch_is_found_below():
     assert tr.alpha_l is None
     assert any("beats the linear baseline from alpha = 1.5" in n for n in tr.notes)
     assert not any("does not beat" in n for n in tr.notes)
+
+
+@pytest.mark.slow
+def test_followed_branch_ends_are_checked_as_a_single_solve_checks_them():
+    """At omega = 0 the positional branch followed on the coarse rule reaches the grid's end
+    (alpha = 2.4, m = 0.07), where a single solve finds no positional point on the fine rules. The
+    quick refinement of that end point stopped at m = -0.0032 and called it resolved, so no
+    spinodal was reported; the end checks now refine to tol as solve does, walk inward and report
+    where the branch ends."""
+    from attnphase.theory.fixed_point import FAST
+    from attnphase.theory.phases import solve_refined
+
+    spec = ModelSpec(omega=0.0)
+    st = SolverSettings(**FAST)
+    end = solve_refined(spec, 2.4, "positional", SolverSettings(order=8, refine_order=11))
+    assert not end.exists
+    tr = find_transition(spec, np.linspace(0.2, 2.4, 12), st)
+    assert tr.spinodals["positional"] is not None and 0.8 < tr.spinodals["positional"] < 2.4
+    assert tr.alpha_c == pytest.approx(0.60, abs=0.03)

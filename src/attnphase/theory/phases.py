@@ -1466,7 +1466,7 @@ def find_transition(
 
     # With ``settings.refine_order`` the points that decide alpha_c, alpha_l and the spinodals are
     # refined (refine_point).
-    refined: dict[tuple[str, float], BranchPoint] = {}
+    refined: dict[tuple, BranchPoint] = {}
 
     def fine(p: BranchPoint) -> BranchPoint:
         if not settings.refine_order or not p.exists or "refined" in p.diagnostics:
@@ -1476,9 +1476,23 @@ def find_transition(
             refined[key] = refine_point(spec, p, settings)
         return refined[key]
 
+    def settled(p: BranchPoint) -> BranchPoint:
+        """``p`` refined to ``settings.tol`` as a single solve is (:func:`refine_point` with its
+        fallback), for the checks of a followed branch's inner end. The quick refinement (to
+        ``REFINE_TOL``) is not enough there: at ``omega = 0`` it carried the positional point at
+        the grid's end (``alpha = 2.4``, coarse ``m = 0.070``) to ``m = -0.0032``, resolved from
+        zero by the teacher-scaled fine rules, and stopped, so the branch was taken to reach the
+        grid's end; refined to ``tol`` it is not resolved (session 16)."""
+        if not p.exists or not settings.refine_order or "refined" in p.diagnostics:
+            return fine(p)
+        key = ("exact", p.branch, p.alpha)
+        if key not in refined:
+            refined[key] = refine_point(spec, p, settings, tol=settings.tol)
+        return refined[key]
+
     def on_fine(p: BranchPoint) -> bool:
         """The branch exists at ``p`` on the fine rules too (see :func:`fine_absence`)."""
-        return p.exists and fine_absence(fine(p)) is None
+        return p.exists and fine_absence(settled(p)) is None
 
     def probe_exists(a: float, branch: str, anchor: BranchPoint) -> float | None:
         # (as a coarse probe that has not converged in its budget, a probe whose refinement has
@@ -1496,11 +1510,11 @@ def find_transition(
     # continue a branch past its spinodal (fine_absence)
     lo = next((k for k in range(len(grid)) if all(p.exists for p in sem[k:])), len(grid))
     while lo < len(grid) and not on_fine(sem[lo]):
-        sem[lo] = mark_unresolved(fine(sem[lo]))
+        sem[lo] = mark_unresolved(settled(sem[lo]))
         lo += 1
     hi = max((k for k in range(len(grid)) if all(p.exists for p in pos[: k + 1])), default=-1)
     while hi >= 0 and not on_fine(pos[hi]):
-        pos[hi] = mark_unresolved(fine(pos[hi]))
+        pos[hi] = mark_unresolved(settled(pos[hi]))
         hi -= 1
     solved = {sem_name: [p for p in sem if p.exists], "positional": [p for p in pos if p.exists]}
 
