@@ -159,6 +159,19 @@ def _student_rows(h, Mh, mask, P):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True)
+def _form_rows(M, h, out):  # pragma: no cover - jitted
+    """``out_j = M h_j`` for every row ``h_j`` of ``h`` (the bilinear score form applied to the
+    fields; ``M.T`` for ``M^T h_j``)."""
+    L, F = h.shape
+    for j in range(L):
+        for a in range(F):
+            acc = 0.0
+            for b in range(F):
+                acc += M[a, b] * h[j, b]
+            out[j, a] = acc
+
+
+@nb.njit(cache=True)
 def _mix_rows(mix, u, out):  # pragma: no cover - jitted
     """``out_l = sum_k mix_lk u_k`` over the first ``out.shape[1]`` columns of ``u``."""
     L, n = out.shape
@@ -193,12 +206,7 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
                 acc += x[nxi + l * R + b] * Rs[b, a]
             u[l, a] = acc
     _mix_rows(mix, u, hs)
-    for j in range(L):  # (u <- M w_j, then the two maps)
-        for a in range(F):
-            acc = 0.0
-            for b in range(F):
-                acc += M[a, b] * w[j, b]
-            u[j, a] = acc
+    _form_rows(M, w, u)  # (u <- M w_j, then the two maps)
     _student_rows(w, u, mask, S)
     _target_rows(hs, omega, A, causal, T)
     out = 0.0
@@ -266,15 +274,8 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
     Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD = wk
     L, F = h.shape
     n = L * F
-    for j in range(L):
-        for a in range(F):
-            acc = 0.0
-            acc2 = 0.0
-            for b in range(F):
-                acc += M[a, b] * h[j, b]
-                acc2 += M[b, a] * h[j, b]
-            Mh[j, a] = acc
-            MTh[j, a] = acc2
+    _form_rows(M, h, Mh)
+    _form_rows(M.T, h, MTh)
     _student_rows(h, Mh, mask, P)
     for l in range(L):
         for j in range(L):
