@@ -663,9 +663,9 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         # (the refinement keeps the coarse point's symmetry zeros, which the fine rules impose;
         # they keep only the sign flip under which the branch's own overlap is odd, so a point
         # going to the trivial branch still finds it exactly: see fine_copies)
-        copies = fine_copies(sd.amap, point.branch)
+        copies, scale = fine_copies(sd.amap, point.branch), teacher_scale_for(spec, settings)
         fine = [_make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies,
-                             teacher_scale=teacher_scale_for(spec, settings))
+                             teacher_scale=scale)
                 for k in range(settings.refine_replicas)]
     else:
         fine = [_make_saddle(spec, alpha, settings, order=order)]
