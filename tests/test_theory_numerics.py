@@ -476,3 +476,34 @@ def test_rugged_prox_gets_the_landscape_starts_and_finds_the_global_minimum():
         ds = sd.data_step(op)  # (its full start set: the default starts and these)
         assert np.all(ds.prox.value - best.value <= 1e-9)
     assert missed >= 1  # (8 when measured: 4 nodes at t = 0 and at 1e-3)
+
+
+def test_data_steps_hold_blas_at_one_thread_and_restore_it(monkeypatch):
+    """The theory's hot paths run with numpy's BLAS at one thread (its spinning workers halved
+    the speed of the numba kernels that followed a threaded dot product: attnphase.theory.threads)
+    and leave the caller's setting as it was."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import attnphase.theory.saddle as saddle_mod
+    from attnphase.theory.phases import start_point
+
+    def blas_threads() -> list[int]:
+        return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
+
+    seen = []
+    real = saddle_mod.prox_batch
+
+    def spy(*args, **kwargs):
+        seen.append(blas_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(saddle_mod, "prox_batch", spy)
+    spec = ModelSpec(omega=0.3)
+    sd = Saddle(spec, 1.0, sobol_gaussian(4, 6, 2, seed=0))
+    with threadpool_limits(2, user_api="blas"):
+        before = blas_threads()
+        sd.data_step(start_point(spec, "semantic", 1))
+        assert blas_threads() == before == [2] * len(before)
+    assert seen and all(n == 1 for n in seen[0])
+    for f in (Saddle.test_error, linear_test_error):
+        assert getattr(f, "__wrapped__", None) is not None, f

@@ -29,6 +29,7 @@ from attnphase.theory.channels import (
     target_map,
 )
 from attnphase.theory.quadrature import Rule, _check_size, gauss_hermite
+from attnphase.theory.threads import one_blas_thread
 
 
 def sym_sqrt(a: np.ndarray, inverse: bool = False, floor: float = 0.0) -> np.ndarray:
@@ -218,6 +219,7 @@ class Saddle:
         return op.q / self.s2, m, op.theta / self.s2
 
     # ------------------------------------------------------------------ data step
+    @one_blas_thread
     def data_step(
         self, op: OrderParams, starts: np.ndarray | None = None, switch_width: float = 0.0
     ) -> DataStep:
@@ -438,6 +440,7 @@ class Saddle:
             - self.alpha * ds.mean_M
         )
 
+    @one_blas_thread
     def test_error(self, op: OrderParams, order: int = 10) -> float:
         """``eps_g = E[ell(w; T(h*))]`` (THEORY.md 2.1) with a product Gauss-Hermite rule.
 
@@ -486,6 +489,7 @@ def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray
     return h2, v2
 
 
+@one_blas_thread
 def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
     """Linear positional baseline ``eps_g_lin = 1/2 E tr((T - ET) C (T - ET)^T)`` (THEORY.md 2.1).
 
