@@ -498,6 +498,9 @@ def test_data_steps_hold_blas_at_one_thread_and_restore_it(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(saddle_mod, "prox_batch", spy)
+    linear_test_error(ModelSpec(L=2), order=4)  # (the libraries seen so far)
+    import scipy.linalg  # noqa: F401 - (a BLAS loaded after that is limited too)
+
     spec = ModelSpec(omega=0.3)
     sd = Saddle(spec, 1.0, sobol_gaussian(4, 6, 2, seed=0))
     with threadpool_limits(2, user_api="blas"):

@@ -14,15 +14,18 @@ nothing loses from it.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@functools.cache
-def _controller() -> Any:
-    """The BLAS libraries of this process (inspected once: ~1 ms; a limit then costs ~20 us)."""
+@functools.lru_cache(maxsize=1)
+def _controller(n_modules: int) -> Any:
+    """The BLAS libraries of this process (inspecting them takes ~1 ms, a limit then ~20 us),
+    inspected again whenever the number of imported modules has changed: a library loaded
+    later (scipy's own OpenBLAS, with ``scipy.linalg``) is then limited too."""
     from threadpoolctl import ThreadpoolController  # noqa: PLC0415
 
     return ThreadpoolController()
@@ -33,7 +36,7 @@ def one_blas_thread(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with _controller().limit(limits=1, user_api="blas"):
+        with _controller(len(sys.modules)).limit(limits=1, user_api="blas"):
             return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
