@@ -6,9 +6,10 @@ sums of a data step over 16384 or more nodes), and after such a call its worker 
 spinning for a while; the numba threads that run next then share the cores with them.
 Measured on a 2-core machine (session 17, warm-started data step at the semantic point of the
 reference case, per node): 0.57 us at 8192 nodes and 1.27-1.92 us at 16384 (BLAS threads on),
-0.52-0.56 us at 16384 with one BLAS thread. :func:`one_blas_thread` holds numpy's BLAS at one
-thread around a call and restores it after; the matrices the theory multiplies are small, so
-nothing loses from it.
+0.52-0.56 us at 16384 with one BLAS thread (``benchmarks/bench_blas_threads.py``).
+:func:`one_blas_thread` holds the process's BLAS libraries (numpy's OpenBLAS, and scipy's once
+loaded) at one thread around a call and restores them after; the matrices the theory multiplies
+are small, so nothing loses from it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _controller(n_modules: int) -> Any:
 
 
 def one_blas_thread(func: F) -> F:
-    """Decorator: run ``func`` with numpy's BLAS limited to one thread (restored afterwards)."""
+    """Decorator: run ``func`` with the BLAS libraries limited to one thread (restored afterwards)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
