@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, warn_theory_cost
-from attnphase.report.demo import PARTS, DemoSettings
+from attnphase.report.demo_settings import PARTS, DemoSettings
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]

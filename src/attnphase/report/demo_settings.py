@@ -1,0 +1,42 @@
+"""What the demo computes (:class:`DemoSettings`): kept apart from :mod:`attnphase.report.demo`,
+which imports the sweep machinery, so that the command line can build its parser without it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from attnphase.spec.problem import parse_range
+
+PARTS = ("curves", "phase")
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """What the demo computes (defaults sized for <= 5 minutes on 2 cores)."""
+
+    omega: float = 0.3
+    theory_alpha: str = "0.2:2.4:12"
+    sim_alpha: str = "0.25:2.25:5"
+    d: int = 200
+    seeds: int = 1
+    phase_omega: str = "0:0.4:5"
+    max_steps: int | None = None
+    parts: tuple[str, ...] = PARTS
+    #: theory solver settings as ``(("solver_order", 10), ...)``
+    solver: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        for p in self.parts:
+            if p not in PARTS:
+                raise ValueError(f"unknown demo part {p!r}; choose from {', '.join(PARTS)}")
+        if not self.parts:
+            raise ValueError("the demo needs at least one part")
+        if self.d < 2:
+            raise ValueError(f"--d must be >= 2, got {self.d}")
+        if self.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
+        for name in ("theory_alpha", "sim_alpha"):
+            if any(a <= 0 for a in parse_range(getattr(self, name), f"--{name.replace('_', '-')}")):
+                raise ValueError(f"--{name.replace('_', '-')} values must be > 0")
+        parse_range(self.phase_omega, "--phase-omega")
