@@ -510,3 +510,28 @@ def test_data_steps_hold_blas_at_one_thread_and_restore_it(monkeypatch):
     assert seen and all(n == 1 for n in seen[0])
     for f in (Saddle.test_error, linear_test_error):
         assert getattr(f, "__wrapped__", None) is not None, f
+
+
+@pytest.mark.parametrize("kw", [{}, {"rank": 2}, {"L": 3}, {"variant": "untied"}, {"token_corr": 0.3}])
+def test_compiled_stein_sums_equal_the_numpy_form(kw):
+    """The data step's node sums by one numba pass equal the numpy form, at a point where nodes
+    have second minima and the soft split (several widths, and none) is active."""
+    from attnphase.theory.phases import start_point
+    from attnphase.theory.saddle import second_minimum, stein_sums
+
+    spec = ModelSpec(omega=0.3, **kw)
+    F = 2 * spec.rank if spec.variant == "untied" else spec.rank
+    sd = Saddle(spec, 1.0, sobol_gaussian(spec.L * (F + 1), 9, spec.L * F, seed=1))
+    op = sd.from_paper(start_point(spec, "semantic", F))
+    ds = sd.data_step(op, switch_width=1e-5)
+    second, M2 = second_minimum(ds.prox)
+    h1, h2 = sd.unmix(ds.prox.h), sd.unmix(second)
+    Vinv = np.linalg.inv(op.V)
+    if not kw:  # (nodes with a second minimum near enough to be split at the widths below)
+        assert np.sum(M2 - ds.prox.value < 1.0) > 0
+    for tau in (1e-5, 1e-2, 1.0, 0.0):
+        a = stein_sums(sd.rule.w, ds.w, h1, h2, ds.prox.value, M2, tau, Vinv, sd.xi, sd.eta)
+        b = stein_sums(sd.rule.w, ds.w, h1, h2, ds.prox.value, M2, tau, Vinv, sd.xi, sd.eta, compiled=False)
+        scale = np.sqrt(np.max(np.abs(b[1])))  # (|g|: the m sum cancels to ~1e-14 at m = 0)
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12 * scale)
