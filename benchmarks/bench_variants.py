@@ -81,7 +81,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--target", type=float, default=0.0, help="also run with --target-error (0: skip)")
-    ap.add_argument("--max-refine-order", type=int, default=14)
+    ap.add_argument("--max-refine-order", type=int, default=15)
     a = ap.parse_args()
     test_error_speed(a.repeats)
     base = ["solve", "--alpha", "1.5", "--omega", "0.3", "--branch", "all"]

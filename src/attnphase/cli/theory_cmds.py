@@ -52,7 +52,7 @@ def settings_from_args(args: argparse.Namespace):
         n_replicas=to_int(getattr(args, "replicas", "1"), "replicas"),
         refine_order=to_int(getattr(args, "refine_order", "0"), "refine-order"),
         target_error=to_float(getattr(args, "target_error", "0"), "target-error"),
-        max_refine_order=to_int(getattr(args, "max_refine_order", "14"), "max-refine-order"),
+        max_refine_order=to_int(getattr(args, "max_refine_order", "15"), "max-refine-order"),
         fine_teacher_scale=_teacher_scale(getattr(args, "teacher_scale", "auto")),
     )
 
@@ -245,7 +245,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-error", default="0",
                    help="raise the refinement order until the estimated relative error of the test error is at "
                         "most this (e.g. 1e-4; 0: off, the default)")
-    p.add_argument("--max-refine-order", default="14", help="highest refinement order for --target-error (default 14)")
+    p.add_argument("--max-refine-order", default="15", help="highest refinement order for --target-error (default 15)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_solve)
 
