@@ -59,14 +59,14 @@ def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, out_m, out_q, out_th,
     n_chunks = out_m.shape[0]
     size = (N + n_chunks - 1) // n_chunks
     for c in nb.prange(n_chunks):
-        g1 = np.empty(F)
-        g2 = np.empty(F)
+        G = np.empty((2, F))  # (g at the global minimum, g at the second)
         for i in range(c * size, min(N, (c + 1) * size)):
             p = 1.0
             if tau > 0.0:
                 p = 1.0 / (1.0 + np.exp(-(M2[i] - M1[i]) / tau))
             a1 = wt[i] * p
             a2 = wt[i] * (1.0 - p)
+            nk = 2 if a2 > 0.0 else 1
             for l in range(L):
                 for b in range(F):
                     s1 = 0.0
@@ -74,24 +74,18 @@ def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, out_m, out_q, out_th,
                     for k in range(F):
                         s1 += (h1[i, l, k] - w[i, l, k]) * Vinv[k, b]
                         s2 += (h2[i, l, k] - w[i, l, k]) * Vinv[k, b]
-                    g1[b] = s1
-                    g2[b] = s2
-                for a in range(F):
-                    u1 = a1 * g1[a]
-                    out_m[c, l, a] += u1
-                    for b in range(F):
-                        out_q[c, a, b] += u1 * g1[b]
-                        out_v[c, a, b] += u1 * xi[i, l, b]
-                    for b in range(R):
-                        out_th[c, a, b] += u1 * eta[i, l, b]
-                    if a2 > 0.0:
-                        u2 = a2 * g2[a]
-                        out_m[c, l, a] += u2
+                    G[0, b] = s1
+                    G[1, b] = s2
+                for k in range(nk):
+                    cw = a1 if k == 0 else a2
+                    for a in range(F):
+                        u = cw * G[k, a]
+                        out_m[c, l, a] += u
                         for b in range(F):
-                            out_q[c, a, b] += u2 * g2[b]
-                            out_v[c, a, b] += u2 * xi[i, l, b]
+                            out_q[c, a, b] += u * G[k, b]
+                            out_v[c, a, b] += u * xi[i, l, b]
                         for b in range(R):
-                            out_th[c, a, b] += u2 * eta[i, l, b]
+                            out_th[c, a, b] += u * eta[i, l, b]
 
 
 @dataclass(frozen=True)
