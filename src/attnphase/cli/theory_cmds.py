@@ -52,9 +52,14 @@ def settings_from_args(args: argparse.Namespace):
         n_replicas=to_int(getattr(args, "replicas", "1"), "replicas"),
         refine_order=to_int(getattr(args, "refine_order", "0"), "refine-order"),
         target_error=to_float(getattr(args, "target_error", "0"), "target-error"),
-        max_refine_order=to_int(getattr(args, "max_refine_order", "15"), "max-refine-order"),
+        max_refine_order=_max_refine_order(getattr(args, "max_refine_order", None), SolverSettings.max_refine_order),
         fine_teacher_scale=_teacher_scale(getattr(args, "teacher_scale", "auto")),
     )
+
+
+def _max_refine_order(text: str | None, default: int) -> int:
+    """``--max-refine-order`` (not given: the solver's default)."""
+    return default if text is None else to_int(text, "max-refine-order")
 
 
 def _teacher_scale(text: str) -> float | None:
@@ -245,7 +250,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-error", default="0",
                    help="raise the refinement order until the estimated relative error of the test error is at "
                         "most this (e.g. 1e-4; 0: off, the default)")
-    p.add_argument("--max-refine-order", default="15", help="highest refinement order for --target-error (default 15)")
+    p.add_argument("--max-refine-order", default=None,
+                   help="highest refinement order for --target-error (default 15, SolverSettings.max_refine_order)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_solve)
 

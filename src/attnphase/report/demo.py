@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from attnphase.report.demo_settings import PARTS, DemoSettings  # noqa: F401 - (PARTS: re-exported)
+from attnphase.report.demo_settings import DemoSettings
 from attnphase.spec.problem import ModelSpec, parse_range
 from attnphase.sweeps.grid import Point, SweepSpec
 from attnphase.sweeps.phase import PhaseLines, phase_lines

@@ -44,6 +44,11 @@ def sym_sqrt(a: np.ndarray, inverse: bool = False, floor: float = 0.0) -> np.nda
     return (evecs * d) @ evecs.T
 
 
+def _f64(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous float64 array (what the numba kernels take)."""
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
 @nb.njit(cache=True, parallel=True)
 def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, out_m, out_q, out_th, out_v):  # pragma: no cover - jitted
     """The weighted sums of the Stein forms (THEORY.md 2.2) over the nodes, one partial sum per
@@ -475,18 +480,17 @@ class Saddle:
         The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
         """
         qs, qis, _, _, Rs = self.field_maps(op)
-        f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
-        args = (f64(op.m), f64(qs), f64(qis @ op.theta), f64(Rs),
-                f64(np.eye(self.L) if self.mix is None else self.mix), f64(self.amap.M),
-                np.ascontiguousarray(self.amap.mask), float(self.spec.omega), f64(self.spec.A_array),
-                bool(self.spec.causal_target), f64(self.C))
+        args = (_f64(op.m), _f64(qs), _f64(qis @ op.theta), _f64(Rs),
+                _f64(np.eye(self.L) if self.mix is None else self.mix), _f64(self.amap.M),
+                np.ascontiguousarray(self.amap.mask), float(self.spec.omega), _f64(self.spec.A_array),
+                bool(self.spec.causal_target), _f64(self.C))
         if self.dim <= 6:  # (the product rule's nodes are decoded in the kernel, not stored)
             _check_size(order**self.dim, f"a Gauss-Hermite rule of order {order} in {self.dim} dimensions")
             t, wt = np.polynomial.hermite_e.hermegauss(order)
             X, W, n = np.empty((0, self.dim)), np.empty(0), order**self.dim
         else:
             t, wt = np.zeros(1), np.ones(1)
-            X, W, n = f64(self.rule.x), f64(self.rule.w), self.rule.size
+            X, W, n = _f64(self.rule.x), _f64(self.rule.w), self.rule.size
         return float(_test_loss_sum(X, W, t, wt / wt.sum(), *args, max(1, min(n, 8 * nb.get_num_threads()))))
 
     def test_error_numpy(self, op: OrderParams, order: int = 10) -> float:
@@ -514,13 +518,12 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
     against; 2x the time of the whole warm-started data step at 65536 nodes, rank 2)."""
     N = w.shape[0]
     if compiled:
-        f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
         L, F = w.shape[1:]
         R = eta.shape[2]
         C = max(1, min(N, 4 * nb.get_num_threads()))
         out_m, out_q = np.zeros((C, L, F)), np.zeros((C, F, F))
         out_th, out_v = np.zeros((C, F, R)), np.zeros((C, F, F))
-        _stein_sums(f64(wt), f64(w), f64(h1), f64(h2), f64(M1), f64(M2), float(tau), f64(Vinv), f64(xi), f64(eta),
+        _stein_sums(_f64(wt), _f64(w), _f64(h1), _f64(h2), _f64(M1), _f64(M2), float(tau), _f64(Vinv), _f64(xi), _f64(eta),
                     out_m, out_q, out_th, out_v)
         return out_m.sum(axis=0), out_q.sum(axis=0), out_th.sum(axis=0), out_v.sum(axis=0)
     if tau > 0:
