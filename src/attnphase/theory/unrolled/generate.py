@@ -129,8 +129,15 @@ def _loss(g: Geometry, em: Emitter, want_hess: bool):
             P.append([1.0 if j == allowed[0] else 0.0 for j in range(L)])
             continue
         s = {j: em.sum_products([(h[l][a], Mh[j][a]) for a in range(F)]) for j in allowed}
-        mx = em.let("max(" + ", ".join(str(s[j]) for j in allowed) + ")")
-        e = {j: em.let(f"np.exp({s[j]} - {mx})") for j in allowed}
+        if len(allowed) == 2:
+            # (two scores: the exponentials shifted by the larger are 1 and exp(-|s_0 - s_1|),
+            # the same numbers as below with one call of exp instead of two)
+            j0, j1 = allowed
+            t = em.let(f"np.exp(-abs({s[j0]} - {s[j1]}))")
+            e = {j0: em.let(f"1.0 if {s[j0]} >= {s[j1]} else {t}"), j1: em.let(f"{t} if {s[j0]} >= {s[j1]} else 1.0")}
+        else:
+            mx = em.let("max(" + ", ".join(str(s[j]) for j in allowed) + ")")
+            e = {j: em.let(f"np.exp({s[j]} - {mx})") for j in allowed}
         inv = em.let("1.0 / (" + " + ".join(e[j] for j in allowed) + ")")
         P.append([em.mul(e[j], inv) if j in e else 0.0 for j in range(L)])
     D = [[em.sub(P[l][j], T[l][j]) for j in range(L)] for l in range(L)]

@@ -18,9 +18,9 @@ def _value(h, w, W, T, C):  # pragma: no cover - jitted
     t3 = h2 * h2
     t4 = h3 * h3
     t5 = t3 + t4
-    t6 = max(t2, t5)
-    t7 = np.exp(t2 - t6)
-    t8 = np.exp(t5 - t6)
+    t6 = np.exp(-abs(t2 - t5))
+    t7 = 1.0 if t2 >= t5 else t6
+    t8 = t6 if t2 >= t5 else 1.0
     t9 = 1.0 / (t7 + t8)
     t10 = t7 * t9
     t11 = t8 * t9
@@ -114,9 +114,9 @@ def _objective(h, w, W, T, C):  # pragma: no cover - jitted
     t3 = h2 * h2
     t4 = h3 * h3
     t5 = t3 + t4
-    t6 = max(t2, t5)
-    t7 = np.exp(t2 - t6)
-    t8 = np.exp(t5 - t6)
+    t6 = np.exp(-abs(t2 - t5))
+    t7 = 1.0 if t2 >= t5 else t6
+    t8 = t6 if t2 >= t5 else 1.0
     t9 = 1.0 / (t7 + t8)
     t10 = t7 * t9
     t11 = t8 * t9

@@ -14,9 +14,9 @@ def _value(h, w, W, T, C):  # pragma: no cover - jitted
     C00 = C[0]; C01 = C[1]; C02 = C[2]; C03 = C[3]; C11 = C[5]; C12 = C[6]; C13 = C[7]; C22 = C[10]; C23 = C[11]; C33 = C[15]
     t0 = h1 * h0
     t1 = h1 * h1
-    t2 = max(t0, t1)
-    t3 = np.exp(t0 - t2)
-    t4 = np.exp(t1 - t2)
+    t2 = np.exp(-abs(t0 - t1))
+    t3 = 1.0 if t0 >= t1 else t2
+    t4 = t2 if t0 >= t1 else 1.0
     t5 = 1.0 / (t3 + t4)
     t6 = t3 * t5
     t7 = t4 * t5
@@ -254,9 +254,9 @@ def _objective(h, w, W, T, C):  # pragma: no cover - jitted
     C00 = C[0]; C01 = C[1]; C02 = C[2]; C03 = C[3]; C11 = C[5]; C12 = C[6]; C13 = C[7]; C22 = C[10]; C23 = C[11]; C33 = C[15]
     t0 = h1 * h0
     t1 = h1 * h1
-    t2 = max(t0, t1)
-    t3 = np.exp(t0 - t2)
-    t4 = np.exp(t1 - t2)
+    t2 = np.exp(-abs(t0 - t1))
+    t3 = 1.0 if t0 >= t1 else t2
+    t4 = t2 if t0 >= t1 else 1.0
     t5 = 1.0 / (t3 + t4)
     t6 = t3 * t5
     t7 = t4 * t5

@@ -14,17 +14,17 @@ def _value(h, w, W, T, C):  # pragma: no cover - jitted
     C00 = C[0]; C01 = C[1]; C11 = C[3]
     t0 = h0 * h0
     t1 = h0 * h1
-    t2 = max(t0, t1)
-    t3 = np.exp(t0 - t2)
-    t4 = np.exp(t1 - t2)
+    t2 = np.exp(-abs(t0 - t1))
+    t3 = 1.0 if t0 >= t1 else t2
+    t4 = t2 if t0 >= t1 else 1.0
     t5 = 1.0 / (t3 + t4)
     t6 = t3 * t5
     t7 = t4 * t5
     t8 = h1 * h0
     t9 = h1 * h1
-    t10 = max(t8, t9)
-    t11 = np.exp(t8 - t10)
-    t12 = np.exp(t9 - t10)
+    t10 = np.exp(-abs(t8 - t9))
+    t11 = 1.0 if t8 >= t9 else t10
+    t12 = t10 if t8 >= t9 else 1.0
     t13 = 1.0 / (t11 + t12)
     t14 = t11 * t13
     t15 = t12 * t13
@@ -96,17 +96,17 @@ def _objective(h, w, W, T, C):  # pragma: no cover - jitted
     C00 = C[0]; C01 = C[1]; C11 = C[3]
     t0 = h0 * h0
     t1 = h0 * h1
-    t2 = max(t0, t1)
-    t3 = np.exp(t0 - t2)
-    t4 = np.exp(t1 - t2)
+    t2 = np.exp(-abs(t0 - t1))
+    t3 = 1.0 if t0 >= t1 else t2
+    t4 = t2 if t0 >= t1 else 1.0
     t5 = 1.0 / (t3 + t4)
     t6 = t3 * t5
     t7 = t4 * t5
     t8 = h1 * h0
     t9 = h1 * h1
-    t10 = max(t8, t9)
-    t11 = np.exp(t8 - t10)
-    t12 = np.exp(t9 - t10)
+    t10 = np.exp(-abs(t8 - t9))
+    t11 = 1.0 if t8 >= t9 else t10
+    t12 = t10 if t8 >= t9 else 1.0
     t13 = 1.0 / (t11 + t12)
     t14 = t11 * t13
     t15 = t12 * t13

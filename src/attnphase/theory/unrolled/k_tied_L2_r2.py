@@ -18,9 +18,9 @@ def _value(h, w, W, T, C):  # pragma: no cover - jitted
     t3 = h0 * h2
     t4 = h1 * h3
     t5 = t3 + t4
-    t6 = max(t2, t5)
-    t7 = np.exp(t2 - t6)
-    t8 = np.exp(t5 - t6)
+    t6 = np.exp(-abs(t2 - t5))
+    t7 = 1.0 if t2 >= t5 else t6
+    t8 = t6 if t2 >= t5 else 1.0
     t9 = 1.0 / (t7 + t8)
     t10 = t7 * t9
     t11 = t8 * t9
@@ -30,9 +30,9 @@ def _value(h, w, W, T, C):  # pragma: no cover - jitted
     t15 = h2 * h2
     t16 = h3 * h3
     t17 = t15 + t16
-    t18 = max(t14, t17)
-    t19 = np.exp(t14 - t18)
-    t20 = np.exp(t17 - t18)
+    t18 = np.exp(-abs(t14 - t17))
+    t19 = 1.0 if t14 >= t17 else t18
+    t20 = t18 if t14 >= t17 else 1.0
     t21 = 1.0 / (t19 + t20)
     t22 = t19 * t21
     t23 = t20 * t21
@@ -136,9 +136,9 @@ def _objective(h, w, W, T, C):  # pragma: no cover - jitted
     t3 = h0 * h2
     t4 = h1 * h3
     t5 = t3 + t4
-    t6 = max(t2, t5)
-    t7 = np.exp(t2 - t6)
-    t8 = np.exp(t5 - t6)
+    t6 = np.exp(-abs(t2 - t5))
+    t7 = 1.0 if t2 >= t5 else t6
+    t8 = t6 if t2 >= t5 else 1.0
     t9 = 1.0 / (t7 + t8)
     t10 = t7 * t9
     t11 = t8 * t9
@@ -148,9 +148,9 @@ def _objective(h, w, W, T, C):  # pragma: no cover - jitted
     t15 = h2 * h2
     t16 = h3 * h3
     t17 = t15 + t16
-    t18 = max(t14, t17)
-    t19 = np.exp(t14 - t18)
-    t20 = np.exp(t17 - t18)
+    t18 = np.exp(-abs(t14 - t17))
+    t19 = 1.0 if t14 >= t17 else t18
+    t20 = t18 if t14 >= t17 else 1.0
     t21 = 1.0 / (t19 + t20)
     t22 = t19 * t21
     t23 = t20 * t21
