@@ -312,6 +312,40 @@ def test_target_error_raises_the_refinement_order_until_met():
         SolverSettings(target_error=1e-4, refine_replicas=1)
 
 
+def test_target_on_the_overlaps_takes_their_largest_estimate():
+    """``target_on="overlaps"``: the order goes up until the largest relative estimate of ``q``,
+    ``m``, ``theta`` (user units) meets the target, recorded next to the test error's;
+    ``"all"`` takes the largest of both; an unknown name is refused."""
+    from dataclasses import replace
+
+    from attnphase.theory.phases import solve_refined, target_estimate
+
+    spec = ModelSpec(omega=0.3)
+    base = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
+    plain = solve_refined(spec, 1.5, "positional", base)
+    est = plain.diagnostics["error_estimate"]
+    over = max(est["q_user"], est["m_user"], est["theta_user"])
+    assert est["theta_user"] == 0 and over > 0
+    assert target_estimate(plain, "overlaps") == over and target_estimate(plain, "test_error") == est["test_error"]
+    assert target_estimate(plain, "all") == max(over, est["test_error"])
+    # a target between the two estimates: met for the smaller one at once, raised for the larger
+    lo, hi = sorted((over, est["test_error"]))
+    on = "overlaps" if over == hi else "test_error"
+    off = "test_error" if on == "overlaps" else "overlaps"
+    mid = (lo * hi) ** 0.5
+    at_once = solve_refined(spec, 1.5, "positional", replace(base, target_error=mid, target_on=off))
+    assert [h["order"] for h in at_once.diagnostics["target"]["history"]] == [8]
+    raised = solve_refined(spec, 1.5, "positional", replace(base, target_error=mid, target_on=on, max_refine_order=9))
+    tgt = raised.diagnostics["target"]
+    assert tgt["on"] == on and [h["order"] for h in tgt["history"]] == [8, 9]
+    last = tgt["history"][-1]
+    assert last["estimate"] == target_estimate(raised, on)
+    assert last["test_error_estimate"] == raised.diagnostics["error_estimate"]["test_error"]
+    assert tgt["met"] == (last["estimate"] <= mid)
+    with pytest.raises(ValueError, match="unknown target"):
+        SolverSettings(target_on="theta")
+
+
 def test_orders_to_target_follow_the_measured_decay():
     """At N^-0.64 an estimate 4x the target needs 2^(2/0.64) = 8.7x the nodes (4 orders), 2x the
     target 2^(1/0.64) = 2.95x (2 orders: one gives 2^-0.64 = 0.64, not 1/2); at least one order."""

@@ -117,6 +117,7 @@ def test_cli_solve_json_schema(capsys):
         ["solve", "--alpha", "1", "--refine-order", "30"],
         ["solve", "--alpha", "1", "--teacher-scale", "0.5"],
         ["solve", "--alpha", "1", "--teacher-scale", "nan"],
+        ["solve", "--alpha", "1", "--target-error", "1e-3", "--target-on", "theta"],
         ["transition", "--omega", "0.3", "--teacher-scale", "x"],
         ["solve", "--alpha", "1", "--method", "gh", "--order", "60", "--refine-order", "0"],
         ["transition", "--omega", "x"],

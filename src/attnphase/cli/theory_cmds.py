@@ -52,6 +52,7 @@ def settings_from_args(args: argparse.Namespace):
         n_replicas=to_int(getattr(args, "replicas", "1"), "replicas"),
         refine_order=to_int(getattr(args, "refine_order", "0"), "refine-order"),
         target_error=to_float(getattr(args, "target_error", "0"), "target-error"),
+        target_on=getattr(args, "target_on", "test_error").replace("-", "_"),
         max_refine_order=_max_refine_order(getattr(args, "max_refine_order", None), SolverSettings.max_refine_order),
         fine_teacher_scale=_teacher_scale(getattr(args, "teacher_scale", "auto")),
     )
@@ -144,8 +145,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         tgt = p.diagnostics.get("target")
         if p.exists and tgt:
             last = tgt["history"][-1]
-            print(f"note: {b}: test-error target {tgt['target_error']:g} {'met' if tgt['met'] else 'NOT met'} "
-                  f"(refinement order {tgt['order']}; last estimate {last['test_error_estimate']:.1e} at order "
+            what = {"test_error": "test-error", "overlaps": "overlap", "all": "test-error and overlap"}[tgt["on"]]
+            print(f"note: {b}: {what} target {tgt['target_error']:g} {'met' if tgt['met'] else 'NOT met'} "
+                  f"(refinement order {tgt['order']}; last estimate {last['estimate']:.1e} at order "
                   f"{last['order']})")
         ref = p.diagnostics.get("refined") or {}
         if coarse_only[b]:
@@ -250,6 +252,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-error", default="0",
                    help="raise the refinement order until the estimated relative error of the test error is at "
                         "most this (e.g. 1e-4; 0: off, the default)")
+    p.add_argument("--target-on", default="test_error",
+                   help="which estimates --target-error applies to: test_error (default), overlaps (q, m, theta) "
+                        "or all")
     p.add_argument("--max-refine-order", default=None,
                    help="highest refinement order for --target-error (default 15, SolverSettings.max_refine_order)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -22,6 +22,11 @@ from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 log = logging.getLogger(__name__)
 
 
+#: which error estimates ``SolverSettings.target_error`` applies to (``target_on``): the test
+#: error's, the summary overlaps' (``q``, ``m``, ``theta`` in user units) or both
+TARGET_ON = ("test_error", "overlaps", "all")
+
+
 @dataclass(frozen=True)
 class SolverSettings:
     """Numerical settings of the theory solver.
@@ -43,7 +48,9 @@ class SolverSettings:
     (:func:`~attnphase.theory.phases.solve_refined`) raises the refinement order, from
     ``refine_order`` up to ``max_refine_order`` by the orders the estimate's decay predicts
     (:func:`~attnphase.theory.phases.orders_to_target`), until the estimated relative error of
-    the test error is at most this (the result says whether it was reached); ``max_refine_order``
+    the test error is at most this (the result says whether it was reached); ``target_on``: which
+    estimates must meet it, ``"test_error"`` (default), ``"overlaps"`` (the largest of the summary
+    overlaps ``q``, ``m``, ``theta``, user units) or ``"all"`` (both); ``max_refine_order``
     is 15 since session 17, where at rank 2 (``alpha = 1.5``) it meets 1e-4 on every branch in
     53-55 s (14 leaves the mixed branch at 1.15e-4).
     ``fine_teacher_scale``: the refinement's fine QMC rules draw the teacher noises from
@@ -71,6 +78,7 @@ class SolverSettings:
     refine_order: int = 0
     refine_replicas: int = 4
     target_error: float = 0.0
+    target_on: str = "test_error"
     max_refine_order: int = 15
     fine_teacher_scale: float | None = None
 
@@ -102,6 +110,8 @@ class SolverSettings:
             raise ValueError(f"teacher-scale must lie in [1, 3], got {self.fine_teacher_scale}")
         if not 0 <= self.target_error < 1:
             raise ValueError("target_error must lie in [0, 1) (0: off)")
+        if self.target_on not in TARGET_ON:
+            raise ValueError(f"unknown target {self.target_on!r}; choose from {', '.join(TARGET_ON)}")
         if self.target_error and self.refine_replicas < 2:
             raise ValueError("target_error needs refine_replicas >= 2 (the error estimate)")
 

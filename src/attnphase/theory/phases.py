@@ -1009,9 +1009,10 @@ def orders_to_target(err: float, target: float) -> int:
 
 def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
     """Raise the refinement order (each solve starts from the previous refined point) until the
-    relative error estimate of the test error is at most ``settings.target_error`` or
-    ``max_refine_order`` is reached; the history (order, estimate, nodes, and the seconds each
-    refinement took) is in ``diagnostics["target"]``.
+    relative error estimate of the test error (``settings.target_on``: or of the summary overlaps,
+    or of both: :func:`target_estimate`) is at most ``settings.target_error`` or
+    ``max_refine_order`` is reached; the history (order, the targeted estimate, the test error's,
+    nodes, and the seconds each refinement took) is in ``diagnostics["target"]``.
 
     Each step goes to the order that the estimate's decay predicts, ``N^-TARGET_DECAY`` in the
     number of nodes ``N`` (one order doubles ``N``), at least one order up: the intermediate
@@ -1019,20 +1020,20 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
     order = settings.refine_order
     history: list[dict[str, Any]] = []
 
-    def estimate(p: BranchPoint) -> float:
-        est = p.diagnostics.get("error_estimate") or {}
-        return float(est.get("test_error", math.inf)) if _applied(p) else math.inf
+    def estimate(p: BranchPoint, on: str = settings.target_on) -> float:
+        return target_estimate(p, on) if _applied(p) else math.inf
 
     err = estimate(point)
     kept = order
-    history.append({"order": order, "test_error_estimate": err, "nodes": point.diagnostics["refined"].get("nodes")})
+    history.append({"order": order, "estimate": err, "test_error_estimate": estimate(point, "test_error"),
+                    "nodes": point.diagnostics["refined"].get("nodes")})
     while err > settings.target_error and order < settings.max_refine_order:
         order = min(settings.max_refine_order, order + orders_to_target(err, settings.target_error))
         t0 = time.perf_counter()
         nxt = refine_point(spec, point, replace(settings, refine_order=order), tol=settings.tol)
         e = estimate(nxt)
-        history.append({"order": order, "test_error_estimate": e, "nodes": nxt.diagnostics["refined"].get("nodes"),
-                        "seconds": time.perf_counter() - t0})
+        history.append({"order": order, "estimate": e, "test_error_estimate": estimate(nxt, "test_error"),
+                        "nodes": nxt.diagnostics["refined"].get("nodes"), "seconds": time.perf_counter() - t0})
         if _settled_unresolved(nxt) is not None:
             point, kept = nxt, order  # (the branch is not resolved on these rules: mark_unresolved says so)
             break
@@ -1040,8 +1041,22 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
             break  # (that refinement failed: keep the last refined point)
         point, err, kept = nxt, e, order
     return replace(point, diagnostics={**point.diagnostics, "target": {
-        "target_error": settings.target_error, "met": err <= settings.target_error, "order": kept,
-        "history": history}})
+        "target_error": settings.target_error, "on": settings.target_on, "met": err <= settings.target_error,
+        "order": kept, "history": history}})
+
+
+#: the relative error estimates (``diagnostics["error_estimate"]`` keys) each ``target_on`` takes
+#: the largest of
+TARGET_KEYS = {"test_error": ("test_error",), "overlaps": ("q_user", "m_user", "theta_user"),
+               "all": ("test_error", "q_user", "m_user", "theta_user")}
+
+
+def target_estimate(point: BranchPoint, on: str) -> float:
+    """The largest relative error estimate of ``point`` among the quantities ``on`` names
+    (``TARGET_KEYS``; an overlap that is zero by symmetry has estimate 0); ``inf`` without one."""
+    est = point.diagnostics.get("error_estimate") or {}
+    vals = [est.get(k) for k in TARGET_KEYS[on]]
+    return math.inf if any(v is None for v in vals) else float(max(vals))
 
 
 def _extrapolate(p1: BranchPoint, p2: BranchPoint, alpha: float) -> OrderParams | None:
