@@ -344,6 +344,10 @@ def test_target_on_the_overlaps_takes_their_largest_estimate():
     assert tgt["met"] == (last["estimate"] <= mid)
     with pytest.raises(ValueError, match="unknown target"):
         SolverSettings(target_on="theta")
+    from attnphase.theory.fixed_point import TARGET_ON
+    from attnphase.theory.phases import TARGET_KEYS
+
+    assert set(TARGET_KEYS) == set(TARGET_ON)  # (every accepted target has its estimates)
 
 
 def test_orders_to_target_follow_the_measured_decay():
