@@ -101,6 +101,22 @@ def test_cli_solve_json_schema(capsys):
     assert out["params"]["omega"] == 0.3
 
 
+def test_cli_seed_gives_independent_rules_that_agree_within_their_estimates(capsys):
+    """``--seed``: other QMC scrambles (recorded in the parameters), a different value, and the
+    difference of two seeds within a few of their combined standard errors."""
+    vals = {}
+    for seed in (0, 1):
+        rc = main(["solve", "--alpha", "1.5", "--omega", "0.3", "--branch", "positional", "--order", "7",
+                   "--refine-order", "8", "--seed", str(seed), "--json"])
+        assert rc == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["params"]["solver"]["seed"] == seed
+        b = out["branches"]["positional"]
+        vals[seed] = (b["q"], b["error_estimate"]["q_user"] * b["q"])
+    (q0, e0), (q1, e1) = vals[0], vals[1]
+    assert q0 != q1 and abs(q0 - q1) < 4 * np.hypot(e0, e1)
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -118,6 +134,8 @@ def test_cli_solve_json_schema(capsys):
         ["solve", "--alpha", "1", "--teacher-scale", "0.5"],
         ["solve", "--alpha", "1", "--teacher-scale", "nan"],
         ["solve", "--alpha", "1", "--target-error", "1e-3", "--target-on", "theta"],
+        ["solve", "--alpha", "1", "--seed", "-1"],
+        ["transition", "--omega", "0.3", "--seed", "1.5"],
         ["transition", "--omega", "0.3", "--teacher-scale", "x"],
         ["solve", "--alpha", "1", "--method", "gh", "--order", "60", "--refine-order", "0"],
         ["transition", "--omega", "x"],

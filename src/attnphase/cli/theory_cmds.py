@@ -38,6 +38,9 @@ def add_solver_flags(p: argparse.ArgumentParser, order: int = 12, tol: str = "1e
                             "(1: plain rule; auto: 1.4 at L = 2, rank 1, where it halves the error, 1 elsewhere)")
     p.add_argument("--replicas", default="3",
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
+    p.add_argument("--seed", default="0",
+                   help="seed of the QMC scrambles, coarse and fine rules (default 0): another seed gives "
+                        "independent rules, a check of the reported integration error")
 
 
 def settings_from_args(args: argparse.Namespace):
@@ -50,6 +53,7 @@ def settings_from_args(args: argparse.Namespace):
         noise_tol=to_float(args.noise_tol, "noise-tol"),
         max_iter=to_int(args.max_iter, "max-iter"),
         n_replicas=to_int(getattr(args, "replicas", "1"), "replicas"),
+        seed=to_int(getattr(args, "seed", "0"), "seed"),
         refine_order=to_int(getattr(args, "refine_order", "0"), "refine-order"),
         target_error=to_float(getattr(args, "target_error", "0"), "target-error"),
         target_on=getattr(args, "target_on", "test_error").replace("-", "_"),

@@ -33,7 +33,8 @@ class SolverSettings:
 
     ``method``/``order``: integration rule (``qmc``: ``order`` = log2 of the base sample, 4x
     symmetrised; ``gh``: points per dimension). ``n_replicas``: independent QMC scrambles solved
-    to estimate the integration error. ``warmup_order``: a cheaper rule iterated first.
+    to estimate the integration error. ``seed``: of the QMC scrambles (the coarse rule's, and
+    through it those of the error estimate and of the refinement's fine rules). ``warmup_order``: a cheaper rule iterated first.
     ``tol``: relative change of every unknown at convergence. ``switch_width``: width ``tau`` of
     the split of a node between its two lowest local minima (``tau -> 0`` is the hard global
     minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at alpha = 2.2). ``polish_below``: switch from
@@ -102,6 +103,8 @@ class SolverSettings:
                 if getattr(self, name) > 20:
                     raise ValueError(f"{name.replace('_', '-')} must be <= 20 for qmc (4 * 2^20 nodes per rule), "
                                      f"got {getattr(self, name)}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
         if self.n_replicas < 1:
             raise ValueError(f"replicas must be >= 1 (1: no error estimate), got {self.n_replicas}")
         if self.refine_replicas < 1:
