@@ -720,3 +720,18 @@ def test_teacher_scale_is_used_where_it_was_measured_to_help():
         SolverSettings(fine_teacher_scale=0.5)
     coarse = solve_point(ModelSpec(omega=0.3), 1.5, "semantic", COARSE, error_estimate=False)
     assert refine_point(ModelSpec(omega=0.3), coarse, COARSE).diagnostics["refined"]["teacher_scale"] == 1.4
+
+
+def test_spinodal_bisection_reports_the_bracket_midpoint_without_rounding_noise():
+    """The midpoint of the final bracket prints as the number it stands for (0.675, not
+    0.6749999999999999), within the bracket that bisection leaves."""
+    from attnphase.theory.phases import _bisect, _bisect_bracket
+
+    def exists(a: float) -> float | None:
+        return 1.0 if a > 0.66 else None
+
+    below = 0.7 - 0.05  # (a grid value minus the grid step, as the spinodal search makes it: 0.6499999999999999)
+    lo, hi = _bisect_bracket(exists, 0.7, below, 1.0, 0.06)
+    x = _bisect(exists, 0.7, below, 1.0, 0.06)
+    assert 0.5 * (lo + hi) != 0.675 and x == 0.675 and min(lo, hi) < x < max(lo, hi)
+

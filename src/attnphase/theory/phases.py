@@ -1215,8 +1215,10 @@ def find_transition_replicated(
 
 def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
     """Bisection for a sign change of ``f`` on ``[lo, hi]`` (``f(lo) = flo``); ``None`` values
-    (branch absent) are treated as the side where the branch does not exist."""
-    return 0.5 * sum(_bisect_bracket(f, lo, hi, flo, xtol))
+    (branch absent) are treated as the side where the branch does not exist. The midpoint of the
+    final bracket, to 12 significant digits (``0.675``, not the ``0.6749999999999999`` that the sum
+    of the grid values ``0.65 + 0.7`` rounds to)."""
+    return float(f"{0.5 * sum(_bisect_bracket(f, lo, hi, flo, xtol)):.12g}")
 
 
 def _bisect_bracket(f: Callable[[float], float | None], lo: float, hi: float, flo: float,
