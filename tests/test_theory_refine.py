@@ -725,7 +725,7 @@ def test_teacher_scale_is_used_where_it_was_measured_to_help():
 def test_spinodal_bisection_reports_the_bracket_midpoint_without_rounding_noise():
     """The midpoint of the final bracket prints as the number it stands for (0.675, not
     0.6749999999999999), within the bracket that bisection leaves."""
-    from attnphase.theory.phases import _bisect, _bisect_bracket
+    from attnphase.theory.phases import _bisect, _bisect_bracket, _midpoint
 
     def exists(a: float) -> float | None:
         return 1.0 if a > 0.66 else None
@@ -733,5 +733,5 @@ def test_spinodal_bisection_reports_the_bracket_midpoint_without_rounding_noise(
     below = 0.7 - 0.05  # (a grid value minus the grid step, as the spinodal search makes it: 0.6499999999999999)
     lo, hi = _bisect_bracket(exists, 0.7, below, 1.0, 0.06)
     x = _bisect(exists, 0.7, below, 1.0, 0.06)
-    assert 0.5 * (lo + hi) != 0.675 and x == 0.675 and min(lo, hi) < x < max(lo, hi)
+    assert 0.5 * (lo + hi) != 0.675 and x == 0.675 == _midpoint(lo, hi) and min(lo, hi) < x < max(lo, hi)
 

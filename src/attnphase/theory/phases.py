@@ -1215,10 +1215,16 @@ def find_transition_replicated(
 
 def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
     """Bisection for a sign change of ``f`` on ``[lo, hi]`` (``f(lo) = flo``); ``None`` values
-    (branch absent) are treated as the side where the branch does not exist. The midpoint of the
-    final bracket, to 12 significant digits (``0.675``, not the ``0.6749999999999999`` that the sum
-    of the grid values ``0.65 + 0.7`` rounds to)."""
-    return float(f"{0.5 * sum(_bisect_bracket(f, lo, hi, flo, xtol)):.12g}")
+    (branch absent) are treated as the side where the branch does not exist; returns the
+    :func:`_midpoint` of the final bracket."""
+    return _midpoint(*_bisect_bracket(f, lo, hi, flo, xtol))
+
+
+def _midpoint(lo: float, hi: float) -> float:
+    """Midpoint of a bisection bracket, to 12 significant digits: ``0.675``, not the
+    ``0.6749999999999999`` of a bracket whose end is a grid value minus the grid step
+    (``0.7 - 0.05 = 0.6499999999999999``)."""
+    return float(f"{0.5 * (lo + hi):.12g}")
 
 
 def _bisect_bracket(f: Callable[[float], float | None], lo: float, hi: float, flo: float,
@@ -1545,7 +1551,7 @@ def find_transition(
             anchor = sem[i]
             present, absent = _bisect_bracket(lambda a: probe_exists(a, sem_name, anchor),
                                               grid[i], grid[i - 1], 1.0, SPINODAL_XTOL)
-            spin["semantic"] = 0.5 * (present + absent)
+            spin["semantic"] = _midpoint(present, absent)
             below = _spinodal_below(spec, sem_name, settings, probe, anchor, absent, grid)
             if below is not None:
                 spin["semantic"] = below
