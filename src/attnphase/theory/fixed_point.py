@@ -23,8 +23,11 @@ log = logging.getLogger(__name__)
 
 
 #: which error estimates ``SolverSettings.target_error`` applies to (``target_on``): the test
-#: error's, the summary overlaps' (``q``, ``m``, ``theta`` in user units) or both
-TARGET_ON = ("test_error", "overlaps", "all")
+#: error's, the summary overlaps' (``q``, ``m``, ``theta`` in user units) or both, as the
+#: ``diagnostics["error_estimate"]`` keys whose largest value must meet it
+TARGET_KEYS = {"test_error": ("test_error",), "overlaps": ("q_user", "m_user", "theta_user"),
+               "all": ("test_error", "q_user", "m_user", "theta_user")}
+TARGET_ON = tuple(TARGET_KEYS)
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,8 @@ class SolverSettings:
     ``method``/``order``: integration rule (``qmc``: ``order`` = log2 of the base sample, 4x
     symmetrised; ``gh``: points per dimension). ``n_replicas``: independent QMC scrambles solved
     to estimate the integration error. ``seed``: of the QMC scrambles (the coarse rule's, and
-    through it those of the error estimate and of the refinement's fine rules). ``warmup_order``: a cheaper rule iterated first.
+    through it those of the error estimate and of the refinement's fine rules).
+    ``warmup_order``: a cheaper rule iterated first.
     ``tol``: relative change of every unknown at convergence. ``switch_width``: width ``tau`` of
     the split of a node between its two lowest local minima (``tau -> 0`` is the hard global
     minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at alpha = 2.2). ``polish_below``: switch from

@@ -21,6 +21,7 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec, check_alpha
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.fixed_point import (
+    TARGET_KEYS,
     FixedPointResult,
     SolverSettings,
     _valid,
@@ -1045,12 +1046,6 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
         "order": kept, "history": history}})
 
 
-#: the relative error estimates (``diagnostics["error_estimate"]`` keys) each ``target_on`` takes
-#: the largest of
-TARGET_KEYS = {"test_error": ("test_error",), "overlaps": ("q_user", "m_user", "theta_user"),
-               "all": ("test_error", "q_user", "m_user", "theta_user")}
-
-
 def target_estimate(point: BranchPoint, on: str) -> float:
     """The largest relative error estimate of ``point`` among the quantities ``on`` names
     (``TARGET_KEYS``; an overlap that is zero by symmetry has estimate 0); ``inf`` without one."""
@@ -1551,14 +1546,14 @@ def find_transition(
             anchor = sem[i]
             present, absent = _bisect_bracket(lambda a: probe_exists(a, sem_name, anchor),
                                               grid[i], grid[i - 1], 1.0, SPINODAL_XTOL)
-            spin["semantic"] = _midpoint(present, absent)
+            spin["semantic"] = coarse_end = _midpoint(present, absent)
             below = _spinodal_below(spec, sem_name, settings, probe, anchor, absent, grid)
             if below is not None:
                 spin["semantic"] = below
                 # (the lowest followed point may already be one continued on the finer rule, handed
                 # over by curves: what ended near the bisection are the coarse-rule probes below it)
                 notes.append(f"probes on the coarse rule end the {sem_name} branch near alpha "
-                             f"{0.5 * (present + absent):.3g}; on the rule one order below the fine rules it "
+                             f"{coarse_end:.3g}; on the rule one order below the fine rules it "
                              f"continues to {below:.3g} (confirmed on the fine rules), which is reported")
     pos_ok = [p.exists for p in pos]
     if any(pos_ok) and not all(pos_ok):
