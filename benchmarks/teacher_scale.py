@@ -1,13 +1,15 @@
-"""Refined points with plain and teacher-scaled fine rules: scatter over seeds and error estimates.
+"""Refined points with variants of the fine rules: scatter over seeds and error estimates.
 
 For each seed, ``solve_refined`` (coarse order 8, refine order ``--order``, the CLI's path) with
-``fine_teacher_scale`` 1 (plain rule) and ``--scale``; prints, per branch and quantity, the relative
-scatter of the refined values over the seeds (the actual integration error of one refined point)
-and the median of the reported estimates, with the median time per solve.
+each variant of the fine rules in ``--variants`` (``SCALE:MIRROR``, comma-separated:
+``fine_teacher_scale`` and ``mirror`` on/off; default ``1:off`` (plain rule) against
+``SCALE:off`` with ``--scale``); prints, per branch and quantity, the relative scatter of the refined
+values over the seeds (the actual integration error of one refined point) and the median of the
+reported estimates, with the median time per solve.
 
-Usage: ``python benchmarks/teacher_scale.py [--seeds 12] [--scale 1.4] [--alpha 1] [--L 2] [--rank 1] [--variant tied]
-[--token-corr 0]``
-(~1 min for 12 seeds at the reference case).
+Usage: ``python benchmarks/teacher_scale.py [--seeds 12] [--scale 1.4] [--variants 1.4:off,1.4:on]
+[--alpha 1] [--L 2] [--rank 1] [--variant tied] [--token-corr 0]``
+(~1 min for 12 seeds and two variants at the reference case).
 """
 
 from __future__ import annotations
@@ -37,15 +39,18 @@ def main() -> None:
     ap.add_argument("--token-corr", type=float, default=0.0)
     ap.add_argument("--order", type=int, default=11)
     ap.add_argument("--branches", default="semantic,positional")
+    ap.add_argument("--variants", default=None, help="SCALE:MIRROR,... (default: 1:off,<scale>:off)")
     a = ap.parse_args()
+    variants = [(float(v.split(":")[0]), v.split(":")[1] == "on")
+                for v in (a.variants or f"1:off,{a.scale:g}:off").split(",")]
     spec = ModelSpec(omega=a.omega, L=a.L, rank=a.rank, variant=a.variant, token_corr=a.token_corr)
     for branch in a.branches.split(","):
-        for scale in (1.0, a.scale):
+        for scale, mirror in variants:
             vals, ests, secs = [], [], []
             for seed in range(a.seeds):
                 t0 = time.perf_counter()
                 p = solve_refined(spec, a.alpha, branch, SolverSettings(order=8, refine_order=a.order, seed=seed,
-                                                                        fine_teacher_scale=scale))
+                                                                        fine_teacher_scale=scale, mirror=mirror))
                 secs.append(time.perf_counter() - t0)
                 e = p.diagnostics.get("error_estimate", {})
                 vals.append([getattr(p, k) for k in KEYS[branch]])
@@ -53,7 +58,8 @@ def main() -> None:
             v, es = np.array(vals), np.array(ests)
             parts = [f"{k} {v[:, i].mean():.6g}: scatter {v[:, i].std(ddof=1) / abs(v[:, i].mean()):.2e}, "
                      f"median estimate {np.nanmedian(es[:, i]):.2e}" for i, k in enumerate(KEYS[branch])]
-            print(f"{branch:10s} scale {scale:g} ({np.median(secs):.1f} s per solve): " + "; ".join(parts), flush=True)
+            print(f"{branch:10s} scale {scale:g} mirror {'on' if mirror else 'off'} ({np.median(secs):.1f} s per solve): "
+                  + "; ".join(parts), flush=True)
 
 
 if __name__ == "__main__":

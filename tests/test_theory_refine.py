@@ -11,7 +11,14 @@ import pytest
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings, solve_point
 from attnphase.theory.fixed_point import solve_fixed_point
-from attnphase.theory.phases import FINE_COPIES, _make_saddle, _root, refine_point, teacher_scale_for
+from attnphase.theory.phases import (
+    FINE_COPIES,
+    _make_saddle,
+    _root,
+    mirror_for,
+    refine_point,
+    teacher_scale_for,
+)
 from attnphase.theory.quadrature import Rule
 from attnphase.theory.saddle import Saddle
 
@@ -27,7 +34,7 @@ def _union_saddle(spec: ModelSpec, alpha: float, s: SolverSettings, branch: str)
              for k in range(s.refine_replicas)]
     x = np.concatenate([r.x for r in rules])
     w = np.concatenate([r.w for r in rules]) / len(rules)
-    return Saddle(spec, alpha, Rule(x, w, "qmc", s.refine_order, copies=rules[0].copies))
+    return Saddle(spec, alpha, Rule(x, w, "qmc", s.refine_order, copies=rules[0].copies), mirror=mirror_for(spec, s))
 
 
 @pytest.mark.parametrize("branch", ["semantic", "positional"])
@@ -139,7 +146,7 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
     xs = []
     for k in range(3):
         sd = _make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1), copies=FINE_COPIES["semantic"],
-                          teacher_scale=teacher_scale_for(spec, s))
+                          teacher_scale=teacher_scale_for(spec, s), mirror=mirror_for(spec, s))
         res = solve_fixed_point(sd, ref.op, SolverSettings(tol=1e-8, noise_tol=1e-6))
         assert res.converged
         xs.append(res.op.to_vector())
@@ -510,13 +517,14 @@ def test_refinement_falls_back_to_the_full_solver(monkeypatch):
     direction; the full solver on the fine rules converges (m ~ 0.014), the point is refined there
     with a forward-difference Jacobian for the per-rule solves, and its fine standard error
     decides whether the branch is resolved. (The rules' own fixed points settle this point before
-    the fallback, next test: that decision is switched off here.)"""
+    the fallback, next test: that decision is switched off here. The plain Stein sums: with the
+    mirror pairing the quasi-Newton stage goes to the trivial branch at once, no fallback.)"""
     import attnphase.theory.phases as ph
     from attnphase.theory.phases import fine_absence, solve_refined
 
     monkeypatch.setattr(ph, "UNRESOLVED_MARGIN", math.inf)
     spec = ModelSpec(omega=0.3, L=3)
-    p = solve_refined(spec, 1.5, "positional", SolverSettings(order=8, refine_order=11))
+    p = solve_refined(spec, 1.5, "positional", SolverSettings(order=8, refine_order=11, mirror=False))
     info = p.diagnostics["refined"]
     assert "full solver from the coarse point: converged" in info["fallback"], info
     assert info["applied"] and info["residual"] < 1e-6
@@ -720,6 +728,32 @@ def test_teacher_scale_is_used_where_it_was_measured_to_help():
         SolverSettings(fine_teacher_scale=0.5)
     coarse = solve_point(ModelSpec(omega=0.3), 1.5, "semantic", COARSE, error_estimate=False)
     assert refine_point(ModelSpec(omega=0.3), coarse, COARSE).diagnostics["refined"]["teacher_scale"] == 1.4
+
+
+def test_mirror_pairing_is_used_where_it_was_measured_to_help():
+    """The fine rules pair the mirror nodes by default for the tied and causal students at L = 2,
+    rank 1, uncorrelated tokens, and not for the untied student, L = 3, rank 2 or correlated
+    tokens (no gain or a loss there, docs/theory.md); an explicit setting wins, the coarse rule
+    never pairs, and the refined point records what its fine rules did."""
+    from attnphase.cli import build_parser
+    from attnphase.cli.theory_cmds import settings_from_args
+
+    auto = SolverSettings()
+    for kw in ({}, {"variant": "causal"}):
+        assert mirror_for(ModelSpec(omega=0.3, **kw), auto)
+    for kw in ({"variant": "untied"}, {"token_corr": 0.3}, {"L": 3}, {"rank": 2}):
+        assert not mirror_for(ModelSpec(omega=0.3, **kw), auto)
+    assert not mirror_for(ModelSpec(omega=0.3), SolverSettings(mirror=False))
+    assert mirror_for(ModelSpec(omega=0.3, L=3), SolverSettings(mirror=True))
+    for flag, want in (("auto", None), ("on", True), ("off", False)):
+        args = build_parser().parse_args(["solve", "--alpha", "1", "--omega", "0.3", "--mirror", flag])
+        assert settings_from_args(args).mirror is want
+    spec = ModelSpec(omega=0.3)
+    assert not _make_saddle(spec, 1.5, auto).mirror
+    coarse = solve_point(spec, 1.5, "semantic", COARSE, error_estimate=False)
+    assert refine_point(spec, coarse, COARSE).diagnostics["refined"]["mirror"] is True
+    off = replace(COARSE, mirror=False)
+    assert refine_point(spec, coarse, off).diagnostics["refined"]["mirror"] is False
 
 
 def test_spinodal_bisection_reports_the_bracket_midpoint_without_rounding_noise():

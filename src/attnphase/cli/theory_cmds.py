@@ -36,6 +36,10 @@ def add_solver_flags(p: argparse.ArgumentParser, order: int = 12, tol: str = "1e
         p.add_argument("--teacher-scale", default="auto",
                        help="the fine rules draw the teacher noises from N(0, s^2) with importance weights "
                             "(1: plain rule; auto: 1.4 at L = 2, rank 1, where it halves the error, 1 elsewhere)")
+        p.add_argument("--mirror", default="auto", choices=("auto", "on", "off"),
+                       help="the fine rules pair every node with its mirror (-w at the same teacher fields) in "
+                            "the conjugates: the same minima, less scatter (auto: on for the tied and causal students at L = 2, "
+                            "rank 1, uncorrelated tokens, where it was measured to help)")
     p.add_argument("--replicas", default="3",
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
     p.add_argument("--seed", default="0",
@@ -59,6 +63,7 @@ def settings_from_args(args: argparse.Namespace):
         target_on=getattr(args, "target_on", "test_error").replace("-", "_"),
         max_refine_order=_max_refine_order(getattr(args, "max_refine_order", None), SolverSettings.max_refine_order),
         fine_teacher_scale=_teacher_scale(getattr(args, "teacher_scale", "auto")),
+        mirror={"auto": None, "on": True, "off": False}[getattr(args, "mirror", "auto")],
     )
 
 

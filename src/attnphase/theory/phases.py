@@ -148,10 +148,12 @@ class BranchPoint:
 
 
 def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: int | None = None,
-                 seed: int | None = None, copies: str = "signs", teacher_scale: float = 1.0) -> Saddle:
+                 seed: int | None = None, copies: str = "signs", teacher_scale: float = 1.0,
+                 mirror: bool = False) -> Saddle:
     """``copies``: which sign copies a QMC rule is made of (:func:`sobol_gaussian`; ``"signs"``
     at rank >= 2 adds the reflections of the student axes); ``teacher_scale``: importance
-    sampling of the teacher noises (:func:`sobol_gaussian`)."""
+    sampling of the teacher noises (:func:`sobol_gaussian`); ``mirror``: the Stein sums pair
+    each node with its mirror (:meth:`Saddle.mirror_nodes`)."""
     amap = AttentionMap.from_spec(spec)
     F = amap.field_dim
     dim = spec.L * (F + spec.teacher_rank)
@@ -159,7 +161,7 @@ def _make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order:
     rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
                      seed=settings.seed if seed is None else seed, axes=axes,
                      copies=copies, teacher_scale=teacher_scale)
-    return Saddle(spec, alpha, rule)
+    return Saddle(spec, alpha, rule, mirror=mirror)
 
 
 #: product Gauss-Hermite order of the test error of a point that is an intermediate result (a
@@ -619,6 +621,23 @@ def teacher_scale_for(spec: ModelSpec, settings: SolverSettings) -> float:
     return REFERENCE_TEACHER_SCALE if scaled else 1.0
 
 
+#: the attention variants measured to gain from the mirror pairing at ``L = 2``, rank 1 and
+#: uncorrelated tokens (untied: the semantic error grows 1.5x; ``L = 3``, rank 2 and correlated
+#: tokens: no gain or a loss; docs/theory.md, session 19)
+MIRRORED_VARIANTS = ("tied", "causal")
+
+
+def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:
+    """Whether the refinement's fine QMC rules pair every node with its mirror
+    (:meth:`Saddle.mirror_nodes`): ``settings.mirror`` if set, else for ``L = 2`` with student and
+    teacher rank 1, uncorrelated tokens and the variants of ``MIRRORED_VARIANTS``, where it was
+    measured to help (the jumps of the minimiser there are swaps of near-mirror minima)."""
+    if settings.mirror is not None:
+        return bool(settings.mirror)
+    return (spec.variant in MIRRORED_VARIANTS and spec.L == 2 and spec.rank == 1 and spec.teacher_rank == 1
+            and spec.uncorrelated)
+
+
 def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None,
                  max_evals: int | None = None, retry: bool = True, fallback: bool = True) -> BranchPoint:
     """Carry a fixed point of the solver's (coarse) rule to finer rules (multi-fidelity solve).
@@ -666,17 +685,18 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         # going to the trivial branch still finds it exactly: see fine_copies)
         copies, scale = fine_copies(sd.amap, point.branch), teacher_scale_for(spec, settings)
         fine = [_make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies,
-                             teacher_scale=scale)
+                             teacher_scale=scale, mirror=mirror_for(spec, settings))
                 for k in range(settings.refine_replicas)]
     else:
         fine = [_make_saddle(spec, alpha, settings, order=order)]
     n = len(fine)
     x_all = np.concatenate([f.rule.x for f in fine])
     union = Saddle(spec, alpha, Rule(x_all, np.concatenate([f.rule.w for f in fine]) / n, settings.method, order,
-                                     copies=fine[0].rule.copies, teacher_scale=fine[0].rule.teacher_scale))
+                                     copies=fine[0].rule.copies, teacher_scale=fine[0].rule.teacher_scale),
+                  mirror=fine[0].mirror)
     x0 = point.op.to_vector()
     info: dict[str, Any] = {"method": settings.method, "order": order, "replicas": n, "nodes": union.rule.size,
-                            "teacher_scale": union.rule.teacher_scale,
+                            "teacher_scale": union.rule.teacher_scale, "mirror": union.mirror,
                             "coarse": {"train_loss": point.train_loss, "test_error": point.test_error,
                                        "q": point.q, "m": point.m, "theta": point.theta,
                                        **({"test_error_order": DRAFT_TEST_ORDER}

@@ -189,9 +189,12 @@ class Saddle:
     ``m~ = P^{-1} m``. For ``C = sigma^2 I`` the ordinary paper-convention path is used.
     """
 
-    def __init__(self, spec: ModelSpec, alpha: float, rule: Rule, whiten: bool | None = None):
+    def __init__(self, spec: ModelSpec, alpha: float, rule: Rule, whiten: bool | None = None,
+                 mirror: bool = False):
         """``whiten``: force (True) or forbid (False) the whitened path; by default it is used
-        for correlated tokens only (the tests use it to check the two paths agree)."""
+        for correlated tokens only (the tests use it to check the two paths agree).
+        ``mirror``: pair every node with its mirror in the Stein sums (:meth:`mirror_nodes`; the
+        refinement's fine QMC rules, ``SolverSettings.mirror``)."""
         if spec.value != "identity":
             raise ValueError("the theory solver covers value = identity only; use the simulator")
         self.spec = spec
@@ -214,6 +217,7 @@ class Saddle:
             self.G = Pinv @ spec.G_array @ Pinv
         self.rho = self.s2 * np.eye(self.rs)
         self.rule = rule
+        self.mirror = bool(mirror)
         n_xi = self.L * self.F
         if rule.x.shape[1] != n_xi + self.L * self.rs:
             raise ValueError("integration rule has the wrong dimension for this model")
@@ -302,8 +306,16 @@ class Saddle:
         second, M2 = second_minimum(prox)
         h2 = self.unmix(second)
         a = self.alpha
-        m_sum, q_sum, th_sum, v_sum = stein_sums(self.rule.w, w, h1, h2, prox.value, M2, switch_width, Vinv,
-                                                 self.xi, self.eta)
+        pair = self.mirror_nodes(op) if self.mirror else None
+        if pair is None:
+            m_sum, q_sum, th_sum, v_sum = stein_sums(self.rule.w, w, h1, h2, prox.value, M2, switch_width, Vinv,
+                                                     self.xi, self.eta)
+        else:  # each node and its mirror (-w, h*), minima -h1, -h2, weighed by their densities
+            xi2, eta2, p2 = pair
+            own = stein_sums(self.rule.w * (1.0 - p2), w, h1, h2, prox.value, M2, switch_width, Vinv, self.xi,
+                             self.eta)
+            image = stein_sums(self.rule.w * p2, -w, -h1, -h2, prox.value, M2, switch_width, Vinv, xi2, eta2)
+            m_sum, q_sum, th_sum, v_sum = (u + v for u, v in zip(own, image, strict=True))
         m_hat = a * m_sum
         q_hat = a * q_sum
         Ris = sym_sqrt(R, inverse=True)
@@ -320,6 +332,43 @@ class Saddle:
         V_hat = 0.5 * (V_hat + V_hat.T)
         mean_M = float(self.rule.w @ prox.value)
         return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T, second)
+
+    def mirror_nodes(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The mirror of every node and the share of the pair it carries (mirror pairing).
+
+        At fixed teacher fields ``h*`` (hence fixed target ``T``) the loss is even in the student
+        fields, so the proximal problem at ``-w`` is the mirror of the one at ``w``: its minima
+        are ``-h``, its value the same, ``g -> -g``. The map ``(w, h*) -> (-w, h*)`` is, in the
+        Gaussian variables, the affine involution ``xi' = -xi - 2 m q^{-1/2}``,
+        ``eta' = eta + 2 (xi + m q^{-1/2}) q^{-1/2} theta R^{-1/2}`` (fields of THEORY.md 2.2; in
+        the whitened variables for correlated tokens). For any such involution with unit
+        Jacobian ``E[f] = E[(f(z) + r f(z')) / (1 + r)]``, ``r = phi(z') / phi(z)`` the ratio of
+        the standard normal densities, whatever rule samples ``z``. A node then contributes
+        ``(1 - p) f(z) + p f(z')`` with ``p = r / (1 + r)``, its mirror's ``f`` computed from
+        the node's own minima: no proximal problem more. Where the global minimiser jumps
+        between mirror minima ``h`` and ``-h`` (on ``w.h = 0``, teacher fields of opposite signs:
+        docs/theory.md, sessions 16 and 18) the odd part of the Stein integrands jumps; across
+        ``w.mu = 0`` (``mu`` the mean of ``w`` given ``h*``) the pair weighs both sides equally,
+        which removes that jump where the two lines meet and damps it near them. Measured at
+        ``alpha = 1, omega = 0.3``: the scatter per fine rule of the positional ``q`` and ``m``
+        falls 2.3x, of the semantic ``theta`` 1.7x (docs/theory.md, session 19).
+
+        Returns ``(xi', eta', p)``, or ``None`` where ``q`` or ``R`` is singular or not positive
+        (no mirror node).
+        """
+        qs, qis, qinv, R, Rs = self.field_maps(op)
+        eq, eR = np.linalg.eigvalsh(0.5 * (op.q + op.q.T)), np.linalg.eigvalsh(0.5 * (R + R.T))
+        if eq[0] <= 1e-12 * max(eq[-1], 0.0) or eR[0] <= 1e-12 * self.rho.max():
+            return None  # (also a trial point of the iteration with theta^T q^-1 theta > rho)
+        Ris = np.linalg.inv(Rs)
+        c = op.m @ qis  # (L x F: the student noise at which w = 0)
+        xi2 = -self.xi - 2.0 * c[None]
+        eta2 = self.eta + 2.0 * ((self.xi + c[None]) @ (qis @ op.theta @ Ris))
+        # log r = (|z|^2 - |z'|^2) / 2, the mirror's share p = r / (1 + r)
+        lr = 0.5 * (np.einsum("nla,nla->n", self.xi, self.xi) + np.einsum("nla,nla->n", self.eta, self.eta)
+                    - np.einsum("nla,nla->n", xi2, xi2) - np.einsum("nla,nla->n", eta2, eta2))
+        p2 = 0.5 * (1.0 + np.tanh(0.5 * lr))
+        return xi2, eta2, p2
 
     # ------------------------------------------------------------------ weights step
     def weights_step(self, h: Hats) -> OrderParams:
