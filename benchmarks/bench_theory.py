@@ -1,7 +1,8 @@
 """Theory-solver speed (issue 2).
 
-1. Whole-process wall time of ``attnphase solve --branch all`` (alpha = 1, omega = 0.3) and of
-   ``attnphase transition`` (median of ``--repeats`` runs), with the reported error estimate; and
+1. Whole-process wall time of ``attnphase solve --branch all`` (alpha = 1, omega = 0.3; and with
+   ``--mirror off``, the fine rules of the solver before session 19, alternating) and of
+   ``attnphase transition`` (median of ``--repeats`` runs), with the reported error estimates; and
    of the same solve with ``--target-error 1e-3 --target-on overlaps`` (every overlap estimate
    brought to issue 2's 1e-3), with the orders each branch needed.
 2. The proximal kernel written out on scalars (``attnphase.theory.unrolled``) against the generic
@@ -134,9 +135,18 @@ def main() -> None:
           f"multi-start set; mean {per_it:.3f} s per iteration -> {base / per_it:.0f}x the baseline")
     if a.skip_cli:
         return
-    t, out = time_cli(["solve", "--alpha", "1", "--omega", "0.3", "--branch", "all", "--json"], a.repeats)
-    errs = {b: (v or {}).get("error_estimate") for b, v in out["branches"].items()} if out else {}
-    print(f"attnphase solve --branch all: median {t:.1f} s wall; error estimates {json.dumps(errs)}")
+    # the default solve, and the same with the plain Stein sums in the fine rules (--mirror off: the
+    # solver before session 19) as the baseline of its error estimates, alternating
+    solve = ["solve", "--alpha", "1", "--omega", "0.3", "--branch", "all", "--json"]
+    runs: dict[str, list] = {"on": [], "off": []}
+    for _ in range(a.repeats):
+        for mode in ("on", "off"):
+            runs[mode].append(time_cli(solve + (["--mirror", "off"] if mode == "off" else []), 1))
+    for mode, label in (("on", "attnphase solve --branch all"), ("off", "  the same with --mirror off")):
+        t, out = statistics.median(r[0] for r in runs[mode]), runs[mode][-1][1]
+        est = {b: {k: f"{(v or {}).get('error_estimate', {}).get(k, float('nan')):.1e}"
+                   for k in ("q_user", "m_user", "theta_user", "test_error")} for b, v in out["branches"].items()}
+        print(f"{label}: median {t:.1f} s wall; relative error estimates {json.dumps(est)}")
     t, out = time_cli(["transition", "--omega", "0.3", "--json"], a.repeats)
     print(f"attnphase transition --omega 0.3: median {t:.1f} s wall; {json.dumps(out)}")
     # issue 2's accuracy asked for explicitly: every overlap estimate at most 1e-3

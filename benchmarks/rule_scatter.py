@@ -10,17 +10,20 @@ variant of the rule, ``--scrambles`` independent rules of order ``--order`` are 
 branch's overlap (``m`` positional, ``theta`` semantic), is printed: the error one such rule puts
 on the fixed point, i.e. twice the error of the refinement's union of 4.
 
-A variant is ``ORDER:SCALE``: ``ORDER`` the assignment of the Gaussian coordinates to the Sobol
-coordinates, ``base`` (``xi`` first, as shipped), ``etafirst`` (the teacher noises on the first
-Sobol coordinates) or ``inter`` (``xi_1, eta_1, xi_2, eta_2``); ``SCALE`` the teacher scale of
-the importance sampling (1.4 shipped at ``L = 2``, rank 1). Reference case only (``L = 2``,
-rank 1); the sign copies are the refinement's (``FINE_COPIES``).
+A variant is ``ORDER:SCALE[:MIRROR]``: ``ORDER`` the assignment of the Gaussian coordinates to
+the Sobol coordinates, ``base`` (``xi`` first, as shipped), ``etafirst`` (the teacher noises on
+the first Sobol coordinates) or ``inter`` (``xi_1, eta_1, xi_2, eta_2``); ``SCALE`` the teacher
+scale of the importance sampling (1.4 shipped at ``L = 2``, rank 1); ``MIRROR`` ``on`` or
+``off`` (default): the mirror pairing of the Stein sums (``Saddle.mirror_nodes``, shipped on
+here). Reference case only (``L = 2``, rank 1); the sign copies are the refinement's
+(``FINE_COPIES``).
 
 Usage: ``python benchmarks/rule_scatter.py [--branch positional] [--order 11] [--scrambles 32]
-[--variants base:1.4,etafirst:1.4]`` (~10 s per 100 scrambles at order 11).
+[--variants base:1.4,etafirst:1.4,base:1.4:on]`` (~10 s per 100 scrambles at order 11).
 Session 18 (docs/theory.md): positional ``q`` scatter 3.46-3.64e-3 (``base``) against 2.64-2.91e-3
 (``etafirst``) at order 11 (96 and 128 scrambles, two seed sets), 1.80-2.14e-3 against 1.85-2.02e-3
-at order 12: no gain at the orders used.
+at order 12: no gain at the orders used. Session 19: ``base:1.4`` against ``base:1.4:on``
+(mirror pairing), docs/theory.md.
 """
 
 from __future__ import annotations
@@ -58,11 +61,12 @@ def main() -> None:
     copies = FINE_COPIES[a.branch]
     sobol_normal = quadrature.sobol_normal
 
-    def rule(seed: int, order: int, perm: str = "base", scale: float = 1.4) -> Saddle:
+    def rule(seed: int, order: int, perm: str = "base", scale: float = 1.4, mirror: bool = False) -> Saddle:
         cols = np.argsort(ORDERS[perm])
         quadrature.sobol_normal = lambda d, n, s: sobol_normal(d, n, s)[:, cols] if d == 4 else sobol_normal(d, n, s)
         try:
-            return _make_saddle(spec, a.alpha, st, order=order, seed=seed, copies=copies, teacher_scale=scale)
+            return _make_saddle(spec, a.alpha, st, order=order, seed=seed, copies=copies, teacher_scale=scale,
+                                mirror=mirror)
         finally:
             quadrature.sobol_normal = sobol_normal
 
@@ -107,10 +111,11 @@ def main() -> None:
     print(f"{a.branch} at alpha {a.alpha:g}: relative scatter of the fixed point over {a.scrambles} single rules "
           f"of order {a.order} ({4 * 2**a.order} nodes each)")
     for var in a.variants.split(","):
-        perm, scale = var.split(":")
+        perm, scale, *mirror = var.split(":")
         vals = []
         for k in range(a.scrambles):
-            h = flat(rule(a.seed0 + 13 * k, a.order, perm, float(scale)).data_step(op, switch_width=tau).hats)
+            sd = rule(a.seed0 + 13 * k, a.order, perm, float(scale), mirror == ["on"])
+            h = flat(sd.data_step(op, switch_width=tau).hats)
             vals.append([c @ (h - h0) for c in rows.values()])
         sd = np.std(np.asarray(vals), axis=0, ddof=1)
         print(f"  {var:14s} " + "  ".join(f"{n} {s:.2e}" for n, s in zip(rows, sd, strict=True)), flush=True)

@@ -607,7 +607,7 @@ def test_compiled_stein_sums_equal_the_numpy_form(kw):
     """The data step's node sums by one numba pass equal the numpy form, at a point where nodes
     have second minima and the soft split (several widths, and none) is active."""
     from attnphase.theory.phases import start_point
-    from attnphase.theory.saddle import second_minimum, stein_sums
+    from attnphase.theory.saddle import mirror_pairs, second_minimum, stein_sums
 
     spec = ModelSpec(omega=0.3, **kw)
     F = 2 * spec.rank if spec.variant == "untied" else spec.rank
@@ -619,9 +619,24 @@ def test_compiled_stein_sums_equal_the_numpy_form(kw):
     Vinv = np.linalg.inv(op.V)
     if not kw:  # (nodes with a second minimum near enough to be split at the widths below)
         assert np.sum(M2 - ds.prox.value < 1.0) > 0
+    # the mirror pairing (Saddle.mirror_nodes) at the same nodes and minima, with m != 0 so that
+    # both parts of the mirror map are active; its reference: the node sums of the nodes and of
+    # their mirrors (fields -w, minima -h), weighed 1 - s and s
+    cmap = sd.mirror_map(op.replace(m=op.m + 0.05 * np.arange(1, op.m.size + 1).reshape(op.m.shape),
+                                    q=op.q + 0.05 * np.eye(F), theta=0.5 * op.theta))
+    # (q + 0.05 I, theta / 2: the semantic start has q singular at rank 2, R < 0 at rank 2 and untied)
+    assert cmap is not None and np.any(cmap[0]) and np.any(cmap[1])
+    xi2, eta2, s = mirror_pairs(sd.xi, sd.eta, *cmap)
+    assert 0.01 < np.max(s) < 1
     for tau in (1e-5, 1e-2, 1.0, 0.0):
-        a = stein_sums(sd.rule.w, ds.w, h1, h2, ds.prox.value, M2, tau, Vinv, sd.xi, sd.eta)
-        b = stein_sums(sd.rule.w, ds.w, h1, h2, ds.prox.value, M2, tau, Vinv, sd.xi, sd.eta, compiled=False)
+        args = (ds.w, h1, h2, ds.prox.value, M2, tau, Vinv)
+        a = stein_sums(sd.rule.w, *args, sd.xi, sd.eta)
+        b = stein_sums(sd.rule.w, *args, sd.xi, sd.eta, compiled=False)
+        am = stein_sums(sd.rule.w, *args, sd.xi, sd.eta, mirror=cmap)
+        bm = stein_sums(sd.rule.w, *args, sd.xi, sd.eta, compiled=False, mirror=cmap)
+        own = stein_sums(sd.rule.w * (1 - s), *args, sd.xi, sd.eta, compiled=False)
+        image = stein_sums(sd.rule.w * s, -ds.w, -h1, -h2, *args[3:], xi2, eta2, compiled=False)
+        ref = [u + v for u, v in zip(own, image, strict=True)]
         scale = np.sqrt(np.max(np.abs(b[1])))  # (|g|: the m sum cancels to ~1e-14 at m = 0)
-        for x, y in zip(a, b, strict=True):
+        for x, y in (*zip(a, b, strict=True), *zip(am, bm, strict=True), *zip(bm, ref, strict=True)):
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12 * scale)

@@ -50,7 +50,8 @@ def _f64(a: np.ndarray) -> np.ndarray:
 
 
 @nb.njit(cache=True, parallel=True)
-def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, out_m, out_q, out_th, out_v):  # pragma: no cover - jitted
+def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, mirror, cm, B,
+                out_m, out_q, out_th, out_v):  # pragma: no cover - jitted
     """The weighted sums of the Stein forms (THEORY.md 2.2) over the nodes, one partial sum per
     chunk (``out_*[c]``, summed by the caller in chunk order: the result does not depend on the
     threads' timing). ``g_k = (h_k - w) V^{-1}`` at the global (``k = 1``) and second (``k = 2``)
@@ -58,17 +59,53 @@ def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, out_m, out_q, out_th,
     or no second minimum, ``M2 = inf``): ``out_m = sum wt (p g1 + (1-p) g2)`` (L x F),
     ``out_q = sum_l wt (p g1 g1^T + (1-p) g2 g2^T)``, ``out_th`` the same with ``eta_l^T``, ``out_v``
     with ``xi_l^T``. Fuses what the numpy form (:func:`stein_sums` with ``compiled=False``) does in
-    eight passes over the nodes."""
+    eight passes over the nodes.
+
+    ``mirror``: each node is paired with its mirror (:meth:`Saddle.mirror_nodes`), whose noises
+    ``xi' = -xi - 2 cm``, ``eta' = eta + 2 (xi + cm) B`` and share ``s = expit(log r)``,
+    ``log r = (|xi|^2 + |eta|^2 - |xi'|^2 - |eta'|^2) / 2``, are computed here; its ``g`` is
+    ``-g``, so the node adds ``(1 - 2 s) g`` to ``out_m``, ``g g^T`` to ``out_q`` and
+    ``g ((1 - s) xi - s xi')^T``, ``g ((1 - s) eta - s eta')^T`` to ``out_v``, ``out_th``."""
     N, L, F = w.shape
     R = eta.shape[2]
     n_chunks = out_m.shape[0]
     size = (N + n_chunks - 1) // n_chunks
     for c in nb.prange(n_chunks):
         G = np.empty((2, F))  # (g at the global minimum, g at the second)
+        X = np.empty((L, F))  # (the noises the node's g multiplies: its own, or with the mirror's)
+        E = np.empty((L, R))
         for i in range(c * size, min(N, (c + 1) * size)):
             p = 1.0
             if tau > 0.0:
                 p = 1.0 / (1.0 + np.exp(-(M2[i] - M1[i]) / tau))
+            fm = 1.0
+            if mirror:
+                lr = 0.0
+                for l in range(L):
+                    for b in range(F):
+                        x2 = -xi[i, l, b] - 2.0 * cm[l, b]
+                        lr += xi[i, l, b] * xi[i, l, b] - x2 * x2
+                    for b in range(R):
+                        e2 = eta[i, l, b]
+                        for k in range(F):
+                            e2 += 2.0 * (xi[i, l, k] + cm[l, k]) * B[k, b]
+                        lr += eta[i, l, b] * eta[i, l, b] - e2 * e2
+                s = 0.5 * (1.0 + np.tanh(0.25 * lr))  # (expit(lr / 2))
+                fm = 1.0 - 2.0 * s
+                for l in range(L):
+                    for b in range(F):
+                        X[l, b] = (1.0 - s) * xi[i, l, b] + s * (xi[i, l, b] + 2.0 * cm[l, b])
+                    for b in range(R):
+                        e2 = eta[i, l, b]
+                        for k in range(F):
+                            e2 += 2.0 * (xi[i, l, k] + cm[l, k]) * B[k, b]
+                        E[l, b] = (1.0 - s) * eta[i, l, b] - s * e2
+            else:
+                for l in range(L):
+                    for b in range(F):
+                        X[l, b] = xi[i, l, b]
+                    for b in range(R):
+                        E[l, b] = eta[i, l, b]
             a1 = wt[i] * p
             a2 = wt[i] * (1.0 - p)
             nk = 2 if a2 > 0.0 else 1
@@ -85,12 +122,12 @@ def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, out_m, out_q, out_th,
                     cw = a1 if k == 0 else a2
                     for a in range(F):
                         u = cw * G[k, a]
-                        out_m[c, l, a] += u
+                        out_m[c, l, a] += fm * u
                         for b in range(F):
                             out_q[c, a, b] += u * G[k, b]
-                            out_v[c, a, b] += u * xi[i, l, b]
+                            out_v[c, a, b] += u * X[l, b]
                         for b in range(R):
-                            out_th[c, a, b] += u * eta[i, l, b]
+                            out_th[c, a, b] += u * E[l, b]
 
 
 @dataclass(frozen=True)
@@ -306,16 +343,10 @@ class Saddle:
         second, M2 = second_minimum(prox)
         h2 = self.unmix(second)
         a = self.alpha
-        pair = self.mirror_nodes(op) if self.mirror else None
-        if pair is None:
-            m_sum, q_sum, th_sum, v_sum = stein_sums(self.rule.w, w, h1, h2, prox.value, M2, switch_width, Vinv,
-                                                     self.xi, self.eta)
-        else:  # each node and its mirror (-w, h*), minima -h1, -h2, weighed by their densities
-            xi2, eta2, p2 = pair
-            own = stein_sums(self.rule.w * (1.0 - p2), w, h1, h2, prox.value, M2, switch_width, Vinv, self.xi,
-                             self.eta)
-            image = stein_sums(self.rule.w * p2, -w, -h1, -h2, prox.value, M2, switch_width, Vinv, xi2, eta2)
-            m_sum, q_sum, th_sum, v_sum = (u + v for u, v in zip(own, image, strict=True))
+        # (with the mirror pairing each node and its mirror (-w, h*), minima -h1, -h2, by their densities)
+        m_sum, q_sum, th_sum, v_sum = stein_sums(self.rule.w, w, h1, h2, prox.value, M2, switch_width, Vinv,
+                                                 self.xi, self.eta,
+                                                 mirror=self.mirror_map(op) if self.mirror else None)
         m_hat = a * m_sum
         q_hat = a * q_sum
         Ris = sym_sqrt(R, inverse=True)
@@ -333,6 +364,17 @@ class Saddle:
         mean_M = float(self.rule.w @ prox.value)
         return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T, second)
 
+    def mirror_map(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(cm, B)`` of the mirror of the nodes (:meth:`mirror_nodes`): ``cm = m q^{-1/2}``
+        (L x F, the student noise at which ``w = 0``), ``B = q^{-1/2} theta R^{-1/2}`` (F x r*);
+        ``None`` where ``q`` or ``R`` is singular or not positive (no mirror node; also a trial
+        point of the iteration with ``theta^T q^-1 theta > rho``)."""
+        qs, qis, qinv, R, Rs = self.field_maps(op)
+        eq, eR = np.linalg.eigvalsh(0.5 * (op.q + op.q.T)), np.linalg.eigvalsh(0.5 * (R + R.T))
+        if eq[0] <= 1e-12 * max(eq[-1], 0.0) or eR[0] <= 1e-12 * self.rho.max():
+            return None
+        return op.m @ qis, qis @ op.theta @ np.linalg.inv(Rs)
+
     def mirror_nodes(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The mirror of every node and the share of the pair it carries (mirror pairing).
 
@@ -344,31 +386,20 @@ class Saddle:
         the whitened variables for correlated tokens). For any such involution with unit
         Jacobian ``E[f] = E[(f(z) + r f(z')) / (1 + r)]``, ``r = phi(z') / phi(z)`` the ratio of
         the standard normal densities, whatever rule samples ``z``. A node then contributes
-        ``(1 - p) f(z) + p f(z')`` with ``p = r / (1 + r)``, its mirror's ``f`` computed from
-        the node's own minima: no proximal problem more. Where the global minimiser jumps
-        between mirror minima ``h`` and ``-h`` (on ``w.h = 0``, teacher fields of opposite signs:
-        docs/theory.md, sessions 16 and 18) the odd part of the Stein integrands jumps; across
-        ``w.mu = 0`` (``mu`` the mean of ``w`` given ``h*``) the pair weighs both sides equally,
-        which removes that jump where the two lines meet and damps it near them. Measured at
-        ``alpha = 1, omega = 0.3``: the scatter per fine rule of the positional ``q`` and ``m``
-        falls 2.3x, of the semantic ``theta`` 1.7x (docs/theory.md, session 19).
+        ``(1 - s) f(z) + s f(z')`` with ``s = r / (1 + r)``, its mirror's ``f`` computed from
+        the node's own minima: no proximal problem more (the data step does this in its compiled
+        Stein sums, :func:`stein_sums`). Where the global minimiser jumps between near-mirror
+        minima (on a curve through ``w = 0``; teacher fields of opposite signs: docs/theory.md,
+        sessions 16 and 18) the odd part of the Stein integrands jumps; across ``w.mu = 0``
+        (``mu`` the mean of ``w`` given ``h*``) the pair weighs both sides equally, which removes
+        that jump where the two curves meet and damps it near them. Measured at ``alpha = 1,
+        omega = 0.3``: the scatter per fine rule of the positional ``q`` and ``m`` falls 2.3x, of
+        the semantic ``theta`` 1.4-1.7x (docs/theory.md, session 19).
 
-        Returns ``(xi', eta', p)``, or ``None`` where ``q`` or ``R`` is singular or not positive
-        (no mirror node).
+        Returns ``(xi', eta', s)``, or ``None`` where :meth:`mirror_map` has no mirror.
         """
-        qs, qis, qinv, R, Rs = self.field_maps(op)
-        eq, eR = np.linalg.eigvalsh(0.5 * (op.q + op.q.T)), np.linalg.eigvalsh(0.5 * (R + R.T))
-        if eq[0] <= 1e-12 * max(eq[-1], 0.0) or eR[0] <= 1e-12 * self.rho.max():
-            return None  # (also a trial point of the iteration with theta^T q^-1 theta > rho)
-        Ris = np.linalg.inv(Rs)
-        c = op.m @ qis  # (L x F: the student noise at which w = 0)
-        xi2 = -self.xi - 2.0 * c[None]
-        eta2 = self.eta + 2.0 * ((self.xi + c[None]) @ (qis @ op.theta @ Ris))
-        # log r = (|z|^2 - |z'|^2) / 2, the mirror's share p = r / (1 + r)
-        lr = 0.5 * (np.einsum("nla,nla->n", self.xi, self.xi) + np.einsum("nla,nla->n", self.eta, self.eta)
-                    - np.einsum("nla,nla->n", xi2, xi2) - np.einsum("nla,nla->n", eta2, eta2))
-        p2 = 0.5 * (1.0 + np.tanh(0.5 * lr))
-        return xi2, eta2, p2
+        cmap = self.mirror_map(op)
+        return None if cmap is None else mirror_pairs(self.xi, self.eta, *cmap)
 
     # ------------------------------------------------------------------ weights step
     def weights_step(self, h: Hats) -> OrderParams:
@@ -554,9 +585,22 @@ class Saddle:
         return float(rule.w @ loss_numpy(w, target_map(hstar, self.spec), self.C, self.amap))
 
 
+def mirror_pairs(xi: np.ndarray, eta: np.ndarray, cm: np.ndarray,
+                 B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The mirror noises ``xi' = -xi - 2 cm``, ``eta' = eta + 2 (xi + cm) B`` of the nodes
+    ``(xi, eta)`` (N x L x F, N x L x r*) and the mirror's share ``s = r / (1 + r)``,
+    ``r = phi(xi', eta') / phi(xi, eta)`` (:meth:`Saddle.mirror_map` gives ``cm``, ``B``)."""
+    xi2 = -xi - 2.0 * cm[None]
+    eta2 = eta + 2.0 * ((xi + cm[None]) @ B)
+    # log r = (|z|^2 - |z'|^2) / 2, the share expit(log r)
+    lr = 0.5 * (np.einsum("nla,nla->n", xi, xi) + np.einsum("nla,nla->n", eta, eta)
+                - np.einsum("nla,nla->n", xi2, xi2) - np.einsum("nla,nla->n", eta2, eta2))
+    return xi2, eta2, 0.5 * (1.0 + np.tanh(0.5 * lr))
+
+
 def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1: np.ndarray, M2: np.ndarray,
-               tau: float, Vinv: np.ndarray, xi: np.ndarray, eta: np.ndarray,
-               compiled: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               tau: float, Vinv: np.ndarray, xi: np.ndarray, eta: np.ndarray, compiled: bool = True,
+               mirror: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The node sums of the Stein forms of THEORY.md 2.2 (before the factor ``alpha`` and the
     maps ``R^{-1/2}``, ``q^{-1/2}``): with ``g_k = (h_k - w) V^{-1}`` at the global and second
     minimum and the split ``p = expit((M2 - M1) / tau)`` (``p = 1`` for ``tau = 0``), returns
@@ -564,7 +608,10 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
     ``sum_n wt_n sum_l E_p[g_l eta_l^T]`` (F x r*) and ``sum_n wt_n sum_l E_p[g_l xi_l^T]`` (F x F),
     ``E_p[f] = p f(g1) + (1 - p) f(g2)``. ``compiled``: one numba pass over the nodes
     (:func:`_stein_sums`, parallel, fixed chunks); otherwise numpy (the reference it is tested
-    against; 2x the time of the whole warm-started data step at 65536 nodes, rank 2)."""
+    against; 2x the time of the whole warm-started data step at 65536 nodes, rank 2).
+    ``mirror = (cm, B)`` (:meth:`Saddle.mirror_map`): every node is paired with its mirror
+    (:func:`mirror_pairs`), whose minima are ``-h_k`` and whose ``g`` is ``-g``: each sum is
+    ``sum_n wt_n ((1 - s_n) f(node) + s_n f(mirror))``."""
     N = w.shape[0]
     if compiled:
         L, F = w.shape[1:]
@@ -572,30 +619,38 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
         C = max(1, min(N, 4 * nb.get_num_threads()))
         out_m, out_q = np.zeros((C, L, F)), np.zeros((C, F, F))
         out_th, out_v = np.zeros((C, F, R)), np.zeros((C, F, F))
+        cm, B = (np.zeros((L, F)), np.zeros((F, R))) if mirror is None else mirror
         _stein_sums(_f64(wt), _f64(w), _f64(h1), _f64(h2), _f64(M1), _f64(M2), float(tau), _f64(Vinv), _f64(xi), _f64(eta),
-                    out_m, out_q, out_th, out_v)
+                    mirror is not None, _f64(cm), _f64(B), out_m, out_q, out_th, out_v)
         return out_m.sum(axis=0), out_q.sum(axis=0), out_th.sum(axis=0), out_v.sum(axis=0)
     if tau > 0:
         with np.errstate(over="ignore"):
             p = 1.0 / (1.0 + np.exp(-(M2 - M1) / tau))
     else:
         p = np.ones(N)
+    fm = np.ones(N)
+    if mirror is not None:  # (the noises each g multiplies: the node's and its mirror's, g -> -g there)
+        xi2, eta2, s = mirror_pairs(xi, eta, *mirror)
+        fm = 1.0 - 2.0 * s
+        xi = (1.0 - s)[:, None, None] * xi - s[:, None, None] * xi2
+        eta = (1.0 - s)[:, None, None] * eta - s[:, None, None] * eta2
     g1 = (h1 - w) @ Vinv
     g2 = (h2 - w) @ Vinv
     wt1 = wt * p
     wt2 = wt * (1.0 - p)
     split = np.flatnonzero(wt2 > 0)  # the few nodes within ~tau of a switch
 
-    def E(spec: str, *arrs: np.ndarray) -> np.ndarray:
-        first = np.einsum(spec, wt1, g1, *arrs)
+    def E(spec: str, *arrs: np.ndarray, f: np.ndarray | None = None) -> np.ndarray:
+        u1, u2 = (wt1, wt2) if f is None else (wt1 * f, wt2 * f)
+        first = np.einsum(spec, u1, g1, *arrs)
         if split.size == 0:
             return first
-        return first + np.einsum(spec, wt2[split], g2[split], *(x[split] for x in arrs))
+        return first + np.einsum(spec, u2[split], g2[split], *(x[split] for x in arrs))
 
     q = np.einsum("n,nla,nlb->ab", wt1, g1, g1)
     if split.size:
         q = q + np.einsum("n,nla,nlb->ab", wt2[split], g2[split], g2[split])
-    return E("n,nla->la"), q, E("n,nla,nlb->ab", eta), E("n,nla,nlb->ab", xi)
+    return E("n,nla->la", f=fm), q, E("n,nla,nlb->ab", eta), E("n,nla,nlb->ab", xi)
 
 
 def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
