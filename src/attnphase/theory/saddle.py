@@ -74,32 +74,32 @@ def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, mirror, cm, B,
         G = np.empty((2, F))  # (g at the global minimum, g at the second)
         X = np.empty((L, F))  # (the noises the node's g multiplies: its own, or with the mirror's)
         E = np.empty((L, R))
+        X2 = np.empty((L, F))  # (the mirror's noises)
+        E2 = np.empty((L, R))
         for i in range(c * size, min(N, (c + 1) * size)):
             p = 1.0
             if tau > 0.0:
                 p = 1.0 / (1.0 + np.exp(-(M2[i] - M1[i]) / tau))
             fm = 1.0
             if mirror:
-                lr = 0.0
+                lr = 0.0  # (twice log r)
                 for l in range(L):
                     for b in range(F):
-                        x2 = -xi[i, l, b] - 2.0 * cm[l, b]
-                        lr += xi[i, l, b] * xi[i, l, b] - x2 * x2
+                        X2[l, b] = -xi[i, l, b] - 2.0 * cm[l, b]
+                        lr += xi[i, l, b] * xi[i, l, b] - X2[l, b] * X2[l, b]
                     for b in range(R):
                         e2 = eta[i, l, b]
                         for k in range(F):
                             e2 += 2.0 * (xi[i, l, k] + cm[l, k]) * B[k, b]
+                        E2[l, b] = e2
                         lr += eta[i, l, b] * eta[i, l, b] - e2 * e2
                 s = 0.5 * (1.0 + np.tanh(0.25 * lr))  # (expit(lr / 2))
                 fm = 1.0 - 2.0 * s
                 for l in range(L):
                     for b in range(F):
-                        X[l, b] = (1.0 - s) * xi[i, l, b] + s * (xi[i, l, b] + 2.0 * cm[l, b])
+                        X[l, b] = (1.0 - s) * xi[i, l, b] - s * X2[l, b]
                     for b in range(R):
-                        e2 = eta[i, l, b]
-                        for k in range(F):
-                            e2 += 2.0 * (xi[i, l, k] + cm[l, k]) * B[k, b]
-                        E[l, b] = (1.0 - s) * eta[i, l, b] - s * e2
+                        E[l, b] = (1.0 - s) * eta[i, l, b] - s * E2[l, b]
             else:
                 for l in range(L):
                     for b in range(F):
@@ -393,8 +393,9 @@ class Saddle:
         sessions 16 and 18) the odd part of the Stein integrands jumps; across ``w.mu = 0``
         (``mu`` the mean of ``w`` given ``h*``) the pair weighs both sides equally, which removes
         that jump where the two curves meet and damps it near them. Measured at ``alpha = 1,
-        omega = 0.3``: the scatter per fine rule of the positional ``q`` and ``m`` falls 2.3x, of
-        the semantic ``theta`` 1.4-1.7x (docs/theory.md, session 19).
+        omega = 0.3``: the scatter of the fixed point per fine rule (orders 11-13) falls 1.9-2.3x
+        for the positional ``q`` and ``m``, 1.8-1.9x for the semantic ``theta`` (docs/theory.md,
+        session 19).
 
         Returns ``(xi', eta', s)``, or ``None`` where :meth:`mirror_map` has no mirror.
         """
