@@ -150,8 +150,7 @@ def main() -> None:
     t, out = time_cli(["transition", "--omega", "0.3", "--json"], a.repeats)
     print(f"attnphase transition --omega 0.3: median {t:.1f} s wall; {json.dumps(out)}")
     # issue 2's accuracy asked for explicitly: every overlap estimate at most 1e-3
-    t, out = time_cli(["solve", "--alpha", "1", "--omega", "0.3", "--branch", "all", "--target-error", "1e-3",
-                       "--target-on", "overlaps", "--json"], a.repeats)
+    t, out = time_cli(solve + ["--target-error", "1e-3", "--target-on", "overlaps"], a.repeats)
     for b, v in (out or {}).get("branches", {}).items():
         tgt = out["diagnostics"][b].get("target", {})
         steps = ", ".join(f"{h['order']}: {h['estimate']:.1e}" for h in tgt.get("history", []))

@@ -303,7 +303,6 @@ def test_mirror_nodes_carry_the_mirror_fields_and_their_density(model):
     map is an involution, and the mirror's share is ``r / (1 + r)`` with ``r`` the ratio of the
     standard normal densities (Saddle.mirror_nodes); in the whitened variables for correlated
     tokens, for every axis at rank 2."""
-    rng = np.random.default_rng(3)
     if model == "rank2":
         spec = ModelSpec(omega=0.3, rank=2)
         op = OrderParams(np.array([[0.09, 0.01], [0.01, 0.05]]), np.array([[0.2, 0.1], [-0.1, 0.05]]),
@@ -330,7 +329,6 @@ def test_mirror_nodes_carry_the_mirror_fields_and_their_density(model):
     np.testing.assert_allclose(xi3, sd.xi, atol=1e-12)
     np.testing.assert_allclose(eta3, sd.eta, atol=1e-12)
     np.testing.assert_allclose(p3, 1 - p, atol=1e-12)
-    assert rng is not None
 
 
 def test_mirror_pairing_keeps_the_gaussian_expectation():

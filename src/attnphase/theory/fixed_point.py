@@ -66,9 +66,9 @@ class SolverSettings:
     sums (:meth:`attnphase.theory.saddle.Saddle.mirror_nodes`: the same nodes and minima);
     ``None``: :func:`attnphase.theory.phases.mirror_for` (on for the tied and causal students at
     ``L = 2``, rank 1, uncorrelated tokens, where it cuts the error of the refined positional ``q``
-    ~2.4x; off elsewhere, where it was measured not to help). The
-    coarse rule keeps the plain sums: on its few nodes (order 8) the paired semantic map at
-    ``alpha = 1`` has its fixed point at ``theta`` 0.22 instead of 0.38.
+    ~2.4x; off elsewhere, where it was measured not to help). The coarse rule keeps the plain
+    sums: on its few nodes (order 8) the paired semantic map at ``alpha = 1`` has its fixed point
+    at ``theta`` 0.22 instead of 0.38.
     """
 
     method: str = "qmc"

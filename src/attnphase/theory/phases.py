@@ -617,8 +617,14 @@ def teacher_scale_for(spec: ModelSpec, settings: SolverSettings) -> float:
     variants of ``SCALED_VARIANTS``), else 1 (the plain rule)."""
     if settings.fine_teacher_scale is not None:
         return float(settings.fine_teacher_scale)
-    scaled = spec.variant in SCALED_VARIANTS and spec.L == 2 and spec.rank == 1 and spec.teacher_rank == 1
+    scaled = spec.variant in SCALED_VARIANTS and _two_tokens_rank_one(spec)
     return REFERENCE_TEACHER_SCALE if scaled else 1.0
+
+
+def _two_tokens_rank_one(spec: ModelSpec) -> bool:
+    """``L = 2`` with student and teacher rank 1: the geometry where the fine rules' variance
+    reductions (:func:`teacher_scale_for`, :func:`mirror_for`) were measured to help."""
+    return spec.L == 2 and spec.rank == 1 and spec.teacher_rank == 1
 
 
 #: the attention variants measured to gain from the mirror pairing at ``L = 2``, rank 1 and
@@ -634,8 +640,7 @@ def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:
     measured to help (the jumps of the minimiser there are swaps of near-mirror minima)."""
     if settings.mirror is not None:
         return bool(settings.mirror)
-    return (spec.variant in MIRRORED_VARIANTS and spec.L == 2 and spec.rank == 1 and spec.teacher_rank == 1
-            and spec.uncorrelated)
+    return spec.variant in MIRRORED_VARIANTS and _two_tokens_rank_one(spec) and spec.uncorrelated
 
 
 def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None,
