@@ -1,13 +1,13 @@
 """Theory-solver speed (issue 2).
 
 1. Whole-process wall time of ``attnphase solve --branch all`` (alpha = 1, omega = 0.3; and with
-   ``--mirror off``, the fine rules of the solver before session 19, alternating) and of
+   ``ATTNPHASE_KERNELS=numba``, the kernels of the solver before session 20, alternating) and of
    ``attnphase transition`` (median of ``--repeats`` runs), with the reported error estimates; and
    of the same solve with ``--target-error 1e-3 --target-on overlaps`` (every overlap estimate
    brought to issue 2's 1e-3), with the orders each branch needed.
 2. The proximal kernel written out on scalars (``attnphase.theory.unrolled``) against the generic
    one, same nodes and starts.
-3. Per-fixed-point-iteration cost of our data step (batched numba multi-start Newton, prox solved
+3. Per-fixed-point-iteration cost of our data step (batched compiled multi-start Newton, prox solved
    once and reused by the four conjugates) against a baseline that does what the original code
    did: a general-purpose minimiser (``scipy.optimize.minimize``, BFGS) called per quadrature node,
    the proximal problem re-solved for each of the four conjugate integrals, at the same rule.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -35,11 +36,12 @@ from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import OrderParams, Saddle
 
 
-def time_cli(args: list[str], repeats: int) -> tuple[float, dict | None]:
+def time_cli(args: list[str], repeats: int, env: dict[str, str] | None = None) -> tuple[float, dict | None]:
     times, out = [], None
     for _ in range(repeats):
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "attnphase", *args], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "attnphase", *args], capture_output=True, text=True,
+                           env={**os.environ, **(env or {})})
         times.append(time.perf_counter() - t0)
         if r.returncode != 0:
             raise SystemExit(f"attnphase {' '.join(args)} failed: {r.stderr.strip()}")
@@ -135,18 +137,19 @@ def main() -> None:
           f"multi-start set; mean {per_it:.3f} s per iteration -> {base / per_it:.0f}x the baseline")
     if a.skip_cli:
         return
-    # the default solve, and the same with the plain Stein sums in the fine rules (--mirror off: the
-    # solver before session 19) as the baseline of its error estimates, alternating
+    # the default solve (the C kernels of attnphase.theory.native, session 20), and the same with
+    # the numba kernels (ATTNPHASE_KERNELS=numba: the solver before session 20), alternating
     solve = ["solve", "--alpha", "1", "--omega", "0.3", "--branch", "all", "--json"]
-    runs: dict[str, list] = {"on": [], "off": []}
+    runs: dict[str, list] = {"auto": [], "numba": []}
     for _ in range(a.repeats):
-        for mode in ("on", "off"):
-            runs[mode].append(time_cli(solve + (["--mirror", "off"] if mode == "off" else []), 1))
-    for mode, label in (("on", "attnphase solve --branch all"), ("off", "  the same with --mirror off")):
+        for mode in runs:
+            runs[mode].append(time_cli(solve, 1, env={"ATTNPHASE_KERNELS": mode}))
+    for mode, label in (("auto", "attnphase solve --branch all"), ("numba", "  the same, ATTNPHASE_KERNELS=numba")):
         t, out = statistics.median(r[0] for r in runs[mode]), runs[mode][-1][1]
         est = {b: {k: f"{(v or {}).get('error_estimate', {}).get(k, float('nan')):.1e}"
                    for k in ("q_user", "m_user", "theta_user", "test_error")} for b, v in out["branches"].items()}
-        print(f"{label}: median {t:.1f} s wall; relative error estimates {json.dumps(est)}")
+        print(f"{label}: median {t:.2f} s wall (runs {', '.join(f'{r[0]:.2f}' for r in runs[mode])}; kernels "
+              f"{out['params'].get('kernels')}); relative error estimates {json.dumps(est)}")
     t, out = time_cli(["transition", "--omega", "0.3", "--json"], a.repeats)
     print(f"attnphase transition --omega 0.3: median {t:.1f} s wall; {json.dumps(out)}")
     # issue 2's accuracy asked for explicitly: every overlap estimate at most 1e-3

@@ -97,7 +97,7 @@ def _progress(label: str, unit: str = "points"):
 def cmd_solve(args: argparse.Namespace) -> int:
     """``attnphase solve``: the fixed points at one ``alpha``."""
     from attnphase import __version__
-    from attnphase.theory import branches_for, linear_test_error
+    from attnphase.theory import branches_for, linear_test_error, native
     from attnphase.theory.phases import solve_refined
 
     spec = spec_from_args(args)
@@ -122,7 +122,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     lin = linear_test_error(spec)
     if args.json:
         out = {
-            "params": {**spec.to_dict(), "alpha": alpha, "solver": settings.__dict__, "version": __version__},
+            "params": {**spec.to_dict(), "alpha": alpha, "solver": settings.__dict__, "version": __version__,
+                       "kernels": native.describe()},
             "branches": {
                 b: ({**p.summary(), "error_estimate": p.diagnostics.get("error_estimate")} if p.exists else None)
                 for b, p in points.items()
@@ -234,8 +235,10 @@ def cmd_curves(args: argparse.Namespace) -> int:
 
 def _curves_record(spec, grid, settings, sem, pos, lin, tr) -> dict:
     """What ``curves.csv`` leaves out: every parameter, the solver settings, the version, the
-    transition and each point's diagnostics (convergence, reason, error estimate)."""
+    transition and each point's diagnostics (convergence, reason, error estimate), and which
+    kernels ran (C or numba, :func:`attnphase.theory.native.describe`)."""
     from attnphase import __version__
+    from attnphase.theory import native
 
     def point(p) -> dict:
         return {"alpha": p.alpha, "exists": p.exists, "reason": p.reason, **p.summary(),
@@ -244,7 +247,7 @@ def _curves_record(spec, grid, settings, sem, pos, lin, tr) -> dict:
 
     return {
         "params": {**spec.to_dict(), "alpha": [float(a) for a in grid], "solver": settings.__dict__,
-                   "version": __version__},
+                   "version": __version__, "kernels": native.describe()},
         "linear_test_error": lin,
         "transition": tr.to_dict() if tr is not None else None,
         "points": {"semantic": [point(p) for p in sem], "positional": [point(p) for p in pos]},

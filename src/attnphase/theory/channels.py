@@ -21,14 +21,15 @@ up to the coverage of the starts (tested against brute-force grid search).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
+from attnphase.theory import native
 
 
 @dataclass(frozen=True)
@@ -83,39 +84,18 @@ def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
     """Target ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields of shape (N, L, r*)
     (the causal target masks the scores above the diagonal)."""
     hstar = np.ascontiguousarray(hstar, dtype=np.float64)
-    out = np.empty((hstar.shape[0], hstar.shape[1], hstar.shape[1]))
-    _target_kernel(hstar, float(spec.omega), np.ascontiguousarray(spec.A_array, dtype=np.float64),
-                   bool(spec.causal_target), out)
+    N, L, R = hstar.shape
+    out = np.empty((N, L, L))
+    A = np.ascontiguousarray(spec.A_array, dtype=np.float64)
+    lib = native.common()
+    if lib is not None:
+        lib.target_kernel(N, L, R, native.ptr(hstar), float(spec.omega), native.ptr(A), int(bool(spec.causal_target)),
+                          native.ptr(out), native.threads_for(N, 8192))
+        return out
+    from attnphase.theory.jit import _target_kernel  # noqa: PLC0415
+
+    _target_kernel(hstar, float(spec.omega), A, bool(spec.causal_target), out)
     return out
-
-
-@nb.njit(cache=True)
-def _target_rows(hs, omega, A, causal, out):  # pragma: no cover - jitted
-    """``T = (1 - omega) softmax(h* h*^T) + omega A`` at one node (causal: scores ``k <= l``)."""
-    L, R = hs.shape
-    for l in range(L):
-        kmax = l + 1 if causal else L
-        mx = -np.inf
-        for k in range(kmax):
-            s = 0.0
-            for a in range(R):
-                s += hs[l, a] * hs[k, a]
-            out[l, k] = s
-            mx = max(mx, s)
-        tot = 0.0
-        for k in range(kmax):
-            e = np.exp(out[l, k] - mx)
-            out[l, k] = e
-            tot += e
-        for k in range(L):
-            sm = out[l, k] / tot if k < kmax else 0.0
-            out[l, k] = (1.0 - omega) * sm + omega * A[l, k]
-
-
-@nb.njit(cache=True, parallel=True)
-def _target_kernel(hstar, omega, A, causal, out):  # pragma: no cover - jitted
-    for i in nb.prange(hstar.shape[0]):
-        _target_rows(hstar[i], omega, A, causal, out[i])
 
 
 def student_map(h: np.ndarray, amap: AttentionMap) -> np.ndarray:
@@ -128,435 +108,6 @@ def loss_numpy(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap) 
     """Per-node loss ``ell(h; T) = 1/2 tr((S - T) C (S - T)^T)`` (vectorised reference)."""
     D = student_map(h, amap) - T
     return 0.5 * np.einsum("nlj,jk,nlk->n", D, C, D)
-
-
-# --------------------------------------------------------------------------- numba kernels
-@nb.njit(cache=True)
-def _student_rows(h, Mh, mask, P):  # pragma: no cover - jitted
-    """``S = rowsoftmax(s)`` at one node, ``s_lj = h_l . Mh_j`` (``Mh_j = M h_j``), masked
-    entries zero."""
-    L, F = h.shape
-    for l in range(L):
-        mx = -1e300
-        for j in range(L):
-            if mask[l, j]:
-                s = 0.0
-                for a in range(F):
-                    s += h[l, a] * Mh[j, a]
-                P[l, j] = s
-                if s > mx:
-                    mx = s
-        tot = 0.0
-        for j in range(L):
-            if mask[l, j]:
-                v = np.exp(P[l, j] - mx)
-                P[l, j] = v
-                tot += v
-            else:
-                P[l, j] = 0.0
-        for j in range(L):
-            P[l, j] /= tot
-
-
-@nb.njit(cache=True)
-def _form_rows(M, h, out):  # pragma: no cover - jitted
-    """``out_j = M h_j`` for every row ``h_j`` of ``h`` (the bilinear score form applied to the
-    fields; ``M.T`` for ``M^T h_j``)."""
-    L, F = h.shape
-    for j in range(L):
-        for a in range(F):
-            acc = 0.0
-            for b in range(F):
-                acc += M[a, b] * h[j, b]
-            out[j, a] = acc
-
-
-@nb.njit(cache=True)
-def _mix_rows(mix, u, out):  # pragma: no cover - jitted
-    """``out_l = sum_k mix_lk u_k`` over the first ``out.shape[1]`` columns of ``u``."""
-    L, n = out.shape
-    for l in range(L):
-        for a in range(n):
-            acc = 0.0
-            for k in range(L):
-                acc += mix[l, k] * u[k, a]
-            out[l, a] = acc
-
-
-@nb.njit(cache=True)
-def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T):  # pragma: no cover - jitted
-    """``ell(w; T(h*))`` at one Gaussian node ``x = (xi, eta)`` (fields as in ``Saddle.fields``:
-    ``w = m + xi qs``, ``h* = xi B + eta Rs``, both mixed across positions by ``mix``)."""
-    L, F = m.shape
-    R = Rs.shape[0]
-    nxi = L * F
-    for l in range(L):
-        for a in range(F):
-            acc = m[l, a]
-            for b in range(F):
-                acc += x[l * F + b] * qs[b, a]
-            u[l, a] = acc
-    _mix_rows(mix, u, w)
-    for l in range(L):
-        for a in range(R):
-            acc = 0.0
-            for b in range(F):
-                acc += x[l * F + b] * B[b, a]
-            for b in range(R):
-                acc += x[nxi + l * R + b] * Rs[b, a]
-            u[l, a] = acc
-    _mix_rows(mix, u, hs)
-    _form_rows(M, w, u)  # (u <- M w_j, then the two maps)
-    _student_rows(w, u, mask, S)
-    _target_rows(hs, omega, A, causal, T)
-    out = 0.0
-    for l in range(L):
-        for j in range(L):
-            dj = S[l, j] - T[l, j]
-            for k in range(L):
-                out += dj * C[j, k] * (S[l, k] - T[l, k])
-    return 0.5 * out
-
-
-@nb.njit(cache=True, parallel=True)
-def _test_loss_sum(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
-    """``sum_i w_i ell(x_i)`` over the nodes ``X`` with weights ``W``, or, where ``X`` has no
-    rows, over the product rule ``(t, wt)^dim`` (``dim = L (F + R)``), its nodes decoded from the
-    flat index (last coordinate fastest) instead of stored."""
-    L, F = m.shape
-    R = Rs.shape[0]
-    dim = L * (F + R)
-    n1 = t.shape[0]
-    product = X.shape[0] == 0
-    N = n1**dim if product else X.shape[0]
-    size = (N + n_chunks - 1) // n_chunks
-    part = np.zeros(n_chunks)
-    for c in nb.prange(n_chunks):
-        x = np.zeros(dim)
-        w = np.zeros((L, F))
-        hs = np.zeros((L, R))
-        u = np.zeros((L, max(F, R)))
-        S = np.zeros((L, L))
-        T = np.zeros((L, L))
-        acc = 0.0
-        for i in range(c * size, min(N, (c + 1) * size)):
-            if product:
-                idx = i
-                wi = 1.0
-                for d in range(dim - 1, -1, -1):
-                    k = idx % n1
-                    idx //= n1
-                    x[d] = t[k]
-                    wi *= wt[k]
-            else:
-                x[:] = X[i]
-                wi = W[i]
-            acc += wi * _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T)
-        part[c] = acc
-    return part.sum()
-
-
-# Scratch space is allocated once per chunk of nodes (allocation inside the Newton loop dominated
-# the run time otherwise). ``_work(L, F)`` returns the buffers in the order the kernels expect.
-@nb.njit(cache=True)
-def _work(L, F):  # pragma: no cover - jitted
-    n = L * F
-    return (
-        np.zeros((L, F)), np.zeros((L, F)), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, L)),
-        np.zeros((L, L)), np.zeros(L), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, n)),
-        np.zeros((L, n)),
-    )
-
-
-@nb.njit(cache=True)
-def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no cover - jitted
-    """Loss, gradient (L*F) and optionally Hessian (L*F x L*F) of ell at one node."""
-    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD = wk
-    L, F = h.shape
-    n = L * F
-    _form_rows(M, h, Mh)
-    _form_rows(M.T, h, MTh)
-    _student_rows(h, Mh, mask, P)
-    for l in range(L):
-        for j in range(L):
-            Dm[l, j] = P[l, j] - T[l, j]
-    val = 0.0
-    for l in range(L):
-        for j in range(L):
-            acc = 0.0
-            for k in range(L):
-                acc += Dm[l, k] * C[k, j]
-            E[l, j] = acc
-            val += 0.5 * Dm[l, j] * acc
-    for l in range(L):
-        acc = 0.0
-        for j in range(L):
-            acc += E[l, j] * P[l, j]
-        ep[l] = acc
-        for j in range(L):
-            gam[l, j] = P[l, j] * (E[l, j] - acc)
-    # d ell / d h_a = sum_j gam_aj M h_j + sum_l gam_la M^T h_l
-    for a in range(L):
-        for mu in range(F):
-            acc = 0.0
-            for j in range(L):
-                acc += gam[a, j] * Mh[j, mu] + gam[j, a] * MTh[j, mu]
-            grad[a * F + mu] = acc
-    if not want_hess:
-        return val
-    for i in range(n):
-        for k in range(n):
-            hess[i, k] = 0.0
-    for l in range(L):
-        for a in range(L):
-            for j in range(L):
-                J[a, j] = P[l, a] * ((1.0 if a == j else 0.0) - P[l, j])
-        for j in range(L):
-            for k in range(L):
-                acc = 0.0
-                for a in range(L):
-                    if P[l, a] == 0.0:
-                        continue
-                    for b in range(L):
-                        acc += J[a, j] * C[a, b] * J[b, k]
-                if j == k:
-                    acc += gam[l, j]
-                acc -= P[l, j] * P[l, k] * (E[l, j] + E[l, k] - 2.0 * ep[l])
-                Hs[j, k] = acc
-        # Dl[j, (a, mu)] = d s_lj / d h_a,mu = delta_la (M h_j)_mu + delta_ja (M^T h_l)_mu
-        for j in range(L):
-            for i in range(n):
-                Dl[j, i] = 0.0
-            for mu in range(F):
-                Dl[j, l * F + mu] += Mh[j, mu]
-                Dl[j, j * F + mu] += MTh[l, mu]
-        for j in range(L):
-            for i in range(n):
-                acc = 0.0
-                for k in range(L):
-                    acc += Hs[j, k] * Dl[k, i]
-                HD[j, i] = acc
-        for i in range(n):
-            for k in range(i, n):
-                acc = 0.0
-                for j in range(L):
-                    acc += Dl[j, i] * HD[j, k]
-                hess[i, k] += acc
-    for i in range(n):
-        for k in range(i):
-            hess[i, k] = hess[k, i]
-    # second-order part of the scores: gam_ab M_mu,nu + gam_ba M_nu,mu
-    for a in range(L):
-        for b in range(L):
-            for mu in range(F):
-                for nu in range(F):
-                    hess[a * F + mu, b * F + nu] += gam[a, b] * M[mu, nu] + gam[b, a] * M[nu, mu]
-    return val
-
-
-@nb.njit(cache=True)
-def _objective(h, w, Winv, T, C, M, mask, grad, hess, want_hess, wk):  # pragma: no cover - jitted
-    """Proximal objective ``(h - w)^T Winv (h - w) / 2 + ell(h; T)`` with ``Winv`` the inverse
-    metric over all ``L * F`` field coordinates (``I_L (x) V^{-1}`` for uncorrelated tokens)."""
-    L, F = h.shape
-    n = L * F
-    val = _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk)
-    for i in range(n):
-        acc = 0.0
-        for k in range(n):
-            acc += Winv[i, k] * (h[k // F, k % F] - w[k // F, k % F])
-        val += 0.5 * (h[i // F, i % F] - w[i // F, i % F]) * acc
-        grad[i] += acc
-        if want_hess:
-            for k in range(n):
-                hess[i, k] += Winv[i, k]
-    return val
-
-
-@nb.njit(cache=True)
-def _newton_work(L, F):  # pragma: no cover - jitted
-    n = L * F
-    return (np.zeros(n), np.zeros((n, n)), np.zeros(n), np.zeros((L, F)), np.zeros((n, n)),
-            np.zeros(n), np.zeros(n), np.zeros((1, 1)))
-
-
-@nb.njit(cache=True)
-def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val, known_gn, n_known, snap):  # pragma: no cover - jitted
-    """Levenberg-Marquardt damped Newton from ``h`` (modified in place); returns (value, |grad|).
-
-    ``known[:n_known]`` are minima already converged at this node (values ``known_val``, gradient
-    norms ``known_gn``): once a pure Newton step (positive definite Hessian, no shift) lands
-    within ``snap`` (max-norm) of one of them, the iterate is in its quadratic basin and the
-    solve ends there (``h`` := that minimum; most starts of a multi-start set reach a minimum
-    another start found, and this saves their last Newton steps).
-    """
-    grad, hess, g2, trial, Lc, y, step, dummy = nw
-    L, F = h.shape
-    n = L * F
-    val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
-    mu = 0.0
-    for _ in range(max_iter):
-        gn = 0.0
-        hn = 1.0
-        for i in range(n):
-            gn = max(gn, abs(grad[i]))
-        for l in range(L):
-            for a in range(F):
-                hn = max(hn, abs(h[l, a]))
-        if gn < gtol:
-            break
-        accepted = False
-        for _try in range(40):
-            # Cholesky of hess + mu I; on failure raise the shift
-            ok = True
-            for i in range(n):
-                for k in range(i + 1):
-                    s = hess[i, k] + (mu if i == k else 0.0)
-                    for p in range(k):
-                        s -= Lc[i, p] * Lc[k, p]
-                    if i == k:
-                        if s <= 1e-14:
-                            ok = False
-                            break
-                        Lc[i, i] = np.sqrt(s)
-                    else:
-                        Lc[i, k] = s / Lc[k, k]
-                if not ok:
-                    break
-            if not ok:
-                mu = max(2.0 * mu, 1e-3)
-                continue
-            for i in range(n):
-                s = -grad[i]
-                for p in range(i):
-                    s -= Lc[i, p] * y[p]
-                y[i] = s / Lc[i, i]
-            for i in range(n - 1, -1, -1):
-                s = y[i]
-                for p in range(i + 1, n):
-                    s -= Lc[p, i] * step[p]
-                step[i] = s / Lc[i, i]
-            sn = 0.0
-            for i in range(n):
-                sn = max(sn, abs(step[i]))
-            if mu == 0.0 and sn < 1e-13 * hn:
-                # a pure Newton step below the rounding level of h: converged (the gradient
-                # cannot fall further in floating point)
-                break
-            for l in range(L):
-                for a in range(F):
-                    trial[l, a] = h[l, a] + step[l * F + a]
-            tval = _objective(trial, w, Winv, T, C, M, mask, g2, dummy, False, wk)
-            pred = 0.0
-            for i in range(n):
-                pred += grad[i] * step[i]
-            # in the quadratic regime a tiny pure Newton step is taken even when rounding hides
-            # the decrease (otherwise the shift would be raised 40 times for nothing)
-            if tval <= val + 1e-4 * pred or (mu == 0.0 and sn < 1e-8 * hn):
-                accepted = True
-                break
-            if -pred <= 1e-14 * abs(val) and gn < 1e-9:
-                # rejected although the predicted decrease is below the rounding of the
-                # objective: a stationary point to floating-point accuracy (without this, ~2 %
-                # of the solves spent all of max_iter there, raising and lowering the shift)
-                break
-            mu = max(4.0 * mu, 1e-3)
-        if not accepted:
-            break
-        for l in range(L):
-            for a in range(F):
-                h[l, a] = trial[l, a]
-        if mu == 0.0:
-            for k in range(n_known):
-                d = 0.0
-                for l in range(L):
-                    for a in range(F):
-                        d = max(d, abs(h[l, a] - known[k, l, a]))
-                if d < snap:
-                    for l in range(L):
-                        for a in range(F):
-                            h[l, a] = known[k, l, a]
-                    return known_val[k], known_gn[k]
-        val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
-        mu = mu * 0.25 if mu > 1e-6 else 0.0
-    gn = 0.0
-    for i in range(n):
-        gn = max(gn, abs(grad[i]))
-    return val, gn
-
-
-@nb.njit(cache=True, parallel=True)
-def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap):  # pragma: no cover
-    N, L, F = w.shape
-    S = starts.shape[1]
-    size = (N + n_chunks - 1) // n_chunks
-    for c in nb.prange(n_chunks):
-        wk = _work(L, F)
-        nw = _newton_work(L, F)
-        h = np.zeros((L, F))
-        cand_gn = np.zeros(S)
-        for i in range(c * size, min(N, (c + 1) * size)):
-            best = 1e300
-            for s in range(S):
-                for l in range(L):
-                    for a in range(F):
-                        h[l, a] = starts[i, s, l, a]
-                val, gn = _newton(h, w[i], Winv, T[i], C, M, mask, max_iter, gtol, wk, nw,
-                                  cand_h[i], cand_val[i], cand_gn, s, snap)
-                cand_gn[s] = gn
-                for l in range(L):
-                    for a in range(F):
-                        cand_h[i, s, l, a] = h[l, a]
-                cand_val[i, s] = val
-                if val < best:
-                    best = val
-                    for l in range(L):
-                        for a in range(F):
-                            out_h[i, l, a] = h[l, a]
-                    out_val[i] = val
-                    out_gn[i] = gn
-
-
-@nb.njit(cache=True, parallel=True)
-def _hessians(hh, T, C, M, mask, out):  # pragma: no cover - jitted
-    N, L, F = hh.shape
-    n = L * F
-    for i in nb.prange(N):
-        wk = _work(L, F)
-        grad = np.zeros(n)
-        _loss_grad_hess(hh[i], T[i], C, M, mask, True, grad, out[i], wk)
-
-
-@nb.njit(cache=True, parallel=True)
-def _values(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
-    N, L, F = hh.shape
-    for i in nb.prange(N):
-        wk = _work(L, F)
-        dummy = np.zeros((1, 1))
-        out_val[i] = _objective(hh[i], w[i], Winv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
-
-
-@nb.njit(cache=True, parallel=True)
-def _second_minimum_kernel(best, cand, vals, distinct, out_h, out_v):  # pragma: no cover - jitted
-    N, S, n = cand.shape
-    for i in nb.prange(N):
-        jbest = -1
-        vbest = np.inf
-        for s in range(S):
-            d = 0.0
-            for k in range(n):
-                d = max(d, abs(cand[i, s, k] - best[i, k]))
-            if d >= distinct and vals[i, s] < vbest:
-                vbest = vals[i, s]
-                jbest = s
-        if jbest < 0:
-            for k in range(n):
-                out_h[i, k] = best[i, k]
-            out_v[i] = np.inf
-        else:
-            for k in range(n):
-                out_h[i, k] = cand[i, jbest, k]
-            out_v[i] = vbest
 
 
 # --------------------------------------------------------------------------- public wrappers
@@ -692,7 +243,7 @@ def prox_batch(
     out_gn = np.empty(N)
     cand_h = np.empty((N, S, L, F))
     cand_val = np.empty((N, S))
-    n_chunks = max(1, min(N, 4 * nb.get_num_threads()))
+    n_chunks = max(1, min(N, 4 * native.kernel_threads()))
     C = np.ascontiguousarray(C, dtype=np.float64)
     unrolled = None if generic else unrolled_kernel(amap, L)
     if unrolled is not None:
@@ -700,6 +251,8 @@ def prox_batch(
         unrolled(w.reshape(N, n), T, starts.reshape(N, S, n), Winv, C, max_iter, gtol, out_h.reshape(N, n), out_val,
                  out_gn, cand_h.reshape(N, S, n), cand_val, n_chunks, snap)
     else:
+        from attnphase.theory.jit import _prox_kernel  # noqa: PLC0415
+
         _prox_kernel(w, T, starts, Winv, C, np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter,
                      gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap)
     return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
@@ -752,13 +305,28 @@ def escape_saddles(prox: ProxResult, w: np.ndarray, T: np.ndarray, V: np.ndarray
 
 
 def unrolled_kernel(amap: AttentionMap, L: int) -> Callable | None:
-    """The kernel written out for this geometry (:mod:`attnphase.theory.unrolled`), if there is one."""
+    """The kernel written out for this geometry (:mod:`attnphase.theory.unrolled`), if there is
+    one: its C twin where :mod:`attnphase.theory.native` has it (same arguments), else numba's."""
     from attnphase.theory.unrolled.generate import GEOMETRIES  # noqa: PLC0415
 
     for g in GEOMETRIES:
         if (g.L, g.F) == (L, amap.field_dim) and np.array_equal(g.M, amap.M) and np.array_equal(g.mask, amap.mask):
-            return importlib.import_module(f"attnphase.theory.unrolled.k_{g.name}").prox_kernel
+            lib = native.prox_library(g.name)
+            if lib is None:
+                return importlib.import_module(f"attnphase.theory.unrolled.k_{g.name}").prox_kernel
+            return functools.partial(_c_prox, lib)
     return None
+
+
+def _c_prox(lib: native.Library, w, T, starts, W, C, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val,
+            n_chunks, snap) -> None:
+    """A geometry's C ``prox_kernel`` with the arguments of the numba one (``w`` (N, n), ``T``
+    (N, L, L), ``starts`` (N, S, n), ...; the outputs written in place)."""
+    N, S = starts.shape[:2]
+    W, C = np.ascontiguousarray(W, dtype=np.float64), np.ascontiguousarray(C, dtype=np.float64)
+    lib.prox_kernel(N, S, native.ptr(w), native.ptr(T), native.ptr(starts), native.ptr(W), native.ptr(C),
+                    int(max_iter), float(gtol), native.ptr(out_h), native.ptr(out_val), native.ptr(out_gn),
+                    native.ptr(cand_h), native.ptr(cand_val), int(n_chunks), float(snap), native.threads_for(N * S, 256))
 
 
 def _metric(V: np.ndarray, L: int, mix: np.ndarray | None) -> np.ndarray:
@@ -778,6 +346,8 @@ def objective_batch(
     N, L, F = h.shape
     val = np.empty(N)
     grad = np.empty((N, L * F))
+    from attnphase.theory.jit import _values  # noqa: PLC0415
+
     _values(
         np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64),
         _metric(V, L, mix), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
@@ -790,6 +360,8 @@ def loss_hessian_batch(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: Attent
     """Hessian of ``ell`` (not of the proximal objective) at ``h``: shape (N, L*F, L*F)."""
     N, L, F = h.shape
     out = np.empty((N, L * F, L * F))
+    from attnphase.theory.jit import _hessians  # noqa: PLC0415
+
     _hessians(
         np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
         amap.M.astype(np.float64), amap.mask, out,

@@ -150,19 +150,24 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
 CACHE_MAX_LOG2 = 17
 
 
-def sobol_cache_dir() -> Path | None:
-    """Folder of the cached Sobol samples: ``$ATTNPHASE_CACHE_DIR`` if set (empty: no cache),
-    else ``$XDG_CACHE_HOME/attnphase`` or ``~/.cache/attnphase``; one subfolder per scipy and
-    numpy version (the samples are those of ``scipy.stats.qmc.Sobol`` seeded through numpy)."""
-    import scipy  # noqa: PLC0415 - (the top-level package only: cheap)
-
+def cache_root() -> Path | None:
+    """The attnphase cache folder: ``$ATTNPHASE_CACHE_DIR`` if set (empty: no cache), else
+    ``$XDG_CACHE_HOME/attnphase`` or ``~/.cache/attnphase`` (the Sobol samples here, the compiled
+    kernels of :mod:`attnphase.theory.native`)."""
     root = os.environ.get("ATTNPHASE_CACHE_DIR")
     if root is None:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                             "attnphase")
-    if not root:
-        return None
-    return Path(root) / f"sobol-scipy{scipy.__version__}-numpy{np.__version__}"
+    return Path(root) if root else None
+
+
+def sobol_cache_dir() -> Path | None:
+    """Folder of the cached Sobol samples: :func:`cache_root` with one subfolder per scipy and
+    numpy version (the samples are those of ``scipy.stats.qmc.Sobol`` seeded through numpy)."""
+    import scipy  # noqa: PLC0415 - (the top-level package only: cheap)
+
+    root = cache_root()
+    return None if root is None else root / f"sobol-scipy{scipy.__version__}-numpy{np.__version__}"
 
 
 def sobol_normal(dim: int, log2_n: int, seed: int) -> np.ndarray:

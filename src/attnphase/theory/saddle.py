@@ -11,15 +11,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
+from attnphase.theory import native
 from attnphase.theory.channels import (
     AttentionMap,
     ProxResult,
-    _second_minimum_kernel,
-    _test_loss_sum,
     default_starts,
     escape_saddles,
     landscape_starts,
@@ -47,87 +45,6 @@ def sym_sqrt(a: np.ndarray, inverse: bool = False, floor: float = 0.0) -> np.nda
 def _f64(a: np.ndarray) -> np.ndarray:
     """``a`` as a C-contiguous float64 array (what the numba kernels take)."""
     return np.ascontiguousarray(a, dtype=np.float64)
-
-
-@nb.njit(cache=True, parallel=True)
-def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, mirror, cm, B,
-                out_m, out_q, out_th, out_v):  # pragma: no cover - jitted
-    """The weighted sums of the Stein forms (THEORY.md 2.2) over the nodes, one partial sum per
-    chunk (``out_*[c]``, summed by the caller in chunk order: the result does not depend on the
-    threads' timing). ``g_k = (h_k - w) V^{-1}`` at the global (``k = 1``) and second (``k = 2``)
-    minimum, the node split ``p = expit((M2 - M1) / tau)`` between them (``p = 1`` for ``tau = 0``
-    or no second minimum, ``M2 = inf``): ``out_m = sum wt (p g1 + (1-p) g2)`` (L x F),
-    ``out_q = sum_l wt (p g1 g1^T + (1-p) g2 g2^T)``, ``out_th`` the same with ``eta_l^T``, ``out_v``
-    with ``xi_l^T``. Fuses what the numpy form (:func:`stein_sums` with ``compiled=False``) does in
-    eight passes over the nodes.
-
-    ``mirror``: each node is paired with its mirror (:meth:`Saddle.mirror_nodes`), whose noises
-    ``xi' = -xi - 2 cm``, ``eta' = eta + 2 (xi + cm) B`` and share ``s = expit(log r)``,
-    ``log r = (|xi|^2 + |eta|^2 - |xi'|^2 - |eta'|^2) / 2``, are computed here; its ``g`` is
-    ``-g``, so the node adds ``(1 - 2 s) g`` to ``out_m``, ``g g^T`` to ``out_q`` and
-    ``g ((1 - s) xi - s xi')^T``, ``g ((1 - s) eta - s eta')^T`` to ``out_v``, ``out_th``."""
-    N, L, F = w.shape
-    R = eta.shape[2]
-    n_chunks = out_m.shape[0]
-    size = (N + n_chunks - 1) // n_chunks
-    for c in nb.prange(n_chunks):
-        G = np.empty((2, F))  # (g at the global minimum, g at the second)
-        X = np.empty((L, F))  # (the noises the node's g multiplies: its own, or with the mirror's)
-        E = np.empty((L, R))
-        X2 = np.empty((L, F))  # (the mirror's noises)
-        E2 = np.empty((L, R))
-        for i in range(c * size, min(N, (c + 1) * size)):
-            p = 1.0
-            if tau > 0.0:
-                p = 1.0 / (1.0 + np.exp(-(M2[i] - M1[i]) / tau))
-            fm = 1.0
-            if mirror:
-                lr = 0.0  # (twice log r)
-                for l in range(L):
-                    for b in range(F):
-                        X2[l, b] = -xi[i, l, b] - 2.0 * cm[l, b]
-                        lr += xi[i, l, b] * xi[i, l, b] - X2[l, b] * X2[l, b]
-                    for b in range(R):
-                        e2 = eta[i, l, b]
-                        for k in range(F):
-                            e2 += 2.0 * (xi[i, l, k] + cm[l, k]) * B[k, b]
-                        E2[l, b] = e2
-                        lr += eta[i, l, b] * eta[i, l, b] - e2 * e2
-                s = 0.5 * (1.0 + np.tanh(0.25 * lr))  # (expit(lr / 2))
-                fm = 1.0 - 2.0 * s
-                for l in range(L):
-                    for b in range(F):
-                        X[l, b] = (1.0 - s) * xi[i, l, b] - s * X2[l, b]
-                    for b in range(R):
-                        E[l, b] = (1.0 - s) * eta[i, l, b] - s * E2[l, b]
-            else:
-                for l in range(L):
-                    for b in range(F):
-                        X[l, b] = xi[i, l, b]
-                    for b in range(R):
-                        E[l, b] = eta[i, l, b]
-            a1 = wt[i] * p
-            a2 = wt[i] * (1.0 - p)
-            nk = 2 if a2 > 0.0 else 1
-            for l in range(L):
-                for b in range(F):
-                    s1 = 0.0
-                    s2 = 0.0
-                    for k in range(F):
-                        s1 += (h1[i, l, k] - w[i, l, k]) * Vinv[k, b]
-                        s2 += (h2[i, l, k] - w[i, l, k]) * Vinv[k, b]
-                    G[0, b] = s1
-                    G[1, b] = s2
-                for k in range(nk):
-                    cw = a1 if k == 0 else a2
-                    for a in range(F):
-                        u = cw * G[k, a]
-                        out_m[c, l, a] += fm * u
-                        for b in range(F):
-                            out_q[c, a, b] += u * G[k, b]
-                            out_v[c, a, b] += u * X[l, b]
-                        for b in range(R):
-                            out_th[c, a, b] += u * E[l, b]
 
 
 @dataclass(frozen=True)
@@ -572,7 +489,19 @@ class Saddle:
         else:
             t, wt = np.zeros(1), np.ones(1)
             X, W, n = _f64(self.rule.x), _f64(self.rule.w), self.rule.size
-        return float(_test_loss_sum(X, W, t, wt / wt.sum(), *args, max(1, min(n, 8 * nb.get_num_threads()))))
+        wt = wt / wt.sum()
+        n_chunks = max(1, min(n, 8 * native.kernel_threads()))
+        lib = native.common()
+        if lib is None:
+            from attnphase.theory.jit import _test_loss_sum  # noqa: PLC0415
+
+            return float(_test_loss_sum(X, W, t, wt, *args, n_chunks))
+        m, qs_, B, Rs_, mix, M, mask, omega, A, causal, C = args
+        mask = np.ascontiguousarray(mask, dtype=np.uint8)
+        P = native.ptr
+        return float(lib.test_loss_sum(X.shape[0], P(X), P(W), t.size, P(t), P(wt), self.L, self.F, self.rs, P(m),
+                                       P(qs_), P(B), P(Rs_), P(mix), P(M), P(mask), omega, P(A), int(causal), P(C),
+                                       n_chunks, native.threads_for(n, 1024)))
 
     def test_error_numpy(self, op: OrderParams, order: int = 10) -> float:
         """The same sum as :meth:`test_error` with the nodes stored and the fields, maps and loss
@@ -608,7 +537,7 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
     ``sum_n wt_n E_p[g]`` (L x F), ``sum_n wt_n sum_l E_p[g_l g_l^T]`` (F x F),
     ``sum_n wt_n sum_l E_p[g_l eta_l^T]`` (F x r*) and ``sum_n wt_n sum_l E_p[g_l xi_l^T]`` (F x F),
     ``E_p[f] = p f(g1) + (1 - p) f(g2)``. ``compiled``: one numba pass over the nodes
-    (:func:`_stein_sums`, parallel, fixed chunks); otherwise numpy (the reference it is tested
+    (``jit._stein_sums`` or its C twin, :mod:`attnphase.theory.native`; parallel, fixed chunks); otherwise numpy (the reference it is tested
     against; 2x the time of the whole warm-started data step at 65536 nodes, rank 2).
     ``mirror = (cm, B)`` (:meth:`Saddle.mirror_map`): every node is paired with its mirror
     (:func:`mirror_pairs`), whose minima are ``-h_k`` and whose ``g`` is ``-g``: each sum is
@@ -617,12 +546,20 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
     if compiled:
         L, F = w.shape[1:]
         R = eta.shape[2]
-        C = max(1, min(N, 4 * nb.get_num_threads()))
+        C = max(1, min(N, 4 * native.kernel_threads()))
         out_m, out_q = np.zeros((C, L, F)), np.zeros((C, F, F))
         out_th, out_v = np.zeros((C, F, R)), np.zeros((C, F, F))
         cm, B = (np.zeros((L, F)), np.zeros((F, R))) if mirror is None else mirror
-        _stein_sums(_f64(wt), _f64(w), _f64(h1), _f64(h2), _f64(M1), _f64(M2), float(tau), _f64(Vinv), _f64(xi), _f64(eta),
-                    mirror is not None, _f64(cm), _f64(B), out_m, out_q, out_th, out_v)
+        args = [_f64(a) for a in (wt, w, h1, h2, M1, M2)] + [float(tau), _f64(Vinv), _f64(xi), _f64(eta),
+                                                            mirror is not None, _f64(cm), _f64(B)]
+        lib = native.common()
+        if lib is None:
+            from attnphase.theory.jit import _stein_sums  # noqa: PLC0415
+
+            _stein_sums(*args, out_m, out_q, out_th, out_v)
+        else:
+            lib.stein_sums(N, L, F, R, *(native.ptr(a) if isinstance(a, np.ndarray) else a for a in args),
+                           *(native.ptr(a) for a in (out_m, out_q, out_th, out_v)), C, native.threads_for(N, 4096))
         return out_m.sum(axis=0), out_q.sum(axis=0), out_th.sum(axis=0), out_v.sum(axis=0)
     if tau > 0:
         with np.errstate(over="ignore"):
@@ -663,9 +600,17 @@ def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray
     n = prox.h[0].size
     h2 = np.empty((N, n))
     v2 = np.empty(N)
-    _second_minimum_kernel(np.ascontiguousarray(prox.h).reshape(N, n),
-                           np.ascontiguousarray(prox.candidates).reshape(N, S, n),
-                           np.ascontiguousarray(prox.candidate_values), float(distinct), h2, v2)
+    best = np.ascontiguousarray(prox.h, dtype=np.float64).reshape(N, n)
+    cand = np.ascontiguousarray(prox.candidates, dtype=np.float64).reshape(N, S, n)
+    vals = np.ascontiguousarray(prox.candidate_values, dtype=np.float64)
+    lib = native.common()
+    if lib is None:
+        from attnphase.theory.jit import _second_minimum_kernel  # noqa: PLC0415
+
+        _second_minimum_kernel(best, cand, vals, float(distinct), h2, v2)
+    else:
+        lib.second_minimum_kernel(N, S, n, *(native.ptr(a) for a in (best, cand, vals)), float(distinct),
+                                  native.ptr(h2), native.ptr(v2), native.threads_for(N, 16384))
     h2 = h2.reshape(prox.h.shape)
     return h2, v2
 

@@ -66,16 +66,37 @@ GEOMETRIES = tuple(
 class Emitter:
     """Straight-line code with constant folding (``0.0`` and ``1.0`` operands vanish)."""
 
-    def __init__(self, indent: str = "    "):
+    def __init__(self, indent: str = "    ", c: bool = False):
         self.lines: list[str] = []
         self.n = 0
         self.indent = indent
+        #: emit C (``const double t = ...;``, ``exp``, ``fabs``, ``?:``) instead of Python for numba
+        self.c = c
 
     def let(self, expr: str) -> str:
         name = f"t{self.n}"
         self.n += 1
-        self.lines.append(f"{self.indent}{name} = {expr}")
+        self.lines.append(f"{self.indent}const double {name} = {expr};" if self.c else f"{self.indent}{name} = {expr}")
         return name
+
+    def exp(self, x: str) -> str:
+        return f"exp({x})" if self.c else f"np.exp({x})"
+
+    def fabs(self, x: str) -> str:
+        return f"fabs({x})" if self.c else f"abs({x})"
+
+    def select(self, a: Val, test: str, b: Val) -> str:
+        """``a`` where ``test`` holds, else ``b``."""
+        return f"({test}) ? {a} : {b}" if self.c else f"{a} if {test} else {b}"
+
+    def maxof(self, items: list[Val]) -> str:
+        """Python's ``max`` (the first of equal values; ``PYMAX`` in the C source)."""
+        if not self.c:
+            return "max(" + ", ".join(str(v) for v in items) + ")"
+        out = str(items[0])
+        for v in items[1:]:
+            out = f"PYMAX({out}, {v})"
+        return out
 
     def add(self, terms: list[Val]) -> Val:
         const = sum(t for t in terms if isinstance(t, float))
@@ -133,11 +154,12 @@ def _loss(g: Geometry, em: Emitter, want_hess: bool):
             # (two scores: the exponentials shifted by the larger are 1 and exp(-|s_0 - s_1|),
             # the same numbers as below with one call of exp instead of two)
             j0, j1 = allowed
-            t = em.let(f"np.exp(-abs({s[j0]} - {s[j1]}))")
-            e = {j0: em.let(f"1.0 if {s[j0]} >= {s[j1]} else {t}"), j1: em.let(f"{t} if {s[j0]} >= {s[j1]} else 1.0")}
+            t = em.let(em.exp("-" + em.fabs(f"{s[j0]} - {s[j1]}")))
+            ge = f"{s[j0]} >= {s[j1]}"
+            e = {j0: em.let(em.select(1.0, ge, t)), j1: em.let(em.select(t, ge, 1.0))}
         else:
-            mx = em.let("max(" + ", ".join(str(s[j]) for j in allowed) + ")")
-            e = {j: em.let(f"np.exp({s[j]} - {mx})") for j in allowed}
+            mx = em.let(em.maxof([s[j] for j in allowed]))
+            e = {j: em.let(em.exp(f"{s[j]} - {mx}")) for j in allowed}
         inv = em.let("1.0 / (" + " + ".join(e[j] for j in allowed) + ")")
         P.append([em.mul(e[j], inv) if j in e else 0.0 for j in range(L)])
     D = [[em.sub(P[l][j], T[l][j]) for j in range(L)] for l in range(L)]
@@ -324,6 +346,186 @@ def _kernel(g: Geometry) -> list[str]:
         "                    out_val[i] = val",
         "                    out_gn[i] = gn",
     ]
+
+
+def _c_objective(g: Geometry, want_hess: bool) -> list[str]:
+    """C twin of :func:`_objective`: ``value`` returns ``M(h)``; ``objective`` also writes the
+    gradient ``g[n]`` and the upper triangle of the Hessian ``H`` (row-major, ``_tri``)."""
+    n = g.L * g.F
+    em = Emitter(c=True)
+    em.lines.append("    " + " ".join(f"const double h{i} = h[{i}];" for i in range(n)))
+    em.lines.append("    " + " ".join(f"const double C{k}{j} = C[{k * g.L + j}];" for k in range(g.L)
+                                      for j in range(k, g.L)))
+    val, grad, hess = _loss(g, em, want_hess)
+    q = [em.let(f"h{i} - w[{i}]") for i in range(n)]
+    Wq = [em.sum_products([(f"W[{min(i, k) * n + max(i, k)}]", q[k]) for k in range(n)]) for i in range(n)]
+    val = em.add([val, em.mul(0.5, em.sum_products([(q[i], Wq[i]) for i in range(n)]))])
+    args = ("const double *restrict h, const double *restrict w, const double *restrict W, "
+            "const double *restrict T, const double *restrict C")
+    if not want_hess:
+        return [f"static inline __attribute__((always_inline)) double value({args})", "{"] + em.lines + [f"    return {val};", "}"]
+    grad = [em.add([grad[i], Wq[i]]) for i in range(n)]
+    H = [em.add([hess[(i, k)], f"W[{i * n + k}]"]) for i in range(n) for k in range(i, n)]
+    out = [f"    g[{i}] = {v};" for i, v in enumerate(grad)] + [f"    H[{j}] = {v};" for j, v in enumerate(H)]
+    return ([f"static inline __attribute__((always_inline)) double objective({args}, double *restrict g, double *restrict H)", "{"] + em.lines + out
+            + [f"    return {val};", "}"])
+
+
+def _c_max(items: list[str]) -> str:
+    out = items[0]
+    for v in items[1:]:
+        out = f"PYMAX({out}, {v})"
+    return out
+
+
+def _c_newton(g: Geometry) -> list[str]:
+    """C twin of :func:`_newton` (the same operations in the same order): the start ``h`` is
+    overwritten by the minimum reached, its value and gradient max-norm go to ``*val``, ``*gn``."""
+    n = g.L * g.F
+    tri = {(i, k): _tri(i, k, n) for i in range(n) for k in range(i, n)}
+    gn = _c_max([f"fabs(g[{i}])" for i in range(n)])
+    out = [
+        "static inline void newton(double *restrict h_io, const double *restrict w, const double *restrict W,",
+        "                          const double *restrict T, const double *restrict C, int max_iter, double gtol,",
+        "                          const double *restrict known, const double *restrict known_val,",
+        "                          const double *restrict known_gn, int n_known, double snap,",
+        "                          double *restrict val_out, double *restrict gn_out)",
+        "{",
+        f"    double g[{n}], H[{len(tri)}], trial[{n}], h[{n}];",
+        f"    for (int i = 0; i < {n}; i++) h[i] = h_io[i];",
+        "    double val = objective(h, w, W, T, C, g, H);",
+        "    double shift = 0.0;",
+        f"    for (int i = 0; i < {n}; i++) trial[i] = h[i];",
+        "    " + " ".join(f"double L{i}_{k} = 1.0;" for i in range(n) for k in range(i + 1)),
+        "    for (int it = 0; it < max_iter; it++) {",
+        f"        const double gn = {gn};",
+        "        const double hn = " + _c_max(["1.0"] + [f"fabs(h[{i}])" for i in range(n)]) + ";",
+        "        if (gn < gtol) break;",
+        "        int accepted = 0;",
+        "        for (int tr = 0; tr < 40; tr++) {",
+        "            int ok = 0;",
+    ]
+    lines: list[str] = []
+    depth = 0
+    for i in range(n):
+        for k in range(i + 1):
+            s = f"H[{tri[(k, i)]}]" + (" + shift" if i == k else "")
+            s += "".join(f" - L{i}_{p} * L{k}_{p}" for p in range(k))
+            pad = "    " * depth
+            if i == k:
+                lines += [f"{pad}const double s{i} = {s};", f"{pad}if (s{i} > 1e-14) {{"]
+                depth += 1
+                lines += [f"{'    ' * depth}L{i}_{i} = sqrt(s{i});"]
+            else:
+                lines += [f"{pad}L{i}_{k} = ({s}) / L{k}_{k};"]
+    lines += ["    " * depth + "ok = 1;"]
+    for d in range(depth - 1, -1, -1):
+        lines += ["    " * d + "}"]
+    out += ["            " + ln for ln in lines]
+    out += ["            if (!ok) {", "                shift = PYMAX(2.0 * shift, 1e-3);", "                continue;",
+            "            }"]
+    for i in range(n):
+        s = f"-g[{i}]" + "".join(f" - L{i}_{p} * y{p}" for p in range(i))
+        out.append(f"            const double y{i} = ({s}) / L{i}_{i};")
+    for i in range(n - 1, -1, -1):
+        s = f"y{i}" + "".join(f" - L{p}_{i} * s{p}_" for p in range(i + 1, n))
+        out.append(f"            const double s{i}_ = ({s}) / L{i}_{i};")
+    out += [
+        "            const double sn = " + _c_max([f"fabs(s{i}_)" for i in range(n)]) + ";",
+        "            if (shift == 0.0 && sn < 1e-13 * hn) break;",
+        *[f"            trial[{i}] = h[{i}] + s{i}_;" for i in range(n)],
+        "            const double tval = value(trial, w, W, T, C);",
+        "            const double pred = " + " + ".join(f"g[{i}] * s{i}_" for i in range(n)) + ";",
+        "            if (tval <= val + 1e-4 * pred || (shift == 0.0 && sn < 1e-8 * hn)) {",
+        "                accepted = 1;",
+        "                break;",
+        "            }",
+        "            if (-pred <= 1e-14 * fabs(val) && gn < 1e-9) break;",
+        "            shift = PYMAX(4.0 * shift, 1e-3);",
+        "        }",
+        "        if (!accepted) break;",
+        f"        for (int i = 0; i < {n}; i++) h[i] = trial[i];",
+        "        if (shift == 0.0) {",
+        "            for (int k = 0; k < n_known; k++) {",
+        "                const double d = " + _c_max([f"fabs(h[{i}] - known[k * {n} + {i}])" for i in range(n)]) + ";",
+        "                if (d < snap) {",
+        f"                    for (int i = 0; i < {n}; i++) h_io[i] = known[k * {n} + i];",
+        "                    *val_out = known_val[k];",
+        "                    *gn_out = known_gn[k];",
+        "                    return;",
+        "                }",
+        "            }",
+        "        }",
+        "        val = objective(h, w, W, T, C, g, H);",
+        "        shift = shift > 1e-6 ? shift * 0.25 : 0.0;",
+        "    }",
+        f"    for (int i = 0; i < {n}; i++) h_io[i] = h[i];",
+        "    *val_out = val;",
+        f"    *gn_out = {gn};",
+        "}",
+    ]
+    return out
+
+
+def _c_kernel(g: Geometry) -> list[str]:
+    n, L = g.L * g.F, g.L
+    return [
+        "void prox_kernel(long N, long S, const double *w, const double *T, const double *starts, const double *W,",
+        "                 const double *C, int max_iter, double gtol, double *out_h, double *out_val, double *out_gn,",
+        "                 double *cand_h, double *cand_val, long n_chunks, double snap, int n_threads)",
+        "{",
+        f"    double Wt[{n * n}], Ct[{L * L}];",
+        f"    for (int i = 0; i < {n}; i++)",
+        f"        for (int k = 0; k < {n}; k++) Wt[i * {n} + k] = 0.5 * (W[i * {n} + k] + W[k * {n} + i]);",
+        f"    for (int i = 0; i < {L}; i++)",
+        f"        for (int k = 0; k < {L}; k++) Ct[i * {L} + k] = 0.5 * (C[i * {L} + k] + C[k * {L} + i]);",
+        "    const long size = (N + n_chunks - 1) / n_chunks;",
+        "    #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)",
+        "    for (long c = 0; c < n_chunks; c++) {",
+        "        double *cand_gn = (double *)calloc((size_t)(S > 0 ? S : 1), sizeof(double));",
+        "        const long end = (c + 1) * size < N ? (c + 1) * size : N;",
+        "        for (long i = c * size; i < end; i++) {",
+        "            double best = 1e300;",
+        f"            double wi[{n}], Ti[{L * L}];",
+        f"            for (int k = 0; k < {n}; k++) wi[k] = w[i * {n} + k];",
+        f"            for (int k = 0; k < {L * L}; k++) Ti[k] = T[i * {L * L} + k];",
+        "            for (long s = 0; s < S; s++) {",
+        f"                double h[{n}], val, gn;",
+        f"                for (int k = 0; k < {n}; k++) h[k] = starts[(i * S + s) * {n} + k];",
+        f"                newton(h, wi, Wt, Ti, Ct, max_iter, gtol, cand_h + i * S * {n},",
+        "                       cand_val + i * S, cand_gn, (int)s, snap, &val, &gn);",
+        "                cand_gn[s] = gn;",
+        f"                for (int k = 0; k < {n}; k++) cand_h[(i * S + s) * {n} + k] = h[k];",
+        "                cand_val[i * S + s] = val;",
+        "                if (val < best) {",
+        "                    best = val;",
+        f"                    for (int k = 0; k < {n}; k++) out_h[i * {n} + k] = h[k];",
+        "                    out_val[i] = val;",
+        "                    out_gn[i] = gn;",
+        "                }",
+        "            }",
+        "        }",
+        "        free(cand_gn);",
+        "    }",
+        "}",
+    ]
+
+
+def c_source(g: Geometry) -> str:
+    """The proximal kernel of ``g`` in C (:mod:`attnphase.theory.native` compiles it on first use):
+    the same iteration as the numba module, operation for operation."""
+    head = [
+        f"/* Proximal kernel for the {g.name} geometry (L = {g.L}, F = {g.F}); written by",
+        "   attnphase.theory.unrolled.generate.c_source, compiled by attnphase.theory.native. */",
+        "#include <math.h>",
+        "#include <stdlib.h>",
+        "#define PYMAX(a, b) ((b) > (a) ? (b) : (a))",
+        "",
+    ]
+    body: list[str] = []
+    for p in (_c_objective(g, False), _c_objective(g, True), _c_newton(g), _c_kernel(g)):
+        body += p + [""]
+    return "\n".join(head + body)
 
 
 def module_source(g: Geometry) -> str:

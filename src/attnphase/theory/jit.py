@@ -1,0 +1,551 @@
+"""The theory's numba kernels: the proximal solver of any geometry (the generic kernel; the
+geometries written out are in :mod:`attnphase.theory.unrolled`), the target map, the test-error
+sum, the second minimum and the Stein sums of a data step.
+
+Imported only where they run (:mod:`attnphase.theory.native` chooses them or their compiled C
+twins): ``import numba`` and the first call of its cached kernels cost a process ~0.7 s.
+"""
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True)
+def _target_rows(hs, omega, A, causal, out):  # pragma: no cover - jitted
+    """``T = (1 - omega) softmax(h* h*^T) + omega A`` at one node (causal: scores ``k <= l``)."""
+    L, R = hs.shape
+    for l in range(L):
+        kmax = l + 1 if causal else L
+        mx = -np.inf
+        for k in range(kmax):
+            s = 0.0
+            for a in range(R):
+                s += hs[l, a] * hs[k, a]
+            out[l, k] = s
+            mx = max(mx, s)
+        tot = 0.0
+        for k in range(kmax):
+            e = np.exp(out[l, k] - mx)
+            out[l, k] = e
+            tot += e
+        for k in range(L):
+            sm = out[l, k] / tot if k < kmax else 0.0
+            out[l, k] = (1.0 - omega) * sm + omega * A[l, k]
+
+
+@nb.njit(cache=True, parallel=True)
+def _target_kernel(hstar, omega, A, causal, out):  # pragma: no cover - jitted
+    for i in nb.prange(hstar.shape[0]):
+        _target_rows(hstar[i], omega, A, causal, out[i])
+
+
+@nb.njit(cache=True)
+def _student_rows(h, Mh, mask, P):  # pragma: no cover - jitted
+    """``S = rowsoftmax(s)`` at one node, ``s_lj = h_l . Mh_j`` (``Mh_j = M h_j``), masked
+    entries zero."""
+    L, F = h.shape
+    for l in range(L):
+        mx = -1e300
+        for j in range(L):
+            if mask[l, j]:
+                s = 0.0
+                for a in range(F):
+                    s += h[l, a] * Mh[j, a]
+                P[l, j] = s
+                if s > mx:
+                    mx = s
+        tot = 0.0
+        for j in range(L):
+            if mask[l, j]:
+                v = np.exp(P[l, j] - mx)
+                P[l, j] = v
+                tot += v
+            else:
+                P[l, j] = 0.0
+        for j in range(L):
+            P[l, j] /= tot
+
+
+@nb.njit(cache=True)
+def _form_rows(M, h, out):  # pragma: no cover - jitted
+    """``out_j = M h_j`` for every row ``h_j`` of ``h`` (the bilinear score form applied to the
+    fields; ``M.T`` for ``M^T h_j``)."""
+    L, F = h.shape
+    for j in range(L):
+        for a in range(F):
+            acc = 0.0
+            for b in range(F):
+                acc += M[a, b] * h[j, b]
+            out[j, a] = acc
+
+
+@nb.njit(cache=True)
+def _mix_rows(mix, u, out):  # pragma: no cover - jitted
+    """``out_l = sum_k mix_lk u_k`` over the first ``out.shape[1]`` columns of ``u``."""
+    L, n = out.shape
+    for l in range(L):
+        for a in range(n):
+            acc = 0.0
+            for k in range(L):
+                acc += mix[l, k] * u[k, a]
+            out[l, a] = acc
+
+
+@nb.njit(cache=True)
+def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T):  # pragma: no cover - jitted
+    """``ell(w; T(h*))`` at one Gaussian node ``x = (xi, eta)`` (fields as in ``Saddle.fields``:
+    ``w = m + xi qs``, ``h* = xi B + eta Rs``, both mixed across positions by ``mix``)."""
+    L, F = m.shape
+    R = Rs.shape[0]
+    nxi = L * F
+    for l in range(L):
+        for a in range(F):
+            acc = m[l, a]
+            for b in range(F):
+                acc += x[l * F + b] * qs[b, a]
+            u[l, a] = acc
+    _mix_rows(mix, u, w)
+    for l in range(L):
+        for a in range(R):
+            acc = 0.0
+            for b in range(F):
+                acc += x[l * F + b] * B[b, a]
+            for b in range(R):
+                acc += x[nxi + l * R + b] * Rs[b, a]
+            u[l, a] = acc
+    _mix_rows(mix, u, hs)
+    _form_rows(M, w, u)  # (u <- M w_j, then the two maps)
+    _student_rows(w, u, mask, S)
+    _target_rows(hs, omega, A, causal, T)
+    out = 0.0
+    for l in range(L):
+        for j in range(L):
+            dj = S[l, j] - T[l, j]
+            for k in range(L):
+                out += dj * C[j, k] * (S[l, k] - T[l, k])
+    return 0.5 * out
+
+
+@nb.njit(cache=True, parallel=True)
+def _test_loss_sum(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
+    """``sum_i w_i ell(x_i)`` over the nodes ``X`` with weights ``W``, or, where ``X`` has no
+    rows, over the product rule ``(t, wt)^dim`` (``dim = L (F + R)``), its nodes decoded from the
+    flat index (last coordinate fastest) instead of stored."""
+    L, F = m.shape
+    R = Rs.shape[0]
+    dim = L * (F + R)
+    n1 = t.shape[0]
+    product = X.shape[0] == 0
+    N = n1**dim if product else X.shape[0]
+    size = (N + n_chunks - 1) // n_chunks
+    part = np.zeros(n_chunks)
+    for c in nb.prange(n_chunks):
+        x = np.zeros(dim)
+        w = np.zeros((L, F))
+        hs = np.zeros((L, R))
+        u = np.zeros((L, max(F, R)))
+        S = np.zeros((L, L))
+        T = np.zeros((L, L))
+        acc = 0.0
+        for i in range(c * size, min(N, (c + 1) * size)):
+            if product:
+                idx = i
+                wi = 1.0
+                for d in range(dim - 1, -1, -1):
+                    k = idx % n1
+                    idx //= n1
+                    x[d] = t[k]
+                    wi *= wt[k]
+            else:
+                x[:] = X[i]
+                wi = W[i]
+            acc += wi * _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T)
+        part[c] = acc
+    return part.sum()
+
+
+# Scratch space is allocated once per chunk of nodes (allocation inside the Newton loop dominated
+# the run time otherwise). ``_work(L, F)`` returns the buffers in the order the kernels expect.
+@nb.njit(cache=True)
+def _work(L, F):  # pragma: no cover - jitted
+    n = L * F
+    return (
+        np.zeros((L, F)), np.zeros((L, F)), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, L)),
+        np.zeros((L, L)), np.zeros(L), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, n)),
+        np.zeros((L, n)),
+    )
+
+
+@nb.njit(cache=True)
+def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no cover - jitted
+    """Loss, gradient (L*F) and optionally Hessian (L*F x L*F) of ell at one node."""
+    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD = wk
+    L, F = h.shape
+    n = L * F
+    _form_rows(M, h, Mh)
+    _form_rows(M.T, h, MTh)
+    _student_rows(h, Mh, mask, P)
+    for l in range(L):
+        for j in range(L):
+            Dm[l, j] = P[l, j] - T[l, j]
+    val = 0.0
+    for l in range(L):
+        for j in range(L):
+            acc = 0.0
+            for k in range(L):
+                acc += Dm[l, k] * C[k, j]
+            E[l, j] = acc
+            val += 0.5 * Dm[l, j] * acc
+    for l in range(L):
+        acc = 0.0
+        for j in range(L):
+            acc += E[l, j] * P[l, j]
+        ep[l] = acc
+        for j in range(L):
+            gam[l, j] = P[l, j] * (E[l, j] - acc)
+    # d ell / d h_a = sum_j gam_aj M h_j + sum_l gam_la M^T h_l
+    for a in range(L):
+        for mu in range(F):
+            acc = 0.0
+            for j in range(L):
+                acc += gam[a, j] * Mh[j, mu] + gam[j, a] * MTh[j, mu]
+            grad[a * F + mu] = acc
+    if not want_hess:
+        return val
+    for i in range(n):
+        for k in range(n):
+            hess[i, k] = 0.0
+    for l in range(L):
+        for a in range(L):
+            for j in range(L):
+                J[a, j] = P[l, a] * ((1.0 if a == j else 0.0) - P[l, j])
+        for j in range(L):
+            for k in range(L):
+                acc = 0.0
+                for a in range(L):
+                    if P[l, a] == 0.0:
+                        continue
+                    for b in range(L):
+                        acc += J[a, j] * C[a, b] * J[b, k]
+                if j == k:
+                    acc += gam[l, j]
+                acc -= P[l, j] * P[l, k] * (E[l, j] + E[l, k] - 2.0 * ep[l])
+                Hs[j, k] = acc
+        # Dl[j, (a, mu)] = d s_lj / d h_a,mu = delta_la (M h_j)_mu + delta_ja (M^T h_l)_mu
+        for j in range(L):
+            for i in range(n):
+                Dl[j, i] = 0.0
+            for mu in range(F):
+                Dl[j, l * F + mu] += Mh[j, mu]
+                Dl[j, j * F + mu] += MTh[l, mu]
+        for j in range(L):
+            for i in range(n):
+                acc = 0.0
+                for k in range(L):
+                    acc += Hs[j, k] * Dl[k, i]
+                HD[j, i] = acc
+        for i in range(n):
+            for k in range(i, n):
+                acc = 0.0
+                for j in range(L):
+                    acc += Dl[j, i] * HD[j, k]
+                hess[i, k] += acc
+    for i in range(n):
+        for k in range(i):
+            hess[i, k] = hess[k, i]
+    # second-order part of the scores: gam_ab M_mu,nu + gam_ba M_nu,mu
+    for a in range(L):
+        for b in range(L):
+            for mu in range(F):
+                for nu in range(F):
+                    hess[a * F + mu, b * F + nu] += gam[a, b] * M[mu, nu] + gam[b, a] * M[nu, mu]
+    return val
+
+
+@nb.njit(cache=True)
+def _objective(h, w, Winv, T, C, M, mask, grad, hess, want_hess, wk):  # pragma: no cover - jitted
+    """Proximal objective ``(h - w)^T Winv (h - w) / 2 + ell(h; T)`` with ``Winv`` the inverse
+    metric over all ``L * F`` field coordinates (``I_L (x) V^{-1}`` for uncorrelated tokens)."""
+    L, F = h.shape
+    n = L * F
+    val = _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk)
+    for i in range(n):
+        acc = 0.0
+        for k in range(n):
+            acc += Winv[i, k] * (h[k // F, k % F] - w[k // F, k % F])
+        val += 0.5 * (h[i // F, i % F] - w[i // F, i % F]) * acc
+        grad[i] += acc
+        if want_hess:
+            for k in range(n):
+                hess[i, k] += Winv[i, k]
+    return val
+
+
+@nb.njit(cache=True)
+def _newton_work(L, F):  # pragma: no cover - jitted
+    n = L * F
+    return (np.zeros(n), np.zeros((n, n)), np.zeros(n), np.zeros((L, F)), np.zeros((n, n)),
+            np.zeros(n), np.zeros(n), np.zeros((1, 1)))
+
+
+@nb.njit(cache=True)
+def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val, known_gn, n_known, snap):  # pragma: no cover - jitted
+    """Levenberg-Marquardt damped Newton from ``h`` (modified in place); returns (value, |grad|).
+
+    ``known[:n_known]`` are minima already converged at this node (values ``known_val``, gradient
+    norms ``known_gn``): once a pure Newton step (positive definite Hessian, no shift) lands
+    within ``snap`` (max-norm) of one of them, the iterate is in its quadratic basin and the
+    solve ends there (``h`` := that minimum; most starts of a multi-start set reach a minimum
+    another start found, and this saves their last Newton steps).
+    """
+    grad, hess, g2, trial, Lc, y, step, dummy = nw
+    L, F = h.shape
+    n = L * F
+    val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
+    mu = 0.0
+    for _ in range(max_iter):
+        gn = 0.0
+        hn = 1.0
+        for i in range(n):
+            gn = max(gn, abs(grad[i]))
+        for l in range(L):
+            for a in range(F):
+                hn = max(hn, abs(h[l, a]))
+        if gn < gtol:
+            break
+        accepted = False
+        for _try in range(40):
+            # Cholesky of hess + mu I; on failure raise the shift
+            ok = True
+            for i in range(n):
+                for k in range(i + 1):
+                    s = hess[i, k] + (mu if i == k else 0.0)
+                    for p in range(k):
+                        s -= Lc[i, p] * Lc[k, p]
+                    if i == k:
+                        if s <= 1e-14:
+                            ok = False
+                            break
+                        Lc[i, i] = np.sqrt(s)
+                    else:
+                        Lc[i, k] = s / Lc[k, k]
+                if not ok:
+                    break
+            if not ok:
+                mu = max(2.0 * mu, 1e-3)
+                continue
+            for i in range(n):
+                s = -grad[i]
+                for p in range(i):
+                    s -= Lc[i, p] * y[p]
+                y[i] = s / Lc[i, i]
+            for i in range(n - 1, -1, -1):
+                s = y[i]
+                for p in range(i + 1, n):
+                    s -= Lc[p, i] * step[p]
+                step[i] = s / Lc[i, i]
+            sn = 0.0
+            for i in range(n):
+                sn = max(sn, abs(step[i]))
+            if mu == 0.0 and sn < 1e-13 * hn:
+                # a pure Newton step below the rounding level of h: converged (the gradient
+                # cannot fall further in floating point)
+                break
+            for l in range(L):
+                for a in range(F):
+                    trial[l, a] = h[l, a] + step[l * F + a]
+            tval = _objective(trial, w, Winv, T, C, M, mask, g2, dummy, False, wk)
+            pred = 0.0
+            for i in range(n):
+                pred += grad[i] * step[i]
+            # in the quadratic regime a tiny pure Newton step is taken even when rounding hides
+            # the decrease (otherwise the shift would be raised 40 times for nothing)
+            if tval <= val + 1e-4 * pred or (mu == 0.0 and sn < 1e-8 * hn):
+                accepted = True
+                break
+            if -pred <= 1e-14 * abs(val) and gn < 1e-9:
+                # rejected although the predicted decrease is below the rounding of the
+                # objective: a stationary point to floating-point accuracy (without this, ~2 %
+                # of the solves spent all of max_iter there, raising and lowering the shift)
+                break
+            mu = max(4.0 * mu, 1e-3)
+        if not accepted:
+            break
+        for l in range(L):
+            for a in range(F):
+                h[l, a] = trial[l, a]
+        if mu == 0.0:
+            for k in range(n_known):
+                d = 0.0
+                for l in range(L):
+                    for a in range(F):
+                        d = max(d, abs(h[l, a] - known[k, l, a]))
+                if d < snap:
+                    for l in range(L):
+                        for a in range(F):
+                            h[l, a] = known[k, l, a]
+                    return known_val[k], known_gn[k]
+        val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
+        mu = mu * 0.25 if mu > 1e-6 else 0.0
+    gn = 0.0
+    for i in range(n):
+        gn = max(gn, abs(grad[i]))
+    return val, gn
+
+
+@nb.njit(cache=True, parallel=True)
+def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap):  # pragma: no cover
+    N, L, F = w.shape
+    S = starts.shape[1]
+    size = (N + n_chunks - 1) // n_chunks
+    for c in nb.prange(n_chunks):
+        wk = _work(L, F)
+        nw = _newton_work(L, F)
+        h = np.zeros((L, F))
+        cand_gn = np.zeros(S)
+        for i in range(c * size, min(N, (c + 1) * size)):
+            best = 1e300
+            for s in range(S):
+                for l in range(L):
+                    for a in range(F):
+                        h[l, a] = starts[i, s, l, a]
+                val, gn = _newton(h, w[i], Winv, T[i], C, M, mask, max_iter, gtol, wk, nw,
+                                  cand_h[i], cand_val[i], cand_gn, s, snap)
+                cand_gn[s] = gn
+                for l in range(L):
+                    for a in range(F):
+                        cand_h[i, s, l, a] = h[l, a]
+                cand_val[i, s] = val
+                if val < best:
+                    best = val
+                    for l in range(L):
+                        for a in range(F):
+                            out_h[i, l, a] = h[l, a]
+                    out_val[i] = val
+                    out_gn[i] = gn
+
+
+@nb.njit(cache=True, parallel=True)
+def _hessians(hh, T, C, M, mask, out):  # pragma: no cover - jitted
+    N, L, F = hh.shape
+    n = L * F
+    for i in nb.prange(N):
+        wk = _work(L, F)
+        grad = np.zeros(n)
+        _loss_grad_hess(hh[i], T[i], C, M, mask, True, grad, out[i], wk)
+
+
+@nb.njit(cache=True, parallel=True)
+def _values(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
+    N, L, F = hh.shape
+    for i in nb.prange(N):
+        wk = _work(L, F)
+        dummy = np.zeros((1, 1))
+        out_val[i] = _objective(hh[i], w[i], Winv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
+
+
+@nb.njit(cache=True, parallel=True)
+def _second_minimum_kernel(best, cand, vals, distinct, out_h, out_v):  # pragma: no cover - jitted
+    N, S, n = cand.shape
+    for i in nb.prange(N):
+        jbest = -1
+        vbest = np.inf
+        for s in range(S):
+            d = 0.0
+            for k in range(n):
+                d = max(d, abs(cand[i, s, k] - best[i, k]))
+            if d >= distinct and vals[i, s] < vbest:
+                vbest = vals[i, s]
+                jbest = s
+        if jbest < 0:
+            for k in range(n):
+                out_h[i, k] = best[i, k]
+            out_v[i] = np.inf
+        else:
+            for k in range(n):
+                out_h[i, k] = cand[i, jbest, k]
+            out_v[i] = vbest
+
+
+@nb.njit(cache=True, parallel=True)
+def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, mirror, cm, B,
+                out_m, out_q, out_th, out_v):  # pragma: no cover - jitted
+    """The weighted sums of the Stein forms (THEORY.md 2.2) over the nodes, one partial sum per
+    chunk (``out_*[c]``, summed by the caller in chunk order: the result does not depend on the
+    threads' timing). ``g_k = (h_k - w) V^{-1}`` at the global (``k = 1``) and second (``k = 2``)
+    minimum, the node split ``p = expit((M2 - M1) / tau)`` between them (``p = 1`` for ``tau = 0``
+    or no second minimum, ``M2 = inf``): ``out_m = sum wt (p g1 + (1-p) g2)`` (L x F),
+    ``out_q = sum_l wt (p g1 g1^T + (1-p) g2 g2^T)``, ``out_th`` the same with ``eta_l^T``, ``out_v``
+    with ``xi_l^T``. Fuses what the numpy form (:func:`stein_sums` with ``compiled=False``) does in
+    eight passes over the nodes.
+
+    ``mirror``: each node is paired with its mirror (:meth:`Saddle.mirror_nodes`), whose noises
+    ``xi' = -xi - 2 cm``, ``eta' = eta + 2 (xi + cm) B`` and share ``s = expit(log r)``,
+    ``log r = (|xi|^2 + |eta|^2 - |xi'|^2 - |eta'|^2) / 2``, are computed here; its ``g`` is
+    ``-g``, so the node adds ``(1 - 2 s) g`` to ``out_m``, ``g g^T`` to ``out_q`` and
+    ``g ((1 - s) xi - s xi')^T``, ``g ((1 - s) eta - s eta')^T`` to ``out_v``, ``out_th``."""
+    N, L, F = w.shape
+    R = eta.shape[2]
+    n_chunks = out_m.shape[0]
+    size = (N + n_chunks - 1) // n_chunks
+    for c in nb.prange(n_chunks):
+        G = np.empty((2, F))  # (g at the global minimum, g at the second)
+        X = np.empty((L, F))  # (the noises the node's g multiplies: its own, or with the mirror's)
+        E = np.empty((L, R))
+        X2 = np.empty((L, F))  # (the mirror's noises)
+        E2 = np.empty((L, R))
+        for i in range(c * size, min(N, (c + 1) * size)):
+            p = 1.0
+            if tau > 0.0:
+                p = 1.0 / (1.0 + np.exp(-(M2[i] - M1[i]) / tau))
+            fm = 1.0
+            if mirror:
+                lr = 0.0  # (twice log r)
+                for l in range(L):
+                    for b in range(F):
+                        X2[l, b] = -xi[i, l, b] - 2.0 * cm[l, b]
+                        lr += xi[i, l, b] * xi[i, l, b] - X2[l, b] * X2[l, b]
+                    for b in range(R):
+                        e2 = eta[i, l, b]
+                        for k in range(F):
+                            e2 += 2.0 * (xi[i, l, k] + cm[l, k]) * B[k, b]
+                        E2[l, b] = e2
+                        lr += eta[i, l, b] * eta[i, l, b] - e2 * e2
+                s = 0.5 * (1.0 + np.tanh(0.25 * lr))  # (expit(lr / 2))
+                fm = 1.0 - 2.0 * s
+                for l in range(L):
+                    for b in range(F):
+                        X[l, b] = (1.0 - s) * xi[i, l, b] - s * X2[l, b]
+                    for b in range(R):
+                        E[l, b] = (1.0 - s) * eta[i, l, b] - s * E2[l, b]
+            else:
+                for l in range(L):
+                    for b in range(F):
+                        X[l, b] = xi[i, l, b]
+                    for b in range(R):
+                        E[l, b] = eta[i, l, b]
+            a1 = wt[i] * p
+            a2 = wt[i] * (1.0 - p)
+            nk = 2 if a2 > 0.0 else 1
+            for l in range(L):
+                for b in range(F):
+                    s1 = 0.0
+                    s2 = 0.0
+                    for k in range(F):
+                        s1 += (h1[i, l, k] - w[i, l, k]) * Vinv[k, b]
+                        s2 += (h2[i, l, k] - w[i, l, k]) * Vinv[k, b]
+                    G[0, b] = s1
+                    G[1, b] = s2
+                for k in range(nk):
+                    cw = a1 if k == 0 else a2
+                    for a in range(F):
+                        u = cw * G[k, a]
+                        out_m[c, l, a] += fm * u
+                        for b in range(F):
+                            out_q[c, a, b] += u * G[k, b]
+                            out_v[c, a, b] += u * X[l, b]
+                        for b in range(R):
+                            out_th[c, a, b] += u * E[l, b]
