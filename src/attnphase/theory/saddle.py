@@ -254,6 +254,20 @@ class Saddle:
             starts = np.concatenate([w[:, None], starts], axis=1)
         prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts, mix=self.mix)
         prox = escape_saddles(prox, w, T, op.V, self.C, self.amap, starts, mix=self.mix)
+        return self.data_from(op, prox, switch_width, (w, T, qis, qinv, R))
+
+    @one_blas_thread
+    def data_from(self, op: OrderParams, prox: ProxResult, switch_width: float = 0.0,
+                  fields: tuple[np.ndarray, ...] | None = None) -> DataStep:
+        """The rest of :meth:`data_step` from the minima ``prox`` found at every node of this rule
+        at ``op`` (the Stein sums and the conjugates); ``fields``: ``(w, T, q^{-1/2}, q^{-1}, R)``
+        where already computed. A refinement takes each fine rule's data step at the union's
+        fixed point from the union's own minima there, cut by rule (``refine_point``)."""
+        if fields is None:
+            w, hstar, qis, qinv, R = self.fields(op)
+            T = target_map(hstar, self.spec)
+        else:
+            w, T, qis, qinv, R = fields
         Vinv = np.linalg.inv(op.V)
         w = self.unmix(w)
         h1 = self.unmix(prox.h)
