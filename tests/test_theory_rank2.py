@@ -41,7 +41,7 @@ def test_mixed_branch_rejected_at_rank_one():
 
 def test_cli_solve_rank_two_reports_the_mixed_branch(capsys):
     rc = main(["solve", "--alpha", "1.5", "--omega", "0.3", "--rank", "2", "--branch", "mixed", "--order", "8",
-               "--refine-order", "9", "--json"])
+               "--refine-order", "9", "--target-error", "0", "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["branches"]) == {MIXED}

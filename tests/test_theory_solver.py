@@ -85,7 +85,8 @@ def test_non_convergence_is_reported_not_hidden():
 
 
 def test_cli_solve_json_schema(capsys):
-    rc = main(["solve", "--alpha", "1.0", "--omega", "0.3", "--order", "7", "--refine-order", "8", "--json"])
+    rc = main(["solve", "--alpha", "1.0", "--omega", "0.3", "--order", "7", "--refine-order", "8", "--target-error", "0",
+               "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"params", "branches", "global_minimum", "linear_test_error"}
@@ -101,13 +102,25 @@ def test_cli_solve_json_schema(capsys):
     assert out["params"]["omega"] == 0.3
 
 
+def test_cli_solve_defaults_to_the_overlap_target():
+    """``attnphase solve`` refines each branch until every overlap estimate is at most 1e-3 unless
+    told otherwise (issue 2's accuracy); ``--target-error 0`` is one refinement at --refine-order."""
+    from attnphase.cli import build_parser
+    from attnphase.cli.theory_cmds import settings_from_args
+
+    st = settings_from_args(build_parser().parse_args(["solve", "--alpha", "1"]))
+    assert (st.target_error, st.target_on, st.refine_order) == (1e-3, "overlaps", 11)
+    st = settings_from_args(build_parser().parse_args(["solve", "--alpha", "1", "--target-error", "0"]))
+    assert st.target_error == 0
+
+
 def test_cli_seed_gives_independent_rules_that_agree_within_their_estimates(capsys):
     """``--seed``: other QMC scrambles (recorded in the parameters), a different value, and the
     difference of two seeds within a few of their combined standard errors."""
     vals = {}
     for seed in (0, 1):
         rc = main(["solve", "--alpha", "1.5", "--omega", "0.3", "--branch", "positional", "--order", "7",
-                   "--refine-order", "8", "--seed", str(seed), "--json"])
+                   "--refine-order", "8", "--target-error", "0", "--seed", str(seed), "--json"])
         assert rc == 0
         out = json.loads(capsys.readouterr().out)
         assert out["params"]["solver"]["seed"] == seed
