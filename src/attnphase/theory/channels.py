@@ -278,7 +278,10 @@ def escape_saddles(prox: ProxResult, w: np.ndarray, T: np.ndarray, V: np.ndarray
     the fixed points of the reference case no returned minimiser is a saddle).
     """
     L, F = w.shape[1:]
-    near = np.flatnonzero(np.max(np.abs(prox.h), axis=(1, 2)) < SADDLE_RADIUS)
+    small = np.abs(prox.h) < SADDLE_RADIUS
+    if not small.any():  # (the usual case, in one pass: the reduction per node took ~7 ms at 131072 nodes)
+        return prox
+    near = np.flatnonzero(small.reshape(len(small), -1).all(axis=1))
     if near.size == 0:
         return prox
     Winv = _metric(V, L, mix)
