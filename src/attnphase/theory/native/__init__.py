@@ -8,7 +8,7 @@ over nodes, so this package keeps C twins of them, written with the same operati
 order: ``kernels.c`` (target map, second minimum, Stein sums, test-error sum) and, per
 attention geometry, the proximal kernel that :func:`attnphase.theory.unrolled.generate.c_source`
 writes out from the same generator as the numba module. They are compiled with the system's C
-compiler (``$CC``, else ``cc``/``gcc``; ``-O2 -ffp-contract=off``, OpenMP where it links) into
+compiler (``$CC``, else ``cc``/``gcc``; ``CFLAGS``, OpenMP where it links) into
 the cache folder of the Sobol samples (:func:`attnphase.theory.quadrature.cache_root`, one file
 per source and flags) and loaded with ``ctypes``; a later process only loads them (~1 ms).
 
@@ -245,5 +245,6 @@ def describe() -> str:
 
 def ptr(a: np.ndarray) -> int:
     """The address of a C-contiguous array's data (the caller keeps the array alive)."""
-    assert a.flags.c_contiguous, "the C kernels take C-contiguous arrays"
+    if not a.flags.c_contiguous:  # (a strided array would be read as if it were contiguous)
+        raise ValueError("the C kernels take C-contiguous arrays")
     return a.ctypes.data

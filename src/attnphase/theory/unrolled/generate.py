@@ -15,6 +15,7 @@ are up to date and that each reaches the generic kernel's minima).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,6 +230,31 @@ def _tri(i: int, k: int, n: int) -> int:
     return i * n - i * (i - 1) // 2 + (k - i)
 
 
+def _cholesky(n: int, H: Callable[[int, int], str], c: bool) -> list[str]:
+    """Cholesky of ``hess + shift I`` unrolled (the generic kernel's order of operations), nested
+    so that it stops at the first pivot <= 1e-14 and sets ``ok`` otherwise; ``H(k, i)`` names the
+    Hessian entry ``k <= i``; in C (``c``) or Python."""
+    end = ";" if c else ""
+    lines: list[str] = []
+    depth = 0
+    for i in range(n):
+        for k in range(i + 1):
+            s = H(k, i) + (" + shift" if i == k else "")
+            s += "".join(f" - L{i}_{p} * L{k}_{p}" for p in range(k))
+            pad = "    " * depth
+            if i == k:
+                lines += [f"{pad}{'const double ' if c else ''}s{i} = {s}{end}",
+                          f"{pad}if (s{i} > 1e-14) {{" if c else f"{pad}if s{i} > 1e-14:"]
+                depth += 1
+                lines += [f"{'    ' * depth}L{i}_{i} = {'sqrt' if c else 'np.sqrt'}(s{i}){end}"]
+            else:
+                lines += [f"{pad}L{i}_{k} = ({s}) / L{k}_{k}{end}"]
+    lines += ["    " * depth + ("ok = 1;" if c else "ok = True")]
+    if c:
+        lines += ["    " * d + "}" for d in range(depth - 1, -1, -1)]
+    return lines
+
+
 def _newton(g: Geometry) -> list[str]:
     """``def _newton(h, w, W, T, C, ...)``: ``channels._newton`` on tuples of scalars."""
     n = g.L * g.F
@@ -251,24 +277,7 @@ def _newton(g: Geometry) -> list[str]:
         "        for _try in range(40):",
         "            ok = False",
     ]
-    # Cholesky of hess + shift I, unrolled (the generic kernel's order of operations), nested so
-    # that it stops at the first pivot <= 1e-14
-    lines = []
-    depth = 0
-    for i in range(n):
-        for k in range(i + 1):
-            s = f"H{k}_{i}" + (" + shift" if i == k else "")
-            s += "".join(f" - L{i}_{p} * L{k}_{p}" for p in range(k))
-            pad = "    " * depth
-            if i == k:
-                lines += [f"{pad}s{i} = {s}", f"{pad}if s{i} > 1e-14:"]
-                depth += 1
-                lines += [f"{'    ' * depth}L{i}_{i} = np.sqrt(s{i})"]
-            else:
-                lines += [f"{pad}L{i}_{k} = ({s}) / L{k}_{k}"]
-    pad = "    " * depth
-    lines += [f"{pad}ok = True"]
-    out += ["            " + ln for ln in lines]
+    out += ["            " + ln for ln in _cholesky(n, lambda k, i: f"H{k}_{i}", c=False)]
     out += [
         "            if not ok:",
         "                shift = max(2.0 * shift, 1e-3)",
@@ -405,23 +414,7 @@ def _c_newton(g: Geometry) -> list[str]:
         "        for (int tr = 0; tr < 40; tr++) {",
         "            int ok = 0;",
     ]
-    lines: list[str] = []
-    depth = 0
-    for i in range(n):
-        for k in range(i + 1):
-            s = f"H[{tri[(k, i)]}]" + (" + shift" if i == k else "")
-            s += "".join(f" - L{i}_{p} * L{k}_{p}" for p in range(k))
-            pad = "    " * depth
-            if i == k:
-                lines += [f"{pad}const double s{i} = {s};", f"{pad}if (s{i} > 1e-14) {{"]
-                depth += 1
-                lines += [f"{'    ' * depth}L{i}_{i} = sqrt(s{i});"]
-            else:
-                lines += [f"{pad}L{i}_{k} = ({s}) / L{k}_{k};"]
-    lines += ["    " * depth + "ok = 1;"]
-    for d in range(depth - 1, -1, -1):
-        lines += ["    " * d + "}"]
-    out += ["            " + ln for ln in lines]
+    out += ["            " + ln for ln in _cholesky(n, lambda k, i: f"H[{tri[(k, i)]}]", c=True)]
     out += ["            if (!ok) {", "                shift = PYMAX(2.0 * shift, 1e-3);", "                continue;",
             "            }"]
     for i in range(n):
