@@ -769,3 +769,33 @@ def test_spinodal_bisection_reports_the_bracket_midpoint_without_rounding_noise(
     x = _bisect(exists, 0.7, below, 1.0, 0.06)
     assert 0.5 * (lo + hi) != 0.675 and x == 0.675 == _midpoint(lo, hi) and min(lo, hi) < x < max(lo, hi)
 
+
+
+@pytest.mark.parametrize("branch", ["semantic", "positional", "trivial"])
+def test_raising_the_order_reuses_the_minima_of_the_shared_nodes(branch, monkeypatch):
+    """The fine rules of order k are the first nodes of each block of sign copies of those of
+    order K > k with the same scrambles: a refinement raised from a refined point takes their
+    minima from that point's full evaluation (``_nested_first``), which is the full evaluation at
+    the point bit for bit, and so is the refined result; without the record it solves them again."""
+    import attnphase.theory.phases as ph
+    from attnphase.theory.saddle import OrderParams
+
+    spec = ModelSpec(omega=0.3)
+    s8 = SolverSettings(order=7, refine_order=8)
+    assert ph.solve_refined(spec, 1.0, branch, s8).fine is None  # (kept only on the way to a target)
+    p = ph.refine_point(spec, ph.solve_point(spec, 1.0, branch, s8), s8, tol=s8.tol, keep_fine=True)
+    assert p.fine is not None and p.fine[0].rule.size == 4 * 4 * 2**8
+    st = SolverSettings(order=7, refine_order=10)
+    seen = []
+    nested = ph._nested_first
+    monkeypatch.setattr(ph, "_nested_first", lambda *args: seen.append(nested(*args)) or seen[-1])
+    a = ph.refine_point(spec, p, st, tol=st.tol, keep_fine=True)
+    assert seen and seen[0] is not None
+    union = a.fine[0]
+    full = union.data_step(OrderParams.from_vector(p.op.to_vector(), union.L, union.F, union.rs),
+                           switch_width=st.switch_width)
+    for key in ("h", "value", "candidates", "candidate_values"):
+        assert np.array_equal(getattr(seen[0].prox, key), getattr(full.prox, key)), key
+    b = ph.refine_point(spec, replace(p, fine=None), st, tol=st.tol)
+    assert np.array_equal(a.op.to_vector(), b.op.to_vector())
+    assert a.diagnostics["error_estimate"] == b.diagnostics["error_estimate"]

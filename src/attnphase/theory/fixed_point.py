@@ -265,7 +265,7 @@ class _QNResult:
 
 def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
                   warm: DataStep | None = None, max_evals: int = 20, confirm_full: bool = True,
-                  fd_jacobian: bool = False) -> _QNResult | None:
+                  fd_jacobian: bool = False, first_full: DataStep | None = None) -> _QNResult | None:
     """Newton's method on ``r(x) = F(x) - x`` in relative units, with Broyden updates.
 
     The Jacobian is ``J0`` when given (the previous point of a continuation: it changes slowly
@@ -275,7 +275,8 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
     every unknown by less than ``tol`` (relative), or with ``confirm_full=False`` (a loose ``tol``)
     when the warm-started map does (``ds`` is then the first, full evaluation, not one at ``x``).
     With ``fd_jacobian`` a start that is already converged gets the forward-difference Jacobian
-    too (``nf`` warm-started evaluations), in the units of ``x0``.
+    too (``nf`` warm-started evaluations), in the units of ``x0``. ``first_full``: the full
+    multi-start data step at ``x0``, already at hand (it counts as the first evaluation).
     Returns ``None`` when the start is invalid.
     """
     L, F, rs = saddle.L, saddle.F, saddle.rs
@@ -289,7 +290,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         x[free] = y * scale
         return x
 
-    def evaluate(y: np.ndarray, ref: DataStep | None):
+    def evaluate(y: np.ndarray, ref: DataStep | None, given: DataStep | None = None):
         nonlocal evals
         x = full_x(y)
         op = OrderParams.from_vector(x, L, F, rs)
@@ -297,7 +298,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
             return None
         evals += 1
         starts = None if ref is None else _warm_starts(ref)
-        ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
+        ds = given if given is not None else saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
         fx = saddle.weights_step(ds.hats).to_vector()
         if not np.all(np.isfinite(fx)):
             return None
@@ -309,7 +310,11 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
     # (continuation), else from the full multi-start set
     if warm is not None and warm.prox.h.shape[0] != saddle.rule.size:
         warm = None
-    first = evaluate(y, warm)
+    if first_full is not None and first_full.prox.h.shape[0] == saddle.rule.size:
+        warm = None  # (the full evaluation at x0, assembled by the caller: evaluate takes it as it is)
+    else:
+        first_full = None
+    first = evaluate(y, warm, first_full)
     full_at = full_x(y) if warm is None else None
     if first is not None and warm is not None and _rel_change(first[2], full_x(y), nat) < settings.tol:
         first = evaluate(y, None)  # a warm-started fixed point is confirmed with the full set

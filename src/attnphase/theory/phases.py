@@ -19,7 +19,16 @@ from typing import Any
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha
-from attnphase.theory.channels import AttentionMap, ProxResult
+from attnphase.theory.channels import (
+    AttentionMap,
+    ProxResult,
+    default_starts,
+    escape_saddles,
+    landscape_starts,
+    prox_batch,
+    rugged,
+    target_map,
+)
 from attnphase.theory.fixed_point import (
     TARGET_KEYS,
     FixedPointResult,
@@ -28,7 +37,7 @@ from attnphase.theory.fixed_point import (
     _warm_starts,
     solve_fixed_point,
 )
-from attnphase.theory.quadrature import make_rule
+from attnphase.theory.quadrature import COPIES, make_rule
 from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle, linear_test_error
 
 log = logging.getLogger(__name__)
@@ -133,12 +142,15 @@ class BranchPoint:
     jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
     #: the data step at the solution (its minimisers warm-start a nearby solve on the same rule)
     data: Any = field(default=None, repr=False, compare=False)
+    #: a refined point's fine rules: ``(union saddle, number of rules, its full data step at the
+    #: point)``, whose minima a refinement from here to finer rules of the same scrambles reuses
+    #: (:func:`_nested_first`)
+    fine: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.pop("op", None)
-        d.pop("jacobian", None)
-        d.pop("data", None)
+        for key in ("op", "jacobian", "data", "fine"):
+            d.pop(key, None)
         return d
 
     def summary(self) -> dict[str, Any]:
@@ -661,7 +673,8 @@ def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:
 
 
 def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None,
-                 max_evals: int | None = None, retry: bool = True, fallback: bool = True) -> BranchPoint:
+                 max_evals: int | None = None, retry: bool = True, fallback: bool = True,
+                 keep_fine: bool = False) -> BranchPoint:
     """Carry a fixed point of the solver's (coarse) rule to finer rules (multi-fidelity solve).
 
     The fine rule is the union of ``settings.refine_replicas`` independent scrambles of
@@ -686,6 +699,10 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     spinodal probes of :func:`find_transition` give less, and no ``retry`` with a
     forward-difference Jacobian). ``fallback``: where the quasi-Newton stages of an exact solve
     fail, the full solver from the coarse point (:func:`_fallback_refine`).
+
+    ``keep_fine``: the refined point keeps its fine rules and their full data step at it
+    (``BranchPoint.fine``, a few MB at order 11) for a refinement to finer rules from there
+    (:func:`_nested_first`; the overlap target of :func:`solve_refined`).
 
     Standard errors over the fine scrambles are in ``diagnostics["refined"]["errors"]``
     (absolute for ``train_loss`` and ``test_error``, relative for the order parameters) and, as
@@ -728,7 +745,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         replace(settings, tol=REFINE_TOL, noise_tol=max(settings.noise_tol, REFINE_TOL))
     budget = max_evals or REFINE_MAX_EVALS
     qn = _quasi_newton(union, x0, qs, J0=point.jacobian, max_evals=2 * budget if exact else budget,
-                       confirm_full=exact)
+                       confirm_full=exact, first_full=_nested_first(union, n, point, x0, settings))
     tried = [(qn, x0)]  # (each failed stage with the units of its Jacobian: see _rules_unresolve)
     at_floor = qn is not None and exact and qn.resid < settings.noise_tol
     if retry and qn is not None and not qn.ok and point.jacobian is not None and not at_floor:
@@ -812,10 +829,72 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     else:
         est = None
     kept = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
+    at_x = qn.full_at is not None and np.array_equal(qn.full_at, x)
     return replace(
         point, train_loss=float(train), test_error=float(test), **_overlap_fields(sd, op),
+        fine=(union, n, qn.ds) if keep_fine and at_x and settings.method == "qmc" else None,
         diagnostics={**kept, "refined": info, **({"error_estimate": est} if est is not None else {})},
     )
+
+
+def _nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
+                  settings: SolverSettings) -> DataStep | None:
+    """The full multi-start data step of ``union`` at ``x0``, with the minima of the nodes it
+    shares with the rules of the refinement that gave ``point`` taken from that refinement's full
+    evaluation at the same point (``point.fine``), solved at the other nodes only; ``None`` where
+    nothing is shared.
+
+    The scrambled Sobol sequence of one seed is extensible: the fine rule of order ``k`` is the
+    first ``2^(k+c)`` points of every block of sign copies of the rule of order ``K > k`` with the
+    same seed (``sobol_gaussian``), so a refinement raised from order ``k`` to ``K``
+    (:func:`_refine_to_target`) knows the minima of ``2^(k-K)`` of its nodes at its start, with the
+    same starts: the step equals the full evaluation bit for bit, at that fraction less (session 20:
+    ~0.1 s of the semantic branch's order 11 -> 13 at the reference case)."""
+    prev = getattr(point, "fine", None)
+    if prev is None or point.op is None or not np.array_equal(point.op.to_vector(), x0):
+        return None
+    old, n_old, ds = prev
+    new_rule, old_rule = union.rule, old.rule
+    if (n_old != n or old_rule.copies != new_rule.copies or old_rule.copies not in ("eta", "xi", "none")
+            or old_rule.teacher_scale != new_rule.teacher_scale or old.mirror != union.mirror
+            or old_rule.size >= new_rule.size or old_rule.x.shape[1] != new_rule.x.shape[1]
+            or ds.prox.h.shape[0] != old_rule.size):
+        return None
+    nb = 1 + len(COPIES[new_rule.copies])  # (blocks of sign copies in a rule)
+    per_old, per_new = old_rule.size // n, new_rule.size // n
+    b_old, b_new = per_old // nb, per_new // nb
+    idx = (np.arange(n)[:, None, None] * per_new + np.arange(nb)[None, :, None] * b_new
+           + np.arange(b_old)[None, None, :]).ravel()
+    if idx.size != old_rule.size or not np.array_equal(new_rule.x[idx], old_rule.x):
+        return None
+    op = OrderParams.from_vector(x0, union.L, union.F, union.rs)
+    w, hstar, qis, qinv, R = union.fields(op)
+    T = target_map(hstar, union.spec)
+
+    def split(a: np.ndarray, old_part: bool) -> np.ndarray:  # (rules x blocks x nodes: the shared ones first)
+        v = a.reshape(n, nb, b_new, *a.shape[1:])
+        return (v[:, :, :b_old] if old_part else v[:, :, b_old:]).reshape(-1, *a.shape[1:])
+
+    wf, hf, Tf = split(w, False), split(hstar, False), split(T, False)
+    starts = default_starts(union.unmix(wf), op.V)
+    if union.mix is not None:
+        starts = np.einsum("lk,nska->nsla", union.mix, starts)
+    if rugged(op.V, union.C, union.mix):
+        starts = np.concatenate([starts, landscape_starts(wf, hf, Tf, op.V, union.C, union.amap, union.mix)], axis=1)
+    if starts.shape[1] != ds.prox.candidates.shape[1]:
+        return None
+    part = prox_batch(wf, Tf, op.V, union.C, union.amap, starts=starts, mix=union.mix)
+    part = escape_saddles(part, wf, Tf, op.V, union.C, union.amap, starts, mix=union.mix)  # (node by node)
+    merged = []
+    for a_new, a_old in zip((part.h, part.value, part.grad_norm, part.candidates, part.candidate_values),
+                            (ds.prox.h, ds.prox.value, ds.prox.grad_norm, ds.prox.candidates,
+                             ds.prox.candidate_values), strict=True):
+        out = np.empty((n, nb, b_new, *a_new.shape[1:]))
+        out[:, :, :b_old] = a_old.reshape(n, nb, b_old, *a_old.shape[1:])
+        out[:, :, b_old:] = a_new.reshape(n, nb, b_new - b_old, *a_new.shape[1:])
+        merged.append(out.reshape(new_rule.size, *a_new.shape[1:]))
+    prox = ProxResult(*merged)
+    return union.data_from(op, prox, settings.switch_width, (w, T, qis, qinv, R))
 
 
 #: iterations of the full solver when the refinement's quasi-Newton stages fail (the L = 3
@@ -941,7 +1020,8 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     # (a semantic or mixed point whose refinement fails is first continued from above, the full-solver
     # fallback comes after that: it never rescued such a point, and costs ~10 s where it fails)
     above_first = branch in ("semantic", MIXED)
-    point = refine_point(spec, coarse, settings, tol=settings.tol, fallback=not above_first)
+    point = refine_point(spec, coarse, settings, tol=settings.tol, fallback=not above_first,
+                         keep_fine=bool(settings.target_error))
     marked = mark_unresolved(point)  # (marked is not point: the fine rules do not confirm the branch)
     if not _applied(point) or marked is not point:
         retry, tried = _refine_from_above(spec, alpha, branch, settings, point if marked is point else marked)
@@ -1074,7 +1154,7 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
     while err > settings.target_error and order < settings.max_refine_order:
         order = min(settings.max_refine_order, order + orders_to_target(err, settings.target_error))
         t0 = time.perf_counter()
-        nxt = refine_point(spec, point, replace(settings, refine_order=order), tol=settings.tol)
+        nxt = refine_point(spec, point, replace(settings, refine_order=order), tol=settings.tol, keep_fine=True)
         e = estimate(nxt)
         history.append({"order": order, "estimate": e, "test_error_estimate": estimate(nxt, "test_error"),
                         "nodes": nxt.diagnostics["refined"].get("nodes"), "seconds": time.perf_counter() - t0})
@@ -1084,7 +1164,7 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
         if not math.isfinite(e):
             break  # (that refinement failed: keep the last refined point)
         point, err, kept = nxt, e, order
-    return replace(point, diagnostics={**point.diagnostics, "target": {
+    return replace(point, fine=None, diagnostics={**point.diagnostics, "target": {
         "target_error": settings.target_error, "on": settings.target_on, "met": err <= settings.target_error,
         "order": kept, "history": history}})
 
