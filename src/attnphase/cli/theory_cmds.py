@@ -257,7 +257,8 @@ def _curves_record(spec, grid, settings, sem, pos, lin, tr) -> dict:
 #: ``solve``'s default accuracy: every overlap estimate at most 1e-3 (issue 2). At the reference
 #: case one refinement at order 11 gives 0.4-1.7e-3 on the semantic ``theta`` and 0.6-1.4e-3 on the
 #: positional ``q`` and ``m`` over seeds 0-7; with the target those branches go on to order 12-13
-#: where needed (2.0-5.6 s for the whole solve, median 2.8 s; ``--target-error 0``: 1.7-2.2 s; session 20)
+#: where needed (the whole solve 1.7-4.6 s over seeds 0-7, 2.65 s at seed 0; ``--target-error 0``:
+#: 1.6 s; session 20, docs/theory.md)
 SOLVE_TARGET = "1e-3"
 
 
