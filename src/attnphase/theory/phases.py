@@ -19,16 +19,7 @@ from typing import Any
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha
-from attnphase.theory.channels import (
-    AttentionMap,
-    ProxResult,
-    default_starts,
-    escape_saddles,
-    landscape_starts,
-    prox_batch,
-    rugged,
-    target_map,
-)
+from attnphase.theory.channels import AttentionMap, ProxResult, escape_saddles, prox_batch, target_map
 from attnphase.theory.fixed_point import (
     TARGET_KEYS,
     FixedPointResult,
@@ -876,11 +867,7 @@ def _nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
         return (v[:, :, :b_old] if old_part else v[:, :, b_old:]).reshape(-1, *a.shape[1:])
 
     wf, hf, Tf = split(w, False), split(hstar, False), split(T, False)
-    starts = default_starts(union.unmix(wf), op.V)
-    if union.mix is not None:
-        starts = np.einsum("lk,nska->nsla", union.mix, starts)
-    if rugged(op.V, union.C, union.mix):
-        starts = np.concatenate([starts, landscape_starts(wf, hf, Tf, op.V, union.C, union.amap, union.mix)], axis=1)
+    starts = union.full_starts(wf, hf, Tf, op.V)
     if starts.shape[1] != ds.prox.candidates.shape[1]:
         return None
     part = prox_batch(wf, Tf, op.V, union.C, union.amap, starts=starts, mix=union.mix)

@@ -250,17 +250,23 @@ class Saddle:
         w, hstar, qis, qinv, R = self.fields(op)
         T = target_map(hstar, self.spec)
         if starts is None:
-            starts = default_starts(self.unmix(w), op.V)
-            if self.mix is not None:
-                starts = np.einsum("lk,nska->nsla", self.mix, starts)
-            if rugged(op.V, self.C, self.mix):
-                starts = np.concatenate([starts, landscape_starts(w, hstar, T, op.V, self.C, self.amap, self.mix)],
-                                        axis=1)
+            starts = self.full_starts(w, hstar, T, op.V)
         else:
             starts = np.concatenate([w[:, None], starts], axis=1)
         prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts, mix=self.mix)
         prox = escape_saddles(prox, w, T, op.V, self.C, self.amap, starts, mix=self.mix)
         return self.data_from(op, prox, switch_width, (w, T, qis, qinv, R))
+
+    def full_starts(self, w: np.ndarray, hstar: np.ndarray, T: np.ndarray, V: np.ndarray) -> np.ndarray:
+        """The full multi-start set at nodes with prior means ``w``, teacher fields ``h*`` and
+        target ``T`` (actual fields): :func:`default_starts`, with :func:`landscape_starts` where
+        the proximal problem is rugged."""
+        starts = default_starts(self.unmix(w), V)
+        if self.mix is not None:
+            starts = np.einsum("lk,nska->nsla", self.mix, starts)
+        if rugged(V, self.C, self.mix):
+            starts = np.concatenate([starts, landscape_starts(w, hstar, T, V, self.C, self.amap, self.mix)], axis=1)
+        return starts
 
     @one_blas_thread
     def data_from(self, op: OrderParams, prox: ProxResult, switch_width: float = 0.0,
