@@ -126,6 +126,10 @@ class ProxResult:
     candidates: np.ndarray
     candidate_values: np.ndarray
 
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The per-node arrays in field order (``ProxResult(*arrays)`` rebuilds one)."""
+        return self.h, self.value, self.grad_norm, self.candidates, self.candidate_values
+
 
 def default_starts(w: np.ndarray, V: np.ndarray, spread: tuple[float, ...] = (1.5,)) -> np.ndarray:
     """Multi-start set per node: ``w``, ``-w``, ``0`` and ``w +- c V^{1/2} e_i`` for each field
@@ -300,9 +304,9 @@ def escape_saddles(prox: ProxResult, w: np.ndarray, T: np.ndarray, V: np.ndarray
     better = sub.value < prox.value[idx]
     if not np.any(better):
         return prox
-    out = [a.copy() for a in (prox.h, prox.value, prox.grad_norm, prox.candidates, prox.candidate_values)]
+    out = [a.copy() for a in prox.arrays()]
     j = idx[better]
-    for a, b in zip(out, (sub.h, sub.value, sub.grad_norm, sub.candidates, sub.candidate_values), strict=True):
+    for a, b in zip(out, sub.arrays(), strict=True):
         a[j] = b[better]
     return ProxResult(*out)
 

@@ -541,9 +541,7 @@ def _rule_steps(fine: list[Saddle], op: OrderParams, ds: DataStep, settings: Sol
     starts = _warm_starts(ds)
     cuts = np.cumsum([0] + [f.rule.size for f in fine])
     if full:
-        px = ds.prox
-        parts = [ProxResult(*(a[cuts[k]:cuts[k + 1]] for a in (px.h, px.value, px.grad_norm, px.candidates,
-                                                                 px.candidate_values))) for k in range(len(fine))]
+        parts = [ProxResult(*(a[cuts[k]:cuts[k + 1]] for a in ds.prox.arrays())) for k in range(len(fine))]
         return [f.data_from(op, part, settings.switch_width) for f, part in zip(fine, parts, strict=True)], starts, cuts
     steps = [f.data_step(op, starts=starts[cuts[k]:cuts[k + 1]], switch_width=settings.switch_width)
              for k, f in enumerate(fine)]
@@ -792,8 +790,8 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         info["left_to"] = landed  # (see left_branch: the coarse point may be an artefact of its rule)
         return replace(point, diagnostics={**point.diagnostics, "refined": info})
     # each fine rule at x (from the union's minima there where its last evaluation was the full one at x)
-    steps, starts, cuts = _rule_steps(fine, op, qn.ds, settings,
-                                      full=qn.full_at is not None and np.array_equal(qn.full_at, x))
+    full_at_x = _warm_at(qn, x) is not None
+    steps, starts, cuts = _rule_steps(fine, op, qn.ds, settings, full=full_at_x)
     hats = Hats(*(sum(getattr(ds.hats, k) for ds in steps) / n for k in ("q_hat", "m_hat", "V_hat", "theta_hat")))
     mean = replace(steps[0], hats=hats, mean_M=float(np.mean([ds.mean_M for ds in steps])))
     train = -sd.free_energy(op, mean)
@@ -820,10 +818,9 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     else:
         est = None
     kept = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
-    at_x = qn.full_at is not None and np.array_equal(qn.full_at, x)
     return replace(
         point, train_loss=float(train), test_error=float(test), **_overlap_fields(sd, op),
-        fine=(union, n, qn.ds) if keep_fine and at_x and settings.method == "qmc" else None,
+        fine=(union, n, qn.ds) if keep_fine and full_at_x and settings.method == "qmc" else None,
         diagnostics={**kept, "refined": info, **({"error_estimate": est} if est is not None else {})},
     )
 
@@ -873,9 +870,7 @@ def _nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
     part = prox_batch(wf, Tf, op.V, union.C, union.amap, starts=starts, mix=union.mix)
     part = escape_saddles(part, wf, Tf, op.V, union.C, union.amap, starts, mix=union.mix)  # (node by node)
     merged = []
-    for a_new, a_old in zip((part.h, part.value, part.grad_norm, part.candidates, part.candidate_values),
-                            (ds.prox.h, ds.prox.value, ds.prox.grad_norm, ds.prox.candidates,
-                             ds.prox.candidate_values), strict=True):
+    for a_new, a_old in zip(part.arrays(), ds.prox.arrays(), strict=True):
         out = np.empty((n, nb, b_new, *a_new.shape[1:]))
         out[:, :, :b_old] = a_old.reshape(n, nb, b_old, *a_old.shape[1:])
         out[:, :, b_old:] = a_new.reshape(n, nb, b_new - b_old, *a_new.shape[1:])

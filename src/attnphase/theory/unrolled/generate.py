@@ -255,6 +255,21 @@ def _cholesky(n: int, H: Callable[[int, int], str], c: bool) -> list[str]:
     return lines
 
 
+def _newton_step(n: int, g: Callable[[int], str], c: bool) -> list[str]:
+    """The damped Newton step ``s_ = -(L L^T)^{-1} g`` by forward then back substitution with the
+    factor of :func:`_cholesky` (``y<i>``, then ``s<i>_``); ``g(i)`` names the gradient entry; in C
+    (``c``) or Python."""
+    decl, end = ("const double ", ";") if c else ("", "")
+    lines = []
+    for i in range(n):
+        s = f"-{g(i)}" + "".join(f" - L{i}_{p} * y{p}" for p in range(i))
+        lines.append(f"{decl}y{i} = ({s}) / L{i}_{i}{end}")
+    for i in range(n - 1, -1, -1):
+        s = f"y{i}" + "".join(f" - L{p}_{i} * s{p}_" for p in range(i + 1, n))
+        lines.append(f"{decl}s{i}_ = ({s}) / L{i}_{i}{end}")
+    return lines
+
+
 def _newton(g: Geometry) -> list[str]:
     """``def _newton(h, w, W, T, C, ...)``: ``channels._newton`` on tuples of scalars."""
     n = g.L * g.F
@@ -283,14 +298,7 @@ def _newton(g: Geometry) -> list[str]:
         "                shift = max(2.0 * shift, 1e-3)",
         "                continue",
     ]
-    solve = []
-    for i in range(n):
-        s = f"-g{i}" + "".join(f" - L{i}_{p} * y{p}" for p in range(i))
-        solve.append(f"y{i} = ({s}) / L{i}_{i}")
-    for i in range(n - 1, -1, -1):
-        s = f"y{i}" + "".join(f" - L{p}_{i} * s{p}_" for p in range(i + 1, n))
-        solve.append(f"s{i}_ = ({s}) / L{i}_{i}")
-    out += ["            " + ln for ln in solve]
+    out += ["            " + ln for ln in _newton_step(n, lambda i: f"g{i}", c=False)]
     steps = [f"s{i}_" for i in range(n)]
     out += [
         "            sn = max(" + ", ".join(f"abs({s})" for s in steps) + ")",
@@ -417,12 +425,7 @@ def _c_newton(g: Geometry) -> list[str]:
     out += ["            " + ln for ln in _cholesky(n, lambda k, i: f"H[{tri[(k, i)]}]", c=True)]
     out += ["            if (!ok) {", "                shift = PYMAX(2.0 * shift, 1e-3);", "                continue;",
             "            }"]
-    for i in range(n):
-        s = f"-g[{i}]" + "".join(f" - L{i}_{p} * y{p}" for p in range(i))
-        out.append(f"            const double y{i} = ({s}) / L{i}_{i};")
-    for i in range(n - 1, -1, -1):
-        s = f"y{i}" + "".join(f" - L{p}_{i} * s{p}_" for p in range(i + 1, n))
-        out.append(f"            const double s{i}_ = ({s}) / L{i}_{i};")
+    out += ["            " + ln for ln in _newton_step(n, lambda i: f"g[{i}]", c=True)]
     out += [
         "            const double sn = " + _c_max([f"fabs(s{i}_)" for i in range(n)]) + ";",
         "            if (shift == 0.0 && sn < 1e-13 * hn) break;",
