@@ -1,4 +1,4 @@
-"""Speed of the batched simulator against the plain one-run-at-a-time approach (issue 3).
+"""Speed of the batched simulator against the plain one-run-at-a-time approach.
 
 Baseline (the approach of the original code): one run at a time, ``Q`` an ``nn.Parameter``,
 the prediction ``softmax(h h^T) x`` formed explicitly, autograd, ``torch.optim.SGD`` (lr 0.15,

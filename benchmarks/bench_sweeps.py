@@ -1,4 +1,4 @@
-"""Speed of the sweep machinery (issue 4), each against a baseline measured in this script.
+"""Speed of the sweep machinery, each against a baseline measured in this script.
 
 1. store overhead: N cheap points through ``run_sweep`` (one transaction per point, WAL,
    synchronous=FULL) vs. the same computations in a bare loop, per point;

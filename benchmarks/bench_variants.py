@@ -1,4 +1,4 @@
-"""Solve speed and error estimates for the variants of issue 5 (``L = 3`` and rank ``r = 2``).
+"""Solve speed and error estimates for the variants (``L = 3`` and rank ``r = 2``).
 
 Whole-process wall time of ``attnphase solve --alpha 1.5 --omega 0.3 --branch all`` for
 ``--L 3`` and ``--rank 2`` (median of ``--repeats`` runs; targets: 60 s each, reported relative

@@ -1,4 +1,4 @@
-"""Finite-d simulator (THEORY.md sections 1 and 3): data, models, gradients, batching, metrics."""
+"""Finite-d simulator (docs/model.md section 1, docs/simulation.md): data, models, gradients, batching, metrics."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Simulation against the asymptotic theory (THEORY.md section 3; issue 3 acceptance). Slow.
+"""Simulation against the asymptotic theory (docs/simulation.md: agreement within a few percent). Slow.
 
 Run with ``PYTHONPATH=src python -m pytest tests/test_sim_theory.py -m slow -q -s``.
 """

@@ -1,5 +1,5 @@
 """``sim.transition``: the crossing estimator, ``sim-transition`` CLI (JSON, files, bad input) and
-its figure (THEORY.md 2.1 definition of alpha_c, section 3 starts)."""
+its figure (docs/model.md (5.2); the starts of docs/simulation.md)."""
 
 from __future__ import annotations
 

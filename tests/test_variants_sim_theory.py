@@ -1,10 +1,10 @@
-"""Theory versus finite-d simulation for the attention variants (issue 5; THEORY.md 2.2-2.3).
+"""Theory versus finite-d simulation for the attention variants (docs/model.md section 6).
 
 The fast test checks that theory and simulation land on the same branch for the causal student.
 The slow tests compare the theory (``solve_point`` with the quick preset ``FAST`` at QMC order 8,
 or 10 for the causal cases) with the mean of 4 seeds at ``d = 1000`` from the informed starts, at
-the 7 % of issue 5, for the variants and quantities where docs/variants.md reports agreement (the numbers are measured there, by
-``docs/variants_validation.py``). Run them with
+the 7 % agreement asked of the variants, for the variants and quantities where docs/variants.md reports agreement (the numbers are measured there, by
+``studies/variants_validation.py``). Run them with
 ``PYTHONPATH=src python -m pytest tests/test_variants_sim_theory.py -m slow -q -s``.
 """
 
@@ -30,7 +30,7 @@ BASE = {"omega": 0.3, "sigma": 0.5, "lam": 0.01}
 #: GD lr 0.15 with heavy-ball momentum 0.9 (same minima as plain GD, docs/simulation.md)
 GD = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=8000,
                    dtype="float64", log_every=0)
-TOL = 0.07  # issue 5: agreement within 7 %
+TOL = 0.07  # agreement within 7 %
 
 
 def invariants(overlaps: dict, L: int) -> dict[str, float]:

@@ -4,7 +4,7 @@ Sequences of ``L`` tokens over an alphabet of ``T``; the label at each position 
 its token occurs. A one-layer transformer whose attention sees only positions, only token
 identities, or both (:mod:`attnphase.histogram.model`) is trained in the restricted forms
 and then continued without the restriction (:mod:`attnphase.histogram.train`), the
-algorithmic illustration of the positional/semantic dichotomy of THEORY.md section 1.
+algorithmic illustration of the positional/semantic dichotomy of docs/model.md section 5.
 See ``docs/histogram.md``.
 """
 

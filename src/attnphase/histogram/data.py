@@ -3,7 +3,7 @@
 A sequence is ``L`` tokens drawn uniformly from an alphabet of ``T`` symbols; the label
 at position ``i`` is how often the token at ``i`` occurs in the whole sequence, so the
 classes are ``0..L`` (``0`` never occurs but is kept so that the read-out has ``L + 1``
-outputs, as in the task statement of issue 6). Sequences are de-duplicated before the
+outputs, as in the task statement of the counting task). Sequences are de-duplicated before the
 train/validation split, so no validation sequence is seen in training.
 """
 

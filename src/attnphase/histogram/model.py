@@ -13,7 +13,7 @@ half cannot influence the scores at all (its gradient is exactly zero). The valu
 sees the full input, then a skip connection, LayerNorm and an MLP with one hidden ReLU
 layer produce ``L + 1`` logits per position (the count class).
 
-This is the finite-size analogue of the positional / semantic dichotomy of THEORY.md
+This is the finite-size analogue of the positional / semantic dichotomy of docs/model.md
 section 1 (positional vs semantic attention), on the algorithmic task of the paper's
 introduction; it is not covered by the asymptotic theory of section 2.
 """

@@ -7,7 +7,7 @@
   (:func:`to_unrestricted`) and continues with plain SGD, recording how far the parameters
   and the attention maps move. A trained restricted solution that is a genuine minimum of
   the unrestricted model should stay put (the finite-size counterpart of the positional
-  and semantic minima of THEORY.md section 3).
+  and semantic minima of docs/simulation.md).
 
 Everything is seeded through explicit generators; no global RNG state is consumed.
 """

@@ -1,10 +1,10 @@
-"""Finite-``d`` simulator in PyTorch (THEORY.md sections 1 and 3).
+"""Finite-``d`` simulator in PyTorch (docs/model.md section 1, protocol in docs/simulation.md).
 
 ``data``: tokens, positional embeddings, teacher, labels, seeded and reproducible.
 ``models``: tied / untied / causal attention students with identity, low-rank or full value,
 batched Gram-form risk with analytic or autograd gradient, and the dense linear baseline.
 ``train``: batched full-batch GD / Adam over many runs at once.
-``simulate``: the driver that returns per-run metrics in THEORY.md section-1 units.
+``simulate``: the driver that returns per-run metrics in the units of docs/model.md (1.5).
 """
 
 from attnphase.sim.data import Dataset, make_dataset, n_samples, positional_embeddings

@@ -1,7 +1,7 @@
-"""Data generation at finite ``d`` (THEORY.md section 1).
+"""Data generation at finite ``d`` (docs/model.md (1.1)-(1.2)).
 
 A sample is ``x in R^{L x d}`` with rows ``x_l = pi_l / sqrt(d) + z_l``. The token noise has
-covariance ``E[z_l z_k^T] = C_{lk} I_d`` (THEORY.md 2.3; ``C = sigma^2 I`` is the reference case)
+covariance ``E[z_l z_k^T] = C_{lk} I_d`` (docs/model.md (6.3); ``C = sigma^2 I`` is the reference case)
 and is realised as ``z = chol(C) g`` with ``g`` standard normal. The teacher
 ``Q* in R^{d x r*}`` has i.i.d. ``N(0, 1)`` entries; its fields use the tokens *without*
 positions, ``h*_l = Q*^T z_l / sqrt(d)``, and the label is ``y = T(h*) z`` with
@@ -44,7 +44,7 @@ CHUNK = 256
 _STREAM_TEACHER = 0
 _STREAM_TRAIN = 1
 _STREAM_TEST = 2
-_STREAM_INIT = 3
+STREAM_INIT = 3
 
 
 def derived_seed(*keys: int) -> int:
@@ -180,7 +180,7 @@ def _chunk_sizes(n: int) -> list[int]:
 def _draw(
     spec: ModelSpec, Q_star: torch.Tensor, Pi: torch.Tensor, size: int, gen: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``size`` samples ``(x, y)`` in float64 on the CPU (THEORY.md section 1)."""
+    """``size`` samples ``(x, y)`` in float64 on the CPU (docs/model.md (1.1)-(1.2))."""
     L, d = Pi.shape
     chol = torch.as_tensor(np.linalg.cholesky(spec.C_array), dtype=torch.float64)
     g = torch.randn(size, L, d, generator=gen, dtype=torch.float64)
@@ -202,7 +202,7 @@ def make_dataset(
     device: str | torch.device = "cpu",
     keep_labels: bool = False,
 ) -> Dataset:
-    """Realise one dataset of ``n`` training sequences in dimension ``d`` (THEORY.md section 1).
+    """Realise one dataset of ``n`` training sequences in dimension ``d`` (docs/model.md (1.1)-(1.2)).
 
     ``n_test`` fresh test sequences (default ``max(n, 1000)``) are drawn lazily by
     :meth:`Dataset.test_chunks`. ``keep_labels`` keeps ``Y`` (needed by trainable value matrices).

@@ -1,4 +1,4 @@
-"""Students and the dense linear baseline at finite ``d`` (THEORY.md sections 1, 2.2, 2.3).
+"""Students and the dense linear baseline at finite ``d`` (docs/model.md sections 1 and 6).
 
 Batched layout. Parameters of many runs are stacked on two leading axes ``(D, K)``:
 ``D`` datasets (one per seed) and ``K`` runs per dataset (the starts). The query/key columns of a
@@ -16,9 +16,9 @@ the same matmul, ``dR/dP = X^T dH / sqrt(d) + lambda P``. Peak memory per run is
 on
 top of the shared ``O(n L d)`` data; nothing of size ``n x d x d`` or ``n x L x L x d`` is formed.
 
-Value matrices (simulation-only, THEORY.md 2.3):
+Value matrices (simulation-only, docs/model.md (6.4)):
 
-* ``identity``: ``V = I_d`` (THEORY.md section 1).
+* ``identity``: ``V = I_d`` (docs/model.md (1.3)).
 * ``lowrank``: ``V = I_d + U W^T / d`` with trainable ``U, W in R^{d x p}``, ``p =
 spec.value_rank``,
   ridge ``(lambda / 2)(||U||^2 + ||W||^2)``; start ``U = 0`` (so ``V = I``), ``W = 0.1 N(0, I)``.
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -163,7 +164,8 @@ def _fields(spec: ModelSpec, params: dict[str, torch.Tensor], X: torch.Tensor):
 
 def ridge(spec: ModelSpec, params: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(lambda / 2) sum ||param||^2`` per run, shape ``(D, K)``."""
-    return 0.5 * spec.lam * sum((p * p).sum(dim=(-1, -2)) for p in params.values())
+    total = cast(torch.Tensor, sum((p * p).sum(dim=(-1, -2)) for p in params.values()))
+    return 0.5 * spec.lam * total
 
 
 def objective(
@@ -172,7 +174,7 @@ def objective(
     params: dict[str, torch.Tensor],
     grad: str = "auto",
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Summed risk ``R`` per run (shape ``(D, K)``) and its gradient (THEORY.md section 1).
+    """Summed risk ``R`` per run (shape ``(D, K)``) and its gradient (docs/model.md (1.3)).
 
     ``grad``: ``"analytic"`` (identity value only), ``"autograd"``, or ``"auto"`` (analytic when
     possible).
@@ -254,7 +256,7 @@ def test_errors(
 
 # ------------------------------------------------------------------ linear baseline
 def linear_fit(Sxx: torch.Tensor, Syx: torch.Tensor, d: int, lam_lin: float) -> torch.Tensor:
-    """Closed-form ridge for ``yhat = B x`` (THEORY.md section 1).
+    """Closed-form ridge for ``yhat = B x`` (docs/model.md (1.3)).
 
     Minimises ``sum_mu ||y - B x||^2 / (2d) + (lam_lin / 2) ||B||^2`` (the same convention as
     ``R``):

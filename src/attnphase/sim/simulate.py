@@ -1,7 +1,7 @@
-"""Simulation driver: datasets x starts trained in one batch, metrics per run (THEORY.md sections
-1, 3).
+"""Simulation driver: datasets x starts trained in one batch, metrics per run (docs/model.md
+section 1; the training protocol of docs/simulation.md).
 
-Metrics are in THEORY.md section-1 units: ``m = pi_1^T Q / d`` (the full ``m_l = pi_l^T Q / d`` in
+Metrics are in the units of docs/model.md (1.5): ``m = pi_1^T Q / d`` (the full ``m_l = pi_l^T Q / d`` in
 ``overlaps``), ``theta = Q^T Q* / d``, ``q = Q^T Q / d`` (scalars for ``r = r* = 1``, matrices
 otherwise),
 ``train_loss = R(Q) / d`` (ridge term included, ``eps_t``), ``test_error`` the mean per-sample
@@ -158,7 +158,7 @@ def simulate(
     settings: TrainSettings | None = None,
     n_test: int | None = None,
 ) -> SimulationResult:
-    """Train every ``seed x init`` run in one batched computation and measure it (THEORY.md 3).
+    """Train every ``seed x init`` run in one batched computation and measure it (docs/simulation.md).
 
     Each seed has its own dataset (teacher, training set, fresh test set); starts of the same seed
     share it. ``n = round(alpha d)`` training sequences; ``n_test`` (default ``max(n, 1000)``) test

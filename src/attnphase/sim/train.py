@@ -1,4 +1,4 @@
-"""Batched full-batch training of many runs at once (THEORY.md section 3).
+"""Batched full-batch training of many runs at once (docs/simulation.md).
 
 All runs (datasets x starts) live on the leading ``(D, K)`` axes of the parameter tensors and are
 updated by the same tensor operations; a run that meets the gradient-norm tolerance is frozen
@@ -7,7 +7,7 @@ updated by the same tensor operations; a run that meets the gradient-norm tolera
 ``Q / sqrt(d)``) -> ``stop = "tol"``; otherwise ``stop = "max_steps"`` (or ``"diverged"`` when the
 risk stops being finite).
 
-Starts (THEORY.md section 3), per run, for query columns ``Q in R^{d x r}``:
+Starts (docs/simulation.md), per run, for query columns ``Q in R^{d x r}``:
 
 * ``semantic``: ``Q = Q*`` (first ``min(r, r*)`` columns; extra columns ``0.1 N(0, 1)``);
 * ``positional``: first column ``pi_1 / sqrt(d)`` (``= 1_d / sqrt(d)`` by construction), extra
@@ -26,10 +26,11 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
-from attnphase.sim.data import _STREAM_INIT, Dataset, generator
+from attnphase.sim.data import STREAM_INIT, Dataset, generator
 from attnphase.sim.models import Batch, is_untied, n_columns, objective
 from attnphase.spec.problem import ModelSpec
 
@@ -43,7 +44,7 @@ DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Optimiser settings (defaults: THEORY.md section 3).
+    """Optimiser settings (defaults: docs/simulation.md).
 
     ``lr`` ``None`` means 0.15 for GD (on the summed loss ``R``) and 0.01 for Adam. ``momentum`` is
     an
@@ -136,7 +137,7 @@ def init_params(
         M = torch.zeros(len(datasets), len(inits), d, d, dtype=torch.float64)
     for i, ds in enumerate(datasets):
         for k, name in enumerate(inits):
-            gen = generator(ds.seed, _STREAM_INIT, INITS.index(name))
+            gen = generator(ds.seed, STREAM_INIT, INITS.index(name))
             noise = 0.1 * torch.randn(d, c, generator=gen, dtype=torch.float64)
             Q = noise[:, :r].clone()
             if name == "semantic":
@@ -177,7 +178,7 @@ def train(
     params: dict[str, torch.Tensor],
     settings: TrainSettings,
 ) -> TrainResult:
-    """Full-batch GD or Adam on ``R`` for all runs at once (THEORY.md section 3)."""
+    """Full-batch GD or Adam on ``R`` for all runs at once (docs/simulation.md)."""
     d = batch.X.shape[-1]
     lr = settings.learning_rate
     params = {k: v.clone() for k, v in params.items()}
@@ -194,7 +195,7 @@ def train(
     R = gnorm = None
     for t in range(settings.max_steps + 1):
         R, grads = objective(spec, batch, params, settings.grad)
-        gnorm = torch.sqrt(sum((g * g).sum(dim=(-1, -2)) for g in grads.values())) / math.sqrt(d)
+        gnorm = torch.sqrt(cast(torch.Tensor, sum((g * g).sum(dim=(-1, -2)) for g in grads.values()))) / math.sqrt(d)
         bad = active & ~torch.isfinite(R)
         diverged |= bad
         done = active & (gnorm < settings.tol)

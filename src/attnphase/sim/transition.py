@@ -1,7 +1,7 @@
 """Where the positional-to-semantic transition sits at finite ``d``, measured by simulation.
 
-THEORY.md 2.1 defines ``alpha_c`` as the sample complexity where the semantic and the positional
-minima have the same training error. At finite ``d`` we train (THEORY.md section 3) from the two
+docs/model.md (5.2) defines ``alpha_c`` as the sample complexity where the semantic and the positional
+minima have the same training error. At finite ``d`` we train (docs/simulation.md) from the two
 *informed* starts, semantic ``Q = Q*`` and positional ``Q = 1_d / sqrt(d)``, on the same dataset
 (one dataset per seed) and measure
 
@@ -13,9 +13,9 @@ crosses zero, by linear interpolation between the two bracketing grid points; it
 from the standard error of the mean (the crossings of the ``mean +- SE`` curves, and a first-order
 standard error ``SE(Delta at the root) / |slope|``).
 
-This works for every student of THEORY.md 2.2-2.3 the simulator trains (tied/untied/causal,
+This works for every student of docs/model.md section 6 the simulator trains (tied/untied/causal,
 correlated tokens, trainable value), including those the theory solver does not cover, which is
-why it is the tool that answers the reviewers' questions of THEORY.md 2.3 (``docs/questions.md``).
+why it is the tool that answers the open questions of docs/model.md section 6 (``docs/questions.md``).
 
 Caveat recorded in every result: ``Delta`` compares two minima only while each start stays in its
 own basin. Where a start falls into the other mechanism (e.g. the semantic start below the semantic
@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -294,7 +294,7 @@ def sim_transition(
     require_held: bool = True,
 ) -> SimTransition:
     """Measure ``Delta = eps_t(semantic start) - eps_t(positional start)`` on an ``alpha`` grid and
-    locate its zero ``alpha_c_sim`` (THEORY.md 2.1 definition of ``alpha_c``, section 3 starts).
+    locate its zero ``alpha_c_sim`` (docs/model.md (5.2); the starts of docs/simulation.md).
 
     One batched :func:`attnphase.sim.simulate.simulate` call per ``alpha`` trains every seed from
     both informed starts (same dataset per seed, so ``Delta`` is a paired difference). With
@@ -336,8 +336,8 @@ def sim_transition(
             test_semantic_mean=tsm, test_semantic_se=tss,
             test_positional_mean=tpm, test_positional_se=tps,
             linear_test_mean=float(np.mean([x.linear_test_error for x in sem])),
-            theta_semantic_mean=float(np.mean([abs(float(x.theta)) for x in sem])),
-            m_positional_mean=float(np.mean([abs(float(y.m)) for y in pos])),
+            theta_semantic_mean=float(np.mean([abs(float(cast(float, x.theta))) for x in sem])),
+            m_positional_mean=float(np.mean([abs(float(cast(float, y.m))) for y in pos])),
             branch_semantic=tuple(x.branch for x in sem),
             branch_positional=tuple(y.branch for y in pos),
             held_semantic=float(np.mean([x.branch == "semantic" for x in sem])),

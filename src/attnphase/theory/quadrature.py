@@ -2,7 +2,7 @@
 
 * ``gh``: tensor-product Gauss-Hermite (probabilists') with ``order`` points per dimension.
   Exact for polynomials, fast for smooth integrands (the test error); slow for integrands with
-  jumps (the Stein-form conjugates, THEORY.md 2.1).
+  jumps (the Stein-form conjugates, docs/model.md (3.3)).
 * ``qmc``: scrambled Sobol points mapped through the normal quantile, symmetrised over the
   sign group of the model (``eta -> -eta`` and ``(xi, eta) -> -(xi, eta)``), which keeps the exact
   zeros of ``theta`` on the positional branch and of ``m`` on the symmetric semantic branch.
@@ -119,8 +119,7 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
     ``phi(eta) / phi_s(eta) = s^k exp(-|eta|^2 (1 - s^-2) / 2)`` (``k`` coordinates), normalised to
     sum one. The jumps of the proximal minimiser that make the conjugates converge slowly lie at
     large ``|eta|`` (teacher fields of opposite signs, where mirror minima of the student swap):
-    almost all of the scatter of ``theta_hat`` comes from ``|eta| > 1.5`` (docs/theory.md,
-    session 16), which this rule samples more densely. The sign copies keep their weights.
+    almost all of the scatter of ``theta_hat`` comes from ``|eta| > 1.5`` (docs/theory.md), which this rule samples more densely. The sign copies keep their weights.
     """
     if copies not in COPIES:
         raise ValueError(f"unknown copies {copies!r}; choose from {', '.join(COPIES)}")

@@ -4,7 +4,7 @@ The proximal, target and test-error kernels are numba ``prange`` loops on all co
 OpenBLAS threads a dot product or matrix product of a few ten thousand entries (the weighted
 sums of a data step over 16384 or more nodes), and after such a call its worker threads keep
 spinning for a while; the numba threads that run next then share the cores with them.
-Measured on a 2-core machine (session 17, warm-started data step at the semantic point of the
+Measured on a 2-core machine (warm-started data step at the semantic point of the
 reference case, per node): 0.57 us at 8192 nodes and 1.27-1.92 us at 16384 (BLAS threads on),
 0.52-0.56 us at 16384 with one BLAS thread (``benchmarks/bench_blas_threads.py``).
 :func:`one_blas_thread` holds the process's BLAS libraries (numpy's OpenBLAS, and scipy's once
