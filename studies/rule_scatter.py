@@ -1,4 +1,6 @@
-"""How much a fine QMC rule moves a fixed point, for variants of the rule (issue 2's accuracy).
+"""How much a fine QMC rule moves a fixed point, for variants of the rule: the error one rule puts
+on the refined point (docs/theory.md, "Design choices": the mirror pairing and the order of the
+Sobol coordinates).
 
 At the refined fixed point ``x*`` of one branch (``solve_refined``, refine order 12), the error a
 rule's conjugates ``h_k`` put on the fixed point is, to first order,
@@ -18,12 +20,12 @@ scale of the importance sampling (1.4 shipped at ``L = 2``, rank 1); ``MIRROR`` 
 here). Reference case only (``L = 2``, rank 1); the sign copies are the refinement's
 (``FINE_COPIES``).
 
-Usage: ``python benchmarks/rule_scatter.py [--branch positional] [--order 11] [--scrambles 32]
+Reproduce: ``python studies/rule_scatter.py [--branch positional] [--order 11] [--scrambles 32]
 [--variants base:1.4,etafirst:1.4,base:1.4:on]`` (~10 s per 100 scrambles at order 11).
-Session 18 (docs/theory.md): positional ``q`` scatter 3.46-3.64e-3 (``base``) against 2.64-2.91e-3
-(``etafirst``) at order 11 (96 and 128 scrambles, two seed sets), 1.80-2.14e-3 against 1.85-2.02e-3
-at order 12: no gain at the orders used. Session 19: ``base:1.4`` against ``base:1.4:on``
-(mirror pairing), docs/theory.md.
+Measured: positional ``q`` scatter 3.46-3.64e-3 (``base``) against 2.64-2.91e-3 (``etafirst``) at
+order 11 (96 and 128 scrambles, two seed sets), 1.80-2.14e-3 against 1.85-2.02e-3 at order 12: no
+gain at the orders used; ``base:1.4`` against ``base:1.4:on`` is the mirror pairing's table in
+docs/theory.md.
 """
 
 from __future__ import annotations

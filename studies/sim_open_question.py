@@ -1,11 +1,13 @@
-"""Open question of THEORY.md 2.1: semantic start at alpha = 1.0164, theta and eps_g versus d.
+"""The semantic point at alpha = 1.0164 by gradient descent: theta and eps_g of the semantic start
+versus d, extrapolated to d -> inf (the table and figure "The semantic point at alpha = 1.0164"
+of docs/simulation.md, against the solver and the published value).
 
 Reads JSON outputs of ``attnphase simulate --json`` (any number of files, any d), prints the
 mean and standard error over seeds per d and a weighted least-squares fit ``a + b / d`` (``a`` is
-the d -> inf extrapolation, its error from the fit covariance), and draws the figure. Usage (the
-runs are listed in docs/simulation.md):
+the d -> inf extrapolation, its error from the fit covariance), and draws the figure. Reproduce
+(the ``simulate`` runs that make the JSON files are listed in docs/simulation.md)::
 
-    python docs/sim_open_question.py run1.json run2.json ... docs/figures/sim_open_question.png
+    python studies/sim_open_question.py run1.json run2.json ... docs/figures/sim_open_question.png
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 KEYS = ("theta", "test_error", "train_loss", "q")
-#: Reference values (user units): THEORY.md 2.1 and this package's solver at alpha = 1.0164.
+#: Reference values (user units) at alpha = 1.0164: the published value, an independent solve of
+#: the equations with 1e5 Monte-Carlo samples, and this package's solver.
 REFERENCES = {
-    "theta": {"authors 0.416": 0.416, "THEORY.md solver, 1e5 MC: 0.3745": 0.3745,
+    "theta": {"authors 0.416": 0.416, "independent solve, 1e5 MC: 0.3745": 0.3745,
               "attnphase.theory solve_point (QMC 2^12): 0.3877": 0.38771},
-    "test_error": {"authors 0.00268": 0.00268, "THEORY.md solver, 1e5 MC: 0.00288": 0.00288,
+    "test_error": {"authors 0.00268": 0.00268, "independent solve, 1e5 MC: 0.00288": 0.00288,
                    "attnphase.theory solve_point (QMC 2^12): 0.002808": 0.002808},
 }
 
