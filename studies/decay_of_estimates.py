@@ -5,7 +5,7 @@ For each case and branch: the refined point at order 11 (``solve_refined``, coar
 ``refine_point`` from it at orders 12 .. ``--top`` (as ``--target-error`` does); prints one JSON
 line per order (estimate, seconds) and the least-squares decay ``-d log2(estimate) / d order``
 per chain and pooled (one intercept per chain). ``refinement.TARGET_DECAY`` is that pooled slope
-(the table "How fast the estimates fall" of docs/theory.md).
+(the table "How fast the estimates fall" of docs/solver.md).
 
 Reproduce: ``python studies/decay_of_estimates.py [--seeds 0,1] [--top 15]`` (~10 min for two seeds)
 """

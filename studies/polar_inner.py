@@ -1,6 +1,6 @@
 """The positional conjugates' integral over the student noises at fixed teacher noises, by polar
 coordinates around ``w = 0``: how fast such a rule converges against the plain QMC rule (a
-measured alternative integration rule, not used by the solver; docs/theory.md, "Design choices").
+measured alternative integration rule, not used by the solver; docs/solver.md, "Design choices").
 
 At the positional fixed point (``theta = 0``) the target ``T`` depends on the teacher noises
 ``eta`` only, so for fixed ``eta`` the integrands (``g``, ``|g|^2``, ``g . xi``) are functions of

@@ -1,5 +1,5 @@
 """How much a fine QMC rule moves a fixed point, for variants of the rule: the error one rule puts
-on the refined point (docs/theory.md, "Design choices": the mirror pairing and the order of the
+on the refined point (docs/solver.md, "Design choices": the mirror pairing and the order of the
 Sobol coordinates).
 
 At the refined fixed point ``x*`` of one branch (``solve_refined``, refine order 12), the error a
@@ -25,7 +25,7 @@ Reproduce: ``python studies/rule_scatter.py [--branch positional] [--order 11] [
 Measured: positional ``q`` scatter 3.46-3.64e-3 (``base``) against 2.64-2.91e-3 (``etafirst``) at
 order 11 (96 and 128 scrambles, two seed sets), 1.80-2.14e-3 against 1.85-2.02e-3 at order 12: no
 gain at the orders used; ``base:1.4`` against ``base:1.4:on`` is the mirror pairing's table in
-docs/theory.md.
+docs/solver.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Refined points with variants of the fine rules (teacher-noise scale, mirror pairing): scatter of
-the refined values over seeds against the reported error estimates (docs/theory.md, "Design
+the refined values over seeds against the reported error estimates (docs/solver.md, "Design
 choices": the importance-weighted fine rules).
 
 For each seed, ``solve_refined`` (coarse order 8, refine order ``--order``, the CLI's path) with
