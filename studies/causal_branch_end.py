@@ -40,7 +40,8 @@ def settings(order: int) -> SolverSettings:
 
 def user(sd, op: OrderParams) -> tuple[float, float, float]:
     """q, m, theta in user units (first entries)."""
-    return tuple(float(np.ravel(v)[0]) for v in sd.user_units(op))
+    q, m, theta = (float(np.ravel(v)[0]) for v in sd.user_units(op))
+    return q, m, theta
 
 
 def main(order: int) -> None:
@@ -86,6 +87,7 @@ def residual(order: int) -> None:
         start = (solve_point(spec, a, "semantic", S, error_estimate=False).op if x is None
                  else OrderParams.from_vector(x, sd.L, sd.F, sd.rs))
         x = solve_fixed_point(sd, start, S).op.to_vector()
+    assert x is not None
     free = np.abs(x) > 1e-14
     for a in (1.62, 1.6, 1.58, 1.55, 1.5):
         sd = _make_saddle(spec, a, S)

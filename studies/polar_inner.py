@@ -146,7 +146,8 @@ def main() -> None:
     P = Positional(a.alpha)
     fine = tuple(int(v) for v in a.finest.split("/"))
     for text in filter(None, a.etas.split(";")):
-        eta = tuple(float(v) for v in text.split(","))
+        e1, e2 = (float(v) for v in text.split(","))
+        eta = (e1, e2)
         ref = P.polar(eta, *fine)
         scale = np.abs(ref).max()
         parts = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,7 @@ from attnphase.spec.problem import ModelSpec
 from attnphase.theory import SolverSettings, find_transition
 from attnphase.theory.fixed_point import FAST
 
-CASES = [
+CASES: list[tuple[str, dict[str, Any], tuple[float, float, int]]] = [
     # (label as in studies/questions.py, spec keywords, alpha grid)
     ("c = 0", {"omega": 0.3}, (0.2, 2.4, 12)),
     ("c = 0.2", {"omega": 0.3, "token_corr": 0.2}, (0.4, 3.6, 12)),

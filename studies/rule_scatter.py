@@ -101,11 +101,11 @@ def main() -> None:
         dD[:, j] = (flat(union.data_step(OrderParams.from_vector(xp, L, F, rs), switch_width=tau).hats) - h0) / e
     w0 = union.weights_step(unflat(h0)).to_vector()
     dW = np.zeros((x.size, h0.size))
-    for j in range(h0.size):
-        e = 1e-6 * max(abs(h0[j]), 1e-8)
+    for i in range(h0.size):
+        e = 1e-6 * max(abs(h0[i]), 1e-8)
         hp = h0.copy()
-        hp[j] += e
-        dW[:, j] = (union.weights_step(unflat(hp)).to_vector() - w0) / e
+        hp[i] += e
+        dW[:, i] = (union.weights_step(unflat(hp)).to_vector() - w0) / e
     sens = np.linalg.solve(np.eye(free.size) - dW[free] @ dD[:, free], dW[free])
     names = op.names()
     wanted = ["q", "m[0]" if a.branch == "positional" else "theta"]

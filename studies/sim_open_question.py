@@ -54,7 +54,7 @@ def fit(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> tuple[np.ndarray, np.nd
 def main(files: list[str], out: str) -> None:
     runs = load(files)
     ds = np.array(sorted(runs), dtype=float)
-    stats = {k: [] for k in KEYS}
+    stats: dict[str, list[tuple[float, float]]] = {k: [] for k in KEYS}
     for d in sorted(runs):
         rs = list(runs[d].values())
         line = f"d={d:5d} seeds={len(rs):2d} converged={sum(r['converged'] for r in rs):2d}"
@@ -79,8 +79,8 @@ def main(files: list[str], out: str) -> None:
         xx = np.linspace(0.0, x.max() * 1.1, 50)
         ax.plot(xx, coef[0] + coef[1] * xx, "-", color="k", alpha=0.5,
                 label=f"fit a + b/d: a = {coef[0]:.4g} +- {np.sqrt(cov[0, 0]):.2g}")
-        for i, (lab, v) in enumerate(REFERENCES[k].items()):
-            ax.axhline(v, ls="--", color=f"C{i}", label=lab)
+        for i, (lab, level) in enumerate(REFERENCES[k].items()):
+            ax.axhline(level, ls="--", color=f"C{i}", label=lab)
         ax.set_xlabel("1/d")
         ax.set_ylabel(k)
         ax.legend(fontsize=7)
