@@ -1,11 +1,13 @@
-"""Open question of THEORY.md 2.1: semantic start at alpha = 1.0164, theta and eps_g versus d.
+"""The semantic point at alpha = 1.0164 by gradient descent: theta and eps_g of the semantic start
+versus d, extrapolated to d -> inf (the table and figure "The semantic point at alpha = 1.0164"
+of docs/simulation.md, against the solver and the published value).
 
 Reads JSON outputs of ``attnphase simulate --json`` (any number of files, any d), prints the
 mean and standard error over seeds per d and a weighted least-squares fit ``a + b / d`` (``a`` is
-the d -> inf extrapolation, its error from the fit covariance), and draws the figure. Usage (the
-runs are listed in docs/simulation.md):
+the d -> inf extrapolation, its error from the fit covariance), and draws the figure. Reproduce
+(the ``simulate`` runs that make the JSON files are listed in docs/simulation.md)::
 
-    python docs/sim_open_question.py run1.json run2.json ... docs/figures/sim_open_question.png
+    python studies/sim_open_question.py run1.json run2.json ... docs/figures/sim_open_question.png
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 KEYS = ("theta", "test_error", "train_loss", "q")
-#: Reference values (user units): THEORY.md 2.1 and this package's solver at alpha = 1.0164.
+#: Reference values (user units) at alpha = 1.0164: the published value, an independent solve of
+#: the equations with 1e5 Monte-Carlo samples, and this package's solver.
 REFERENCES = {
-    "theta": {"authors 0.416": 0.416, "THEORY.md solver, 1e5 MC: 0.3745": 0.3745,
+    "theta": {"authors 0.416": 0.416, "independent solve, 1e5 MC: 0.3745": 0.3745,
               "attnphase.theory solve_point (QMC 2^12): 0.3877": 0.38771},
-    "test_error": {"authors 0.00268": 0.00268, "THEORY.md solver, 1e5 MC: 0.00288": 0.00288,
+    "test_error": {"authors 0.00268": 0.00268, "independent solve, 1e5 MC: 0.00288": 0.00288,
                    "attnphase.theory solve_point (QMC 2^12): 0.002808": 0.002808},
 }
 
@@ -51,7 +54,7 @@ def fit(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> tuple[np.ndarray, np.nd
 def main(files: list[str], out: str) -> None:
     runs = load(files)
     ds = np.array(sorted(runs), dtype=float)
-    stats = {k: [] for k in KEYS}
+    stats: dict[str, list[tuple[float, float]]] = {k: [] for k in KEYS}
     for d in sorted(runs):
         rs = list(runs[d].values())
         line = f"d={d:5d} seeds={len(rs):2d} converged={sum(r['converged'] for r in rs):2d}"
@@ -76,8 +79,8 @@ def main(files: list[str], out: str) -> None:
         xx = np.linspace(0.0, x.max() * 1.1, 50)
         ax.plot(xx, coef[0] + coef[1] * xx, "-", color="k", alpha=0.5,
                 label=f"fit a + b/d: a = {coef[0]:.4g} +- {np.sqrt(cov[0, 0]):.2g}")
-        for i, (lab, v) in enumerate(REFERENCES[k].items()):
-            ax.axhline(v, ls="--", color=f"C{i}", label=lab)
+        for i, (lab, level) in enumerate(REFERENCES[k].items()):
+            ax.axhline(level, ls="--", color=f"C{i}", label=lab)
         ax.set_xlabel("1/d")
         ax.set_ylabel(k)
         ax.legend(fontsize=7)

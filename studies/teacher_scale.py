@@ -1,4 +1,6 @@
-"""Refined points with variants of the fine rules: scatter over seeds and error estimates.
+"""Refined points with variants of the fine rules (teacher-noise scale, mirror pairing): scatter of
+the refined values over seeds against the reported error estimates (docs/solver.md, "Design
+choices": the importance-weighted fine rules).
 
 For each seed, ``solve_refined`` (coarse order 8, refine order ``--order``, the CLI's path) with
 each variant of the fine rules in ``--variants`` (``SCALE:MIRROR``, comma-separated:
@@ -7,7 +9,7 @@ each variant of the fine rules in ``--variants`` (``SCALE:MIRROR``, comma-separa
 values over the seeds (the actual integration error of one refined point) and the median of the
 reported estimates, with the median time per solve.
 
-Usage: ``python benchmarks/teacher_scale.py [--seeds 12] [--scale 1.4] [--variants 1.4:off,1.4:on]
+Reproduce: ``python studies/teacher_scale.py [--seeds 12] [--scale 1.4] [--variants 1.4:off,1.4:on]
 [--alpha 1] [--L 2] [--rank 1] [--variant tied] [--token-corr 0]``
 (~1 min for 12 seeds and two variants at the reference case).
 """

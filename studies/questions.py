@@ -1,8 +1,10 @@
-"""Regenerate the reviewers'-question figures and tables (docs/questions.md).
+"""The reviewers' questions answered by simulation: ``alpha_c`` measured at finite ``d`` for token
+correlation, untied key and query, a trainable value matrix and a causal mask (the figures and
+tables of docs/questions.md).
 
-Each question is a set of :func:`attnphase.sim.transition.sim_transition` runs (THEORY.md 2.1
-definition of ``alpha_c``, 2.3 variants, section 3 informed starts), one per model variant, at a
-modest ``d`` with several seeds. Outputs:
+Each question is a set of :func:`attnphase.sim.transition.sim_transition` runs (``alpha_c`` as in
+docs/model.md (5.2), variants of docs/model.md section 6, the informed starts of the simulator),
+one per model variant, at a modest ``d`` with several seeds. Outputs:
 
 * ``docs/figures/q_<name>.png``: Delta curves and ``alpha_c(sim)`` per variant;
 * ``docs/data/q_<name>.csv``: tidy per-seed rows (alpha, seed, Delta, both training errors and
@@ -10,11 +12,11 @@ modest ``d`` with several seeds. Outputs:
 * ``docs/data/q_summary.csv``: one row per run (alpha_c, its +-1 SE band, per-seed estimate,
   how often the starts held, seconds, the equivalent ``attnphase sim-transition`` command).
 
-Usage (from the repository root)::
+Reproduce (from the repository root)::
 
-    PYTHONPATH=src python docs/questions.py                 # all questions (~20 min, 1 thread)
-    PYTHONPATH=src python docs/questions.py --only corr,dcheck
-    PYTHONPATH=src python docs/questions.py --quick         # smoke run into /tmp
+    python studies/questions.py                 # all questions (~20 min, 1 thread)
+    python studies/questions.py --only correlation,dcheck
+    python studies/questions.py --quick         # smoke run into /tmp
 
 ``--only`` runs a subset and merges its rows into an existing ``q_summary.csv``.
 """
@@ -38,7 +40,8 @@ from attnphase.sim.train import TrainSettings
 from attnphase.sim.transition import DEFAULT_SETTINGS, SimTransition, sim_transition
 from attnphase.spec.problem import ModelSpec
 
-ROOT = Path(__file__).resolve().parent
+#: the figures and tables go to docs/figures and docs/data of the repository
+ROOT = Path(__file__).resolve().parent.parent / "docs"
 
 #: Training settings of every run (GD lr 0.15 + momentum 0.9, tol 1e-5, cap 4000, float32), as the
 #: CLI defaults of ``attnphase sim-transition``.
@@ -126,12 +129,12 @@ QUESTIONS: dict[str, dict[str, Any]] = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# THEORY alpha_c (to be filled in by the lead): label -> alpha_c from attnphase.theory where the
-# theory covers the variant (tied / untied / causal / correlated tokens; not the trainable value).
-# Drawn as open diamonds in the figures. Leave a label out (or None) where there is no theory.
+# The theory's alpha_c: label -> alpha_c from attnphase.theory where the theory covers the variant
+# (tied / untied / causal / correlated tokens; not the trainable value), drawn as open diamonds in
+# the figures; a label left out has no theory. Mean of 3 refined transitions (coarse 2^8 x 4 nodes,
+# the alpha_c/alpha_l points refined on 4 x 2^10 x 4), from studies/questions_theory.py ->
+# docs/data/q_theory.csv
 THEORY_ALPHA_C: dict[str, dict[str, float | None]] = {name: {} for name in QUESTIONS}
-# mean of 3 refined transitions (coarse 2^8 x 4 nodes, alpha_c/alpha_l points refined on 4 x 2^10 x 4;
-# session 3), from docs/questions_theory.py -> docs/data/q_theory.csv
 THEORY_ALPHA_C["correlation"] = {"c = 0": 1.255, "c = 0.2": 1.965, "c = 0.4": 3.988}
 THEORY_ALPHA_C["untied"] = {"tied, omega 0.2": 0.953, "tied, omega 0.3": 1.255, "untied, omega 0.3": 2.314}
 THEORY_ALPHA_C["causal"] = {"bidirectional": 1.255, "causal": 2.535}

@@ -1,4 +1,5 @@
-"""Theory versus finite-d simulation for the attention variants of issue 5 (THEORY.md 2.2-2.3).
+"""Theory versus finite-d simulation for the attention variants (``L = 3``, rank 2, untied key and
+query, causal mask; docs/model.md sections 2 and 6): the tables of docs/variants.md.
 
 For each variant the theory solver (``solve_point`` with the quick preset ``FAST``, QMC order 8,
 or ``--order`` for another order) gives the semantic and positional branch (and, for ``r = 2``,
@@ -12,11 +13,12 @@ informed start at several ``d`` (seeds batched); the table compares invariant su
 * ``q`` = trace of ``Q^T Q / d`` (plus ``K^T K / d`` for ``untied``);
 * ``test_error`` (``eps_g``) and ``train_loss`` (``eps_t = R/d``).
 
-Stages (each appends to / rewrites CSV files under ``docs/data``)::
+Stages (each appends to / rewrites CSV files under ``docs/data``; the commands that made the
+tables are listed in docs/variants.md)::
 
-    python docs/variants_validation.py theory [--only NAME ...]          # variants_theory.csv
-    python docs/variants_validation.py sim --only NAME --d 300 --seeds 8  # appends variants_sim.csv
-    python docs/variants_validation.py table                             # prints the markdown tables
+    python studies/variants_validation.py theory [--only NAME ...]          # variants_theory.csv
+    python studies/variants_validation.py sim --only NAME --d 300 --seeds 8  # appends variants_sim.csv
+    python studies/variants_validation.py table                             # prints the markdown tables
 
 The simulation uses GD lr 0.15 with heavy-ball momentum 0.9, tol 1e-6 on ``||grad R|| / sqrt(d)``,
 at most 8000 steps, float64, one thread (the settings of ``tests/test_sim_theory.py``).
@@ -34,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+#: the CSV files live in docs/data of the repository
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "data")
 THEORY_CSV = os.path.join(DATA, "variants_theory.csv")
 SIM_CSV = os.path.join(DATA, "variants_sim.csv")
 BASE = {"omega": 0.3, "sigma": 0.5, "lam": 0.01}

@@ -1,11 +1,13 @@
-"""How the refined error estimate of the test error falls with the refinement order.
+"""How the refined error estimate of the test error falls with the refinement order: the decay
+``N^-0.64`` that the error target (docs/model.md (7.5)) assumes when it chooses the next order.
 
 For each case and branch: the refined point at order 11 (``solve_refined``, coarse order 8), then
 ``refine_point`` from it at orders 12 .. ``--top`` (as ``--target-error`` does); prints one JSON
 line per order (estimate, seconds) and the least-squares decay ``-d log2(estimate) / d order``
-per chain and pooled (one intercept per chain). ``phases.TARGET_DECAY`` is that pooled slope.
+per chain and pooled (one intercept per chain). ``refinement.TARGET_DECAY`` is that pooled slope
+(the table "How fast the estimates fall" of docs/solver.md).
 
-Usage: ``python benchmarks/decay_of_estimates.py [--seeds 0,1] [--top 15]`` (~10 min for two seeds)
+Reproduce: ``python studies/decay_of_estimates.py [--seeds 0,1] [--top 15]`` (~10 min for two seeds)
 """
 
 from __future__ import annotations

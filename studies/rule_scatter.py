@@ -1,4 +1,6 @@
-"""How much a fine QMC rule moves a fixed point, for variants of the rule (issue 2's accuracy).
+"""How much a fine QMC rule moves a fixed point, for variants of the rule: the error one rule puts
+on the refined point (docs/solver.md, "Design choices": the mirror pairing and the order of the
+Sobol coordinates).
 
 At the refined fixed point ``x*`` of one branch (``solve_refined``, refine order 12), the error a
 rule's conjugates ``h_k`` put on the fixed point is, to first order,
@@ -18,12 +20,12 @@ scale of the importance sampling (1.4 shipped at ``L = 2``, rank 1); ``MIRROR`` 
 here). Reference case only (``L = 2``, rank 1); the sign copies are the refinement's
 (``FINE_COPIES``).
 
-Usage: ``python benchmarks/rule_scatter.py [--branch positional] [--order 11] [--scrambles 32]
+Reproduce: ``python studies/rule_scatter.py [--branch positional] [--order 11] [--scrambles 32]
 [--variants base:1.4,etafirst:1.4,base:1.4:on]`` (~10 s per 100 scrambles at order 11).
-Session 18 (docs/theory.md): positional ``q`` scatter 3.46-3.64e-3 (``base``) against 2.64-2.91e-3
-(``etafirst``) at order 11 (96 and 128 scrambles, two seed sets), 1.80-2.14e-3 against 1.85-2.02e-3
-at order 12: no gain at the orders used. Session 19: ``base:1.4`` against ``base:1.4:on``
-(mirror pairing), docs/theory.md.
+Measured: positional ``q`` scatter 3.46-3.64e-3 (``base``) against 2.64-2.91e-3 (``etafirst``) at
+order 11 (96 and 128 scrambles, two seed sets), 1.80-2.14e-3 against 1.85-2.02e-3 at order 12: no
+gain at the orders used; ``base:1.4`` against ``base:1.4:on`` is the mirror pairing's table in
+docs/solver.md.
 """
 
 from __future__ import annotations
@@ -99,11 +101,11 @@ def main() -> None:
         dD[:, j] = (flat(union.data_step(OrderParams.from_vector(xp, L, F, rs), switch_width=tau).hats) - h0) / e
     w0 = union.weights_step(unflat(h0)).to_vector()
     dW = np.zeros((x.size, h0.size))
-    for j in range(h0.size):
-        e = 1e-6 * max(abs(h0[j]), 1e-8)
+    for i in range(h0.size):
+        e = 1e-6 * max(abs(h0[i]), 1e-8)
         hp = h0.copy()
-        hp[j] += e
-        dW[:, j] = (union.weights_step(unflat(hp)).to_vector() - w0) / e
+        hp[i] += e
+        dW[:, i] = (union.weights_step(unflat(hp)).to_vector() - w0) / e
     sens = np.linalg.solve(np.eye(free.size) - dW[free] @ dD[:, free], dW[free])
     names = op.names()
     wanted = ["q", "m[0]" if a.branch == "positional" else "theta"]

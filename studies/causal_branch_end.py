@@ -1,4 +1,5 @@
-"""Where does the causal student's semantic branch end (L = 2, omega = 0.3, docs/variants.md)?
+"""Where does the causal student's semantic branch end (L = 2, omega = 0.3)? Measures the fold of
+the branch near alpha 1.61 reported in docs/variants.md ("Causal student").
 
 Starts from the semantic fixed point at alpha = 2 with a small positional overlap added
 (``m = 0.02 x`` the positional branch's ``m``: is the ``m = 0`` point stable in that direction?),
@@ -6,9 +7,9 @@ then follows the branch down in alpha (steps 0.05, then 0.01) with a secant pred
 damped/Anderson solver and, where it fails, the quasi-Newton root finder. Prints theta, m, q and
 the errors at each alpha and where the branch is lost. Usage:
 
-    python docs/causal_branch_end.py [order]      # QMC order, default 12 (about 70 s)
-    python docs/causal_branch_end.py residual [order]
-    python docs/causal_branch_end.py local [order]  # default 10 (about 15 s)
+    python studies/causal_branch_end.py [order]      # QMC order, default 12 (about 70 s)
+    python studies/causal_branch_end.py residual [order]
+    python studies/causal_branch_end.py local [order]  # default 10 (about 15 s)
 
 ``local``: is GD's semantic state at alpha 1.5 the branch of a *local* proximal minimiser? The
 branch followed down from alpha 2 with each node taking the global minimiser (the theory) and
@@ -39,7 +40,8 @@ def settings(order: int) -> SolverSettings:
 
 def user(sd, op: OrderParams) -> tuple[float, float, float]:
     """q, m, theta in user units (first entries)."""
-    return tuple(float(np.ravel(v)[0]) for v in sd.user_units(op))
+    q, m, theta = (float(np.ravel(v)[0]) for v in sd.user_units(op))
+    return q, m, theta
 
 
 def main(order: int) -> None:
@@ -85,6 +87,7 @@ def residual(order: int) -> None:
         start = (solve_point(spec, a, "semantic", S, error_estimate=False).op if x is None
                  else OrderParams.from_vector(x, sd.L, sd.F, sd.rs))
         x = solve_fixed_point(sd, start, S).op.to_vector()
+    assert x is not None
     free = np.abs(x) > 1e-14
     for a in (1.62, 1.6, 1.58, 1.55, 1.5):
         sd = _make_saddle(spec, a, S)

@@ -1,11 +1,12 @@
 """The positional conjugates' integral over the student noises at fixed teacher noises, by polar
-coordinates around ``w = 0`` (a measured lead for issue 2, not used by the solver).
+coordinates around ``w = 0``: how fast such a rule converges against the plain QMC rule (a
+measured alternative integration rule, not used by the solver; docs/solver.md, "Design choices").
 
 At the positional fixed point (``theta = 0``) the target ``T`` depends on the teacher noises
 ``eta`` only, so for fixed ``eta`` the integrands (``g``, ``|g|^2``, ``g . xi``) are functions of
 the student's prior mean ``w = m + sqrt(q) xi`` alone. The loss is even in ``h``, so the
 proximal problem at ``-w`` is the mirror of the one at ``w``: every curve on which the global
-minimiser jumps between two mirror minima passes through ``w = 0`` (docs/theory.md, session 18).
+minimiser jumps between two mirror minima passes through ``w = 0`` (docs/model.md (7.4)).
 On a circle ``|w| = s r`` the integrand is then smooth between the (antipodal) jumps, which are
 located by bisection between the two minima tracked from the neighbouring angles; the arcs are
 integrated by Gauss-Legendre, a circle without a jump by the trapezoid rule. The radial integral
@@ -20,9 +21,9 @@ Gauss-Legendre nodes per arc) with the number of proximal solves, and the plain 
 error at 2^10 and 2^12 points. ``--outer 6,8,10``: also the whole 4-d integral with a product
 Gauss-Hermite rule in ``eta`` of those orders (slow: minutes).
 
-Usage: ``python benchmarks/polar_inner.py [--etas "2.5,-2;3,0;1.5,-0.5;1,1"] [--settings 6/16/8,8/24/12]
+Reproduce: ``python studies/polar_inner.py [--etas "2.5,-2;3,0;1.5,-0.5;1,1"] [--settings 6/16/8,8/24/12]
 [--outer 8,12]`` (the outer rule uses the last of ``--settings``; ``--etas ""`` skips the fixed-``eta`` part).
-Session 18: ``--etas "" --settings 8/24/12 --outer 6,8,10,12,16`` took ~9 min.
+The whole 4-d integral, ``--etas "" --settings 8/24/12 --outer 6,8,10,12,16``, takes ~9 min on 2 cores.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def main() -> None:
     P = Positional(a.alpha)
     fine = tuple(int(v) for v in a.finest.split("/"))
     for text in filter(None, a.etas.split(";")):
-        eta = tuple(float(v) for v in text.split(","))
+        e1, e2 = (float(v) for v in text.split(","))
+        eta = (e1, e2)
         ref = P.polar(eta, *fine)
         scale = np.abs(ref).max()
         parts = []
