@@ -1,4 +1,4 @@
-"""The demo (issue 4, item 5) end to end with stand-in physics: files, stored points, the
+"""The demo end to end with stand-in physics: files, stored points, the
 report embeds every figure and opens in headless Chromium; reruns compute nothing."""
 
 import json

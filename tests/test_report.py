@@ -1,4 +1,4 @@
-"""HTML report (issue 4, item 5): self-contained, and opens in real headless Chromium with
+"""HTML report: self-contained, and opens in real headless Chromium with
 every figure loaded and no script or resource error."""
 
 import base64

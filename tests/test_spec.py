@@ -1,9 +1,10 @@
-"""Validation of the model specification (issue 2: bad input gives a clear ValueError)."""
+"""Validation of the model specification: bad input gives a clear ValueError."""
 
 import numpy as np
 import pytest
 
-from attnphase.spec.problem import ModelSpec, default_A, default_positions, parse_matrix, parse_range
+from attnphase.spec.parse import parse_matrix, parse_range
+from attnphase.spec.problem import ModelSpec, default_A, default_positions
 
 
 def test_defaults_are_reference_case():

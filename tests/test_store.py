@@ -1,4 +1,4 @@
-"""Results store (issue 4, item 2): schema check, no duplicates, exports, DataFrame."""
+"""Results store: schema check, no duplicates, exports, DataFrame."""
 
 import json
 import sqlite3

@@ -1,4 +1,4 @@
-"""Sweep specification (issue 4, item 1): grids from flags and TOML, canonical keys, bad input."""
+"""Sweep specification: grids from flags and TOML, canonical keys, bad input."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Backends and crash safety (issue 4, items 2-3): kill -9 and rerun, concurrent writers,
+"""Backends and crash safety: kill -9 and rerun, concurrent writers,
 local pool = in-process = Dask LocalCluster, failing points, reruns compute nothing, CLI errors."""
 
 import os

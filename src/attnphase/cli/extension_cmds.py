@@ -1,18 +1,18 @@
 """Command ``sim-transition``: locate ``alpha_c`` by simulation for any model variant.
 
-THEORY.md 2.1 (definition of ``alpha_c``), 2.3 (variants), 3 (informed starts); the measurement
-is :func:`attnphase.sim.transition.sim_transition`.
+``alpha_c`` is defined in ``docs/model.md`` (5.2), the variants in (6.1)-(6.4); the measurement
+(training from the informed starts) is :func:`attnphase.sim.transition.sim_transition`. The
+simulator (torch) and matplotlib are imported when the command runs, not to build the parser.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from attnphase.cli.common import add_model_flags, print_json
+from attnphase.cli.common import add_model_flags, json_text, print_json
 from attnphase.cli.sim_cmds import scalar_grid_args
 from attnphase.cli.train_flags import add_train_flags, add_value_flags, seeds_from_args, train_settings
 
@@ -38,7 +38,7 @@ def cmd_sim_transition(args: argparse.Namespace) -> int:
         folder = Path(args.out)
         folder.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(res.rows()).to_csv(folder / "sim_transition.csv", index=False)
-        (folder / "sim_transition.json").write_text(json.dumps(out, indent=2, default=str) + "\n")
+        (folder / "sim_transition.json").write_text(json_text(out))
         fig = transition_figure(res)
         for ext in ("png", "pdf"):
             fig.savefig(folder / f"sim_transition.{ext}", dpi=150)

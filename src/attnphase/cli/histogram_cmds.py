@@ -1,4 +1,7 @@
-"""``attnphase histogram``: the counting task (restricted attention, continuation, figures)."""
+"""``attnphase histogram``: the counting task (restricted attention, continuation, figures).
+
+torch and matplotlib are imported when the command runs, not to build the parser.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from attnphase.cli.common import _jsonable, print_json
+from attnphase._json import jsonable
+from attnphase.cli.common import print_json
 
 __all__ = ["register", "cmd_histogram"]
 
@@ -146,7 +150,7 @@ def cmd_histogram(args: argparse.Namespace) -> int:
     summary["figures"] = figures
     full = result.to_dict() | {"quick": summary["quick"], "threads": args.threads,
                                "figures": figures}
-    (out / "histogram_results.json").write_text(json.dumps(_jsonable(full)) + "\n")
+    (out / "histogram_results.json").write_text(json.dumps(jsonable(full)) + "\n")
     if args.json:
         print_json(summary)
     else:

@@ -1,4 +1,8 @@
-"""Commands ``sweep`` (run / export / status / kinds), ``phase-diagram`` and ``demo``."""
+"""Commands ``sweep`` (run / export / status / kinds), ``phase-diagram`` and ``demo``.
+
+Each command imports its machinery when it runs: the parser is built on every call and must not
+pull in matplotlib, numba, torch or dask.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 
 from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, warn_theory_cost
 from attnphase.report.demo_settings import PARTS, DemoSettings
+from attnphase.spec.parse import parse_range
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -197,17 +202,15 @@ def _run_kw(args: argparse.Namespace) -> dict:
 def cmd_phase_diagram(args: argparse.Namespace) -> int:
     """``attnphase phase-diagram``: theory lines (and simulation heat maps), stored, plotted."""
     from attnphase.plots.phase import plot_phase_heatmaps, plot_phase_lines
-    from attnphase.spec.problem import parse_range
+    from attnphase.sweeps.grid import fixed_from_items
     from attnphase.sweeps.phase import phase_heatmaps, phase_lines
 
     omegas = parse_range(args.omega, "--omega")
     spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
     warn_theory_cost(spec)
-    from attnphase.sweeps.grid import fixed_from_items
-
     base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
     base.update(fixed_from_items("transition", _fast_solver() + list(args.solver), prefix="solver_"))
-    alphas = alpha_grid(args.alpha) if args.simulate else None
+    alphas: list[float] = alpha_grid(args.alpha).tolist() if args.simulate else []
     if args.simulate and (args.d < 2 or args.seeds < 1):
         raise ValueError("--d must be >= 2 and --seeds >= 1")
     out = Path(args.out)
@@ -233,8 +236,8 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
         maps.to_frame().to_csv(out / "phase_heatmaps.csv", index=False)
         files.append(out / "phase_heatmaps.csv")
     failed = [f"omega={w:g}: {e}" for w, e in zip(lines.omega, lines.errors, strict=True) if e]
-    for f in failed:
-        logging.getLogger("attnphase.cli").warning("transition failed at %s", f)
+    for what in failed:
+        logging.getLogger("attnphase.cli").warning("transition failed at %s", what)
     if args.json:
         d = lines.to_dict()
         print_json({"omega": d["omega"], "alpha_c": d["alpha_c"], "alpha_l": d["alpha_l"],

@@ -4,15 +4,18 @@ extension commands): value matrix, optimiser, seeds."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from attnphase.cli.common import to_float, to_int
+from attnphase.cli.common import add_parameter_flags, to_float, to_int
+
+if TYPE_CHECKING:
+    from attnphase.sim.train import TrainSettings
 
 
 def add_value_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--value", type=str, default="identity",
-                   help="value matrix: identity (default), lowrank or full (docs/simulation.md)")
-    p.add_argument("--value-rank", type=str, default="1", help="rank of the low-rank value")
-    p.add_argument("--lam-lin", type=str, default="1e-4", help="ridge of the linear baseline")
+    """Flags of the value matrix and the linear baseline (the ``value`` group of
+    :class:`~attnphase.spec.ModelSpec`: ``--value``, ``--value-rank``, ``--lam-lin``)."""
+    add_parameter_flags(p, "value")
 
 
 def add_train_flags(p: argparse.ArgumentParser, *, max_steps: str, momentum: str) -> None:
@@ -28,8 +31,9 @@ def add_train_flags(p: argparse.ArgumentParser, *, max_steps: str, momentum: str
     p.add_argument("--threads", type=str, default=None, help="torch CPU threads (default: torch's)")
 
 
-def train_settings(args: argparse.Namespace):
-    from attnphase.sim.train import TrainSettings
+def train_settings(args: argparse.Namespace) -> TrainSettings:
+    """The :class:`~attnphase.sim.train.TrainSettings` named by the training flags."""
+    from attnphase.sim.train import TrainSettings  # (torch: only when a command trains)
 
     if args.threads is not None:
         import torch

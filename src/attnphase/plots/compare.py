@@ -1,115 +1,27 @@
-"""Theory versus finite-d simulation (THEORY.md sections 2.1 and 3), as a tidy table and a Figure.
+"""Figure of theory versus finite-d simulation, drawn from the table of
+:func:`attnphase.sim.compare.run_compare` (columns :data:`attnphase.sim.compare.COLUMNS`).
 
-Table columns (one row per theory point or simulation run): ``source`` (``theory`` or
-``simulation``), ``kind`` (theory branch ``semantic``/``positional``/``linear``, or the simulation
-start
-``semantic``/``positional``/``random``), ``alpha``, ``seed``, ``m``, ``theta``, ``q``,
-``train_loss``,
-``test_error``, ``linear_test_error``, ``exists``, ``branch`` (where a simulation run landed),
-``d``.
+Nothing is computed here: the theory branches (``docs/model.md`` (5.1), errors (4.1)-(4.3)) and
+the simulation runs are rows of the table.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
+from typing import Any
 
-import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from attnphase.spec.problem import ModelSpec  # noqa: E402
-
-log = logging.getLogger(__name__)
+from attnphase.plots.style import new_figure
+from attnphase.spec.problem import ModelSpec
 
 #: Colours per mechanism (theory branch and the simulation start aiming at it).
 COLORS = {"semantic": "#1f77b4", "positional": "#d62728", "random": "#2ca02c", "linear": "#7f7f7f",
           "mixed": "#9467bd"}
 MARKERS = {"semantic": "o", "positional": "s", "random": "^"}
-COLUMNS = ["source", "kind", "alpha", "seed", "m", "theta", "q", "train_loss", "test_error",
-           "linear_test_error", "exists", "branch", "d"]
 
 
-def theory_table(
-    spec: ModelSpec, alphas: Sequence[float], order: int | None = None
-) -> pd.DataFrame:
-    """Theory rows: both branches (and ``mixed`` at rank >= 2) followed in ``alpha`` plus the
-    linear baseline (THEORY.md 2.1).
-
-    The solver runs with its quick preset ``attnphase.theory.fixed_point.FAST`` (as ``curves``);
-    ``order`` overrides the integration order of that preset.
-    """
-    try:
-        from attnphase.theory import SolverSettings, branches_for, follow_branch, linear_test_error
-        from attnphase.theory.fixed_point import FAST
-    except ImportError as exc:  # until the solver is merged
-        raise ValueError(f"the theory solver is not available in this build ({exc})") from None
-    preset = dict(FAST)
-    if order is not None:
-        preset["order"] = order
-    settings = SolverSettings(**preset)
-    rows = []
-    lin = float(linear_test_error(spec))
-    # (rank >= 2: also the mixed branch, where GD from the semantic start lands)
-    for branch in [b for b in branches_for(spec) if b != "trivial"]:
-        log.info("theory: following the %s branch over %d points", branch, len(alphas))
-        for pt in follow_branch(spec, list(alphas), branch, settings):
-            rows.append({
-                "source": "theory", "kind": branch, "alpha": float(pt.alpha), "seed": -1,
-                "m": float(pt.m), "theta": float(pt.theta), "q": float(pt.q),
-                "train_loss": float(pt.train_loss), "test_error": float(pt.test_error),
-                "linear_test_error": lin, "exists": bool(pt.exists), "branch": branch, "d": np.inf,
-            })
-    for a in alphas:
-        rows.append({"source": "theory", "kind": "linear", "alpha": float(a), "seed": -1,
-                     "test_error": lin, "linear_test_error": lin, "exists": True,
-                     "branch": "linear", "d": np.inf})
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def simulation_table(
-    spec: ModelSpec, alphas: Sequence[float], d: int, seeds: Sequence[int], settings
-) -> pd.DataFrame:
-    """Simulation rows: every seed from the semantic, positional and random starts at each
-    ``alpha``."""
-    from attnphase.sim.simulate import simulate
-
-    rows = []
-    for a in alphas:
-        res = simulate(spec, d, float(a), seeds=seeds, inits=("semantic", "positional", "random"),
-                       settings=settings)
-        log.info("alpha=%g: %d runs in %.1f s", a, len(res.runs), res.batch_seconds)
-        for r in res.runs:
-            rows.append({
-                "source": "simulation", "kind": r.init, "alpha": float(a), "seed": r.seed,
-                "m": r.m, "theta": r.theta, "q": r.q, "train_loss": r.train_loss,
-                "test_error": r.test_error, "linear_test_error": r.linear_test_error,
-                "exists": r.converged, "branch": r.branch, "d": d,
-            })
-    return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def run_compare(
-    spec: ModelSpec,
-    alphas: Sequence[float],
-    d: int,
-    seeds: Sequence[int],
-    settings,
-    theory_points: int = 12,
-    theory_order: int | None = None,
-) -> pd.DataFrame:
-    """Theory curves on a grid spanning ``alphas`` and simulations at ``alphas``, one table."""
-    fine = np.linspace(float(np.min(alphas)), float(np.max(alphas)), int(theory_points))
-    theory = theory_table(spec, fine, order=theory_order)
-    sim = simulation_table(spec, alphas, d, seeds, settings)
-    return pd.concat([theory, sim], ignore_index=True)
-
-
-def _sim_stats(sim: pd.DataFrame, kind: str, col: str):
+def _sim_stats(sim: pd.DataFrame, kind: str, col: str) -> tuple[Any, Any]:
     g = sim[sim["kind"] == kind].groupby("alpha")[col]
     return g.mean(), g.std().fillna(0.0)
 
@@ -126,7 +38,8 @@ def compare_figure(
     sim = table[table["source"] == "simulation"].copy()
     sim["abs_m"] = sim["m"].abs()
     sim["abs_theta"] = sim["theta"].abs()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), constrained_layout=True)
+    fig = new_figure(15, 4.4, dpi=100)
+    axes = fig.subplots(1, 3)
     ax_e, ax_o, ax_t = axes
     for branch, ls in (("semantic", "-"), ("positional", "--"), ("mixed", "-.")):
         b = th[(th["kind"] == branch) & (th["exists"].astype(bool))].sort_values("alpha")

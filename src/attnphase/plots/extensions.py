@@ -1,4 +1,5 @@
-"""Figures of the simulated transition and of the reviewers' questions (THEORY.md 2.1, 2.3).
+"""Figures of the simulated transition (``alpha_c``, ``docs/model.md`` (5.2)) and of the variants
+(6.1)-(6.4) side by side.
 
 * :func:`transition_figure`: ``Delta = eps_t(semantic start) - eps_t(positional start)`` against
   ``alpha`` (seed mean +- standard error, single seeds faint), ``alpha_c_sim`` marked with its band.
@@ -13,11 +14,14 @@ where an informed start did not hold (not used for the crossing) are drawn with 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.figure import Figure
 
 from attnphase.plots.style import new_figure, style_axes
-from attnphase.sim.transition import SimTransition
+
+if TYPE_CHECKING:  # (the simulator imports torch; a figure needs only the result)
+    from attnphase.sim.transition import SimTransition
 
 #: ``gid`` of the vertical line marking ``alpha_c_sim`` (tests and post-processing find it by it).
 ALPHA_C_GID = "alpha_c"
@@ -30,7 +34,7 @@ def _label(res: SimTransition) -> str:
             + (f"({s.value_rank})" if s.value == "lowrank" else ""))
 
 
-def _draw_delta(ax, res: SimTransition, color: str, label: str, seeds: bool = True,
+def _draw_delta(ax: Any, res: SimTransition, color: str, label: str, seeds: bool = True,
                 hold_label: bool = True) -> bool:
     """Draw one Delta curve; returns whether it drew open markers (points not used)."""
     a = [p.alpha for p in res.points]
@@ -107,8 +111,9 @@ def question_figure(
         else:
             right.annotate("no crossing", (i, 0.5), xycoords=("data", "axes fraction"),
                            ha="center", fontsize=7, color=color, rotation=90)
-        if theory and theory.get(name) is not None:
-            right.plot([i], [theory[name]], "D", mfc="white", mec=color, ms=7,
+        ac_theory = theory.get(name) if theory else None
+        if ac_theory is not None:
+            right.plot([i], [ac_theory], "D", mfc="white", mec=color, ms=7,
                        label="theory" if i == 0 else None)
     left.axhline(0.0, color="grey", lw=0.8)
     left.set_xlabel("alpha = n / d")

@@ -7,12 +7,15 @@ is selected, nothing is shown); save it with ``fig.savefig(path)``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from attnphase.histogram.train import ContinuationResult, TrainResult
 from attnphase.plots.curves import COLORS
+
+if TYPE_CHECKING:  # (the training module imports torch; a figure needs only the results)
+    from attnphase.histogram.train import ContinuationResult, TrainResult
 
 __all__ = ["VARIANT_COLORS", "plot_training_curves", "plot_attention_maps", "plot_continuation"]
 

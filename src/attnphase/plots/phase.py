@@ -1,4 +1,4 @@
-"""Phase-diagram figures (THEORY.md sections 2-3): lines, heat maps, and curves with points.
+"""Phase-diagram figures: lines (``docs/model.md`` (5.2)-(5.4)), heat maps, and curves with points.
 
 Every function returns a :class:`matplotlib.figure.Figure` (Agg canvas, nothing shown) and
 takes plain data (:class:`~attnphase.sweeps.phase.PhaseLines`,
@@ -39,11 +39,11 @@ def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
         ax.plot(_arr(vals), w, label="spinodals" if first else None, **LINE_STYLES["spinodal"])
         first = False
     for key, marker in (("alpha_c", "o"), ("alpha_l", "s")):
-        vals = _arr(getattr(lines, key))
-        ax.plot(vals, w, marker=marker, markersize=3, label=rf"$\alpha_{key[-1]}$", **LINE_STYLES[key])
+        xs = _arr(getattr(lines, key))
+        ax.plot(xs, w, marker=marker, markersize=3, label=rf"$\alpha_{key[-1]}$", **LINE_STYLES[key])
         se = _arr(getattr(lines, f"{key}_se", ()) or [None] * len(w))
         if np.isfinite(se).any():  # integration-error bars (standard errors)
-            ax.errorbar(vals, w, xerr=np.nan_to_num(se), fmt="none", elinewidth=0.8, capsize=2,
+            ax.errorbar(xs, w, xerr=np.nan_to_num(se), fmt="none", elinewidth=0.8, capsize=2,
                         color=LINE_STYLES[key].get("color"))
     if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8, frameon=False)
@@ -65,11 +65,8 @@ def plot_phase_lines(lines: PhaseLines, title: str | None = None) -> Figure:
         if np.isfinite(ac[i]):
             ax.text(ac[i] * 0.5, w[i], "positional", color=BRANCH_COLORS["positional"],
                     ha="center", va="center", fontsize=9)
-            from attnphase.sweeps.kinds import model_spec  # noqa: PLC0415
-            from attnphase.theory.phases import semantic_side  # noqa: PLC0415
-
             # the branch find_transition compared (mixed at rank >= 2)
-            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], semantic_side(model_spec(lines.params)),
+            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], lines.semantic_side,
                     color=BRANCH_COLORS["semantic"], ha="center", va="center", fontsize=9)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional share $\omega$")

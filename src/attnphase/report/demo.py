@@ -1,9 +1,9 @@
 """The demo (README main job): the headline of the paper in a few minutes on a laptop.
 
-1. ``omega = 0.3`` curves (THEORY.md 2.1 reference parameters): training error, test error and
-   overlaps of the semantic and positional branches from the theory (``curve`` points:
-   continuation in ``alpha``), with finite-``d`` simulation points from both informed
-   starts (THEORY.md 3);
+1. ``omega = 0.3`` curves (the reference parameters of ``docs/model.md``): training error, test
+   error and overlaps of the semantic and positional branches from the theory (``curve``
+   points: continuation in ``alpha``), with finite-``d`` simulation points from both informed
+   starts;
 2. the theory phase diagram ``alpha_c(omega)``, spinodals, ``alpha_l(omega)``;
 3. one self-contained HTML report with both figures, the parameters, the package version and
    a one-line command reproducing each figure.
@@ -24,15 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from attnphase._version import __version__
+from attnphase.plots.phase import plot_curves_with_points, plot_phase_lines
 from attnphase.report.demo_settings import DemoSettings
-from attnphase.spec.problem import ModelSpec, parse_range
+from attnphase.report.html import ReportFigure, figure_png, write_report
+from attnphase.spec.parse import parse_range
+from attnphase.spec.problem import ModelSpec
 from attnphase.sweeps.grid import Point, SweepSpec
 from attnphase.sweeps.phase import PhaseLines, phase_lines
 from attnphase.sweeps.runner import run_sweep
 from attnphase.sweeps.store import ResultStore
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class DemoResult:
@@ -113,8 +119,6 @@ def _sim_table(points: Sequence[Point], store: ResultStore) -> dict[str, dict]:
 
 
 def _write_fig(fig: Any, out: Path, stem: str) -> tuple[bytes, list[Path]]:
-    from attnphase.report.html import figure_png
-
     png = figure_png(fig)
     (out / f"{stem}.png").write_bytes(png)
     fig.savefig(out / f"{stem}.pdf")
@@ -124,12 +128,6 @@ def _write_fig(fig: Any, out: Path, stem: str) -> tuple[bytes, list[Path]]:
 def run_demo(out: str | Path, settings: DemoSettings | None = None,
              store: str | Path | None = None, **run_kw: Any) -> DemoResult:
     """Run the demo into ``out`` (see the module docstring); ``run_kw`` go to ``run_sweep``."""
-    import pandas as pd
-
-    from attnphase import __version__
-    from attnphase.plots.phase import plot_curves_with_points, plot_phase_lines
-    from attnphase.report.html import ReportFigure, write_report
-
     s = settings or DemoSettings()
     t0 = time.perf_counter()
     out = Path(out)

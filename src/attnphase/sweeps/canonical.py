@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from attnphase._json import jsonable
+
 #: Parameters are rounded to this many significant digits before hashing.
 SIGNIFICANT_DIGITS = 12
 
@@ -56,28 +58,7 @@ def point_key(kind: str, params: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def jsonable(obj: Any) -> Any:
-    """Plain-JSON copy of a result (numpy types converted, NaN and inf become ``None``)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        f = float(obj)
-        return f if math.isfinite(f) else None
-    if obj is None or isinstance(obj, str):
-        return obj
-    if hasattr(obj, "to_dict"):
-        return jsonable(obj.to_dict())
-    return str(obj)
-
-
 def to_json(obj: Any) -> str:
-    """Deterministic JSON text of a result (sorted keys, full float precision)."""
+    """Deterministic JSON text of a result (:func:`attnphase._json.jsonable`; sorted keys, full
+    float precision)."""
     return json.dumps(jsonable(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)

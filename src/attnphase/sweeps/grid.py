@@ -9,7 +9,7 @@ Values come from CLI flags (``--param alpha=0.1:2:20 --param omega=0,0.3``) or a
     [fixed]
     sigma = 0.5
 
-Numbers use :func:`attnphase.spec.parse_range`; strings and booleans are comma lists;
+Numbers use :func:`attnphase.spec.parse.parse_range`; strings and booleans are comma lists;
 matrices (``A``, ``positions``) are separated by ``|``, e.g. ``A=0.6,0.4;0.4,0.6|0.3,0.7;0.8,0.2``.
 Unknown names, empty ranges and malformed files raise ``ValueError``.
 """
@@ -27,11 +27,9 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from attnphase.spec.problem import parse_matrix, parse_range
+from attnphase.spec.parse import parse_matrix, parse_range, to_bool
 from attnphase.sweeps.canonical import canonical_value, point_key
 from attnphase.sweeps.kinds import Param, get_kind
-
-_BOOL_TEXT = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 @dataclass(frozen=True)
@@ -94,16 +92,6 @@ class SweepSpec:
         return out
 
 
-def _numbers(text: str, label: str) -> tuple[float, ...]:
-    try:
-        return parse_range(text, label)
-    except ValueError as exc:
-        if label in str(exc):
-            raise
-        raise ValueError(f"cannot parse {label} {text!r}: expected 'start:stop:num', "
-                         "'a,b,c' or a number") from None
-
-
 def parse_values(p: Param, text: str) -> tuple[Any, ...]:
     """Parse the value list of one parameter from its CLI text (see the module docstring)."""
     label = f"--param {p.name}"
@@ -111,27 +99,21 @@ def parse_values(p: Param, text: str) -> tuple[Any, ...]:
     if not text:
         raise ValueError(f"{label}: range is empty")
     if p.type == "float":
-        return _numbers(text, label)
+        return parse_range(text, label)
     if p.type == "int":
-        vals = _numbers(text, label)
+        vals = parse_range(text, label)
         if not all(float(v).is_integer() for v in vals):
             raise ValueError(f"{label} must be integers, got {text!r}")
         return tuple(dict.fromkeys(int(v) for v in vals))
     if p.type == "bool":
-        out = []
-        for t in text.split(","):
-            t = t.strip().lower()
-            if t not in _BOOL_TEXT:
-                raise ValueError(f"{label} must be true/false values, got {text!r}")
-            out.append(_BOOL_TEXT[t])
-        return tuple(out)
+        return tuple(to_bool(t, label) for t in text.split(","))
     if p.type == "str" and not p.split:
         return (text,)
     if p.type == "str":
-        vals = tuple(t.strip() for t in text.split(",") if t.strip())
-        if not vals:
+        names = tuple(t.strip() for t in text.split(",") if t.strip())
+        if not names:
             raise ValueError(f"{label}: range is empty")
-        return vals
+        return names
     if p.type == "matrix":
         return tuple(parse_matrix(t, label) for t in text.split("|"))
     raise ValueError(f"unknown parameter type {p.type!r}")  # pragma: no cover

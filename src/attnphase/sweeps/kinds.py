@@ -1,29 +1,32 @@
 """Point kinds: what one sweep point computes, behind a small registry.
 
-A :class:`PointKind` names its parameters (:class:`Param`, with types and defaults),
+A :class:`PointKind` names its parameters (:class:`Param`, with types and defaults; the
+model's come from the schema of :class:`~attnphase.spec.ModelSpec`),
 turns user parameters into canonical ones (defaults filled in, validated: this is what
 is hashed into the store key) and computes one point, returning ``(result, diagnostics)``
 as JSON-ready dicts. Kinds:
 
 - ``theory``: :func:`attnphase.theory.solve_point` at one ``alpha`` on one branch
-  (THEORY.md section 2);
+  (the fixed point of ``docs/model.md`` (2.1)-(3.4), errors (4.1)-(4.2));
 - ``curve``: :func:`attnphase.theory.follow_branch` over an ``alpha`` grid on one branch
   (continuation; the result holds lists);
 - ``transition``: :func:`attnphase.theory.find_transition` (``alpha_c``, ``alpha_l``,
-  spinodals, ``eps_g_lin``) for one model;
+  spinodals, ``eps_g_lin``; ``docs/model.md`` (5.2)-(5.4)) for one model;
 - ``simulation``: gradient descent at finite ``d`` from an informed or random start
-  (THEORY.md section 3), through :mod:`attnphase.sim`;
+  (the empirical risk ``docs/model.md`` (1.4)), through :mod:`attnphase.sim`;
 - ``selftest``: a cheap deterministic function (optional sleep and failure switch) used to
   test the store and the backends without the heavy solvers.
 
-Adding a kind is one function pair and one entry in :func:`builtin_kinds`.
+Adding a kind is one function pair and one entry in :func:`builtin_kinds`. The theory (numba)
+and the simulator (torch) are imported inside the functions that use them, so that grids, the
+store and the ``selftest`` kind stay light.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
+import multiprocessing
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from attnphase.spec.problem import ModelSpec
+from attnphase.spec.parse import KINDS, convert, parse_range
+from attnphase.spec.problem import ModelSpec, model_parameters
 
-PARAM_TYPES = ("float", "int", "str", "bool", "matrix")
+#: The types a parameter can have (those of :mod:`attnphase.spec.parse`).
+PARAM_TYPES = KINDS
 
 
 @dataclass(frozen=True)
@@ -75,57 +80,23 @@ class PointKind:
 
 
 # ----------------------------------------------------------------------------- model params
-MODEL_PARAMS: tuple[Param, ...] = (
-    Param("omega", "float", 0.3, "positional share of the target"),
-    Param("sigma", "float", 0.5, "token noise std"),
-    Param("lam", "float", 0.01, "ridge penalty lambda"),
-    Param("A", "matrix", None, "positional target (rows ';', entries ',')"),
-    Param("L", "int", 2, "number of tokens"),
-    Param("rank", "int", 1, "student rank r"),
-    Param("teacher_rank", "int", 1, "teacher rank r*"),
-    Param("positions", "matrix", None, "Gram matrix of positional embeddings"),
-    Param("variant", "str", "tied", "student attention variant"),
-    Param("causal_target", "bool", False, "causal mask on the target"),
-    Param("token_corr", "float", 0.0, "token correlation c"),
-    Param("token_cov", "matrix", None, "full token covariance C"),
-    Param("value", "str", "identity", "value matrix (identity, lowrank, full)"),
-    Param("value_rank", "int", 1, "rank of a low-rank value matrix"),
-    Param("lam_lin", "float", 1e-4, "ridge of the linear baseline"),
-)
+#: The model's parameters: one per :class:`ModelSpec` field, from its schema.
+MODEL_PARAMS: tuple[Param, ...] = tuple(Param(p.name, p.kind, p.default, p.help)
+                                        for p in model_parameters())
 _MODEL_NAMES = frozenset(p.name for p in MODEL_PARAMS)
 SOLVER_PREFIX = "solver_"
 
 
 def model_spec(params: Mapping[str, Any]) -> ModelSpec:
-    """The validated :class:`ModelSpec` named by the model entries of ``params``."""
-    kwargs = {k: v for k, v in params.items() if k in _MODEL_NAMES}
-    for k in ("A", "positions", "token_cov"):
-        if isinstance(kwargs.get(k), list):
-            kwargs[k] = tuple(tuple(float(x) for x in row) for row in kwargs[k])
-    for k in ("L", "rank", "teacher_rank", "value_rank"):
-        if k in kwargs:
-            kwargs[k] = _as_int(kwargs[k], k)
-    return ModelSpec(**kwargs)
-
-
-def _as_int(v: Any, name: str) -> int:
-    if isinstance(v, bool):
-        raise ValueError(f"{name} must be an integer, got {v!r}")
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
-        return int(v)
-    raise ValueError(f"{name} must be an integer, got {v!r}")
+    """The validated :class:`ModelSpec` named by the model entries of ``params`` (converted and
+    checked by the spec's schema)."""
+    return ModelSpec(**{k: v for k, v in params.items() if k in _MODEL_NAMES})
 
 
 def _solver_params() -> tuple[Param, ...]:
     """``solver_<field>`` for each scalar field of :class:`attnphase.theory.SolverSettings`."""
-    try:
-        from attnphase.theory import SolverSettings
-    except ImportError:
-        return ()
-    if not dataclasses.is_dataclass(SolverSettings):
-        return ()
+    from attnphase.theory import SolverSettings
+
     out = []
     for f in dataclasses.fields(SolverSettings):
         default = f.default
@@ -161,40 +132,11 @@ def _coerce(p: Param, v: Any) -> Any:
         if p.default is None:
             return None
         raise ValueError(f"{p.name} must not be empty")
-    if p.type == "float":
-        if isinstance(v, bool):
-            raise ValueError(f"{p.name} must be a number, got {v!r}")
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            raise ValueError(f"{p.name} must be a number, got {v!r}") from None
-        if not math.isfinite(f):
-            raise ValueError(f"{p.name} must be finite, got {v!r}")
-        return f
-    if p.type == "int":
-        return _as_int(v, p.name)
-    if p.type == "bool":
-        if isinstance(v, (bool, np.bool_)):
-            return bool(v)
-        if isinstance(v, (int, np.integer)) and v in (0, 1):
-            return bool(v)
-        raise ValueError(f"{p.name} must be true or false, got {v!r}")
-    if p.type == "str":
-        if not isinstance(v, str):
-            raise ValueError(f"{p.name} must be a string, got {v!r}")
-        return v
-    if p.type == "matrix":
-        arr = np.asarray(v, dtype=float)
-        if arr.ndim != 2:
-            raise ValueError(f"{p.name} must be a matrix, got {v!r}")
-        return [[float(x) for x in row] for row in arr]
-    raise ValueError(f"unknown parameter type {p.type!r}")  # pragma: no cover
+    return convert(p.type, v, p.name)
 
 
 def _model_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
-    pm = {p.name: p for p in MODEL_PARAMS}
-    given = {k: _coerce(pm[k], v) for k, v in params.items() if k in pm}
-    return model_spec(given).to_dict()
+    return model_spec(params).to_dict()
 
 
 def _fill(kind_params: tuple[Param, ...], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,7 +147,7 @@ def _fill(kind_params: tuple[Param, ...], params: Mapping[str, Any]) -> dict[str
 
 
 def _check_branch(branch: str, model: Mapping[str, Any]) -> None:
-    from attnphase.theory.phases import branches_for
+    from attnphase.theory import branches_for
 
     known = branches_for(model_spec(model))  # (``mixed`` at rank >= 2)
     if branch not in known:
@@ -245,9 +187,6 @@ def _selftest_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[s
     if params["sleep"] > 0:
         time.sleep(params["sleep"])
     if params.get("crash"):
-        import multiprocessing
-        import os
-
         if multiprocessing.parent_process() is None:
             raise RuntimeError("selftest crash requested in the main process")
         os._exit(3)
@@ -305,8 +244,6 @@ def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict
     settings = _solver_settings(params)
     if settings is None:
         return _split_diagnostics(find_transition(spec).to_dict())
-    if "settings" not in inspect.signature(find_transition).parameters:
-        raise ValueError("find_transition takes no solver settings")
     # solver_n_replicas > 1: mean and standard error over independent QMC scrambles
     runs = [find_transition(spec, settings=dataclasses.replace(settings, seed=settings.seed + k)).to_dict()
             for k in range(max(1, settings.n_replicas))]
@@ -326,15 +263,7 @@ def _curve_params() -> tuple[Param, ...]:
 
 
 def _alpha_list(text: str) -> tuple[float, ...]:
-    from attnphase.spec.problem import parse_range
-
-    try:
-        return parse_range(text, "alphas")
-    except ValueError as exc:
-        if "alphas" in str(exc):
-            raise
-        raise ValueError(f"cannot parse alphas {text!r}: expected 'start:stop:num' or "
-                         "'a,b,c'") from None
+    return parse_range(text, "alphas")
 
 
 def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -393,12 +322,11 @@ SIM_INITS = ("semantic", "positional", "random")
 
 
 def _sim_train_params() -> tuple[Param, ...]:
-    """``train_<field>`` for each scalar field of :class:`attnphase.sim.TrainSettings`."""
+    """``train_<field>`` for each scalar field of :class:`attnphase.sim.TrainSettings` (none
+    where the simulator cannot be imported: its points are then stored as errors)."""
     try:
         from attnphase.sim import TrainSettings
     except ImportError:
-        return ()
-    if not dataclasses.is_dataclass(TrainSettings):
         return ()
     out = []
     for f in dataclasses.fields(TrainSettings):
@@ -437,8 +365,8 @@ def _sim_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
 def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         from attnphase.sim import TrainSettings, simulate
-    except ImportError:
-        raise RuntimeError("the simulator (attnphase.sim) is not available in this build") from None
+    except ImportError as exc:
+        raise RuntimeError(f"the simulator (attnphase.sim) cannot be imported: {exc}") from None
     spec = model_spec(params)
     train = {k[len("train_"):]: v for k, v in params.items() if k.startswith("train_")}
     settings = TrainSettings(**train)
@@ -459,13 +387,13 @@ def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 def builtin_kinds() -> Mapping[str, PointKind]:
     """The registry of point kinds (read-only mapping name -> :class:`PointKind`)."""
     kinds = (
-        PointKind("theory", "theory solver at one alpha on one branch (THEORY.md 2)",
+        PointKind("theory", "theory solver at one alpha on one branch",
                   _theory_params, _theory_normalize, _theory_compute),
-        PointKind("transition", "alpha_c, alpha_l and spinodals for one model (THEORY.md 2)",
+        PointKind("transition", "alpha_c, alpha_l and spinodals for one model",
                   _transition_params, _transition_normalize, _transition_compute),
-        PointKind("curve", "one theory branch followed in alpha (THEORY.md 2)",
+        PointKind("curve", "one theory branch followed in alpha",
                   _curve_params, _curve_normalize, _curve_compute),
-        PointKind("simulation", "gradient descent at finite d (THEORY.md 3)",
+        PointKind("simulation", "gradient descent at finite d",
                   _sim_params, _sim_normalize, _sim_compute, seeded=True),
         PointKind("selftest", "cheap deterministic test function (store/backends tests)",
                   lambda: _SELFTEST_PARAMS, _selftest_normalize, _selftest_compute,

@@ -4,8 +4,8 @@
   branches' training losses cross), its spinodals and ``alpha_l(omega)`` (where the
   semantic solution beats the dense linear baseline), from
   :func:`attnphase.theory.find_transition`, one ``transition`` point per ``omega``
-  (THEORY.md section 2).
-- :func:`phase_heatmaps`: simulations at finite ``d`` (THEORY.md section 3) on an
+  (``docs/model.md`` (5.2)-(5.4)).
+- :func:`phase_heatmaps`: simulations at finite ``d`` (gradient descent on ``docs/model.md`` (1.4)) on an
   ``omega x alpha`` grid from the semantic and the positional start, giving
   ``train_diff = eps_t(semantic start) - eps_t(positional start)`` (negative where the
   semantic minimum is lower) and ``gen_gain = eps_g_lin - eps_g`` (positive where attention
@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from attnphase.sweeps.canonical import round_sig
 from attnphase.sweeps.grid import SweepSpec
+from attnphase.sweeps.kinds import model_spec
 from attnphase.sweeps.runner import SweepReport, run_sweep
-from attnphase.sweeps.store import ResultStore
+from attnphase.sweeps.store import ResultStore, open_store
 
 
 def _num(v: Any) -> float | None:
@@ -54,6 +56,14 @@ class PhaseLines:
     alpha_c_se: tuple[float | None, ...] = ()
     alpha_l_se: tuple[float | None, ...] = ()
 
+    @property
+    def semantic_side(self) -> str:
+        """The branch that ``find_transition`` compared with the positional one, right of
+        ``alpha_c``: ``semantic``, or ``mixed`` where the model has one (rank ``r >= 2``)."""
+        from attnphase.theory import MIXED, branches_for  # (numba: only when a label is asked for)
+
+        return MIXED if MIXED in branches_for(model_spec(self.params)) else "semantic"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "omega": list(self.omega),
@@ -68,7 +78,7 @@ class PhaseLines:
         }
 
     def to_frame(self) -> Any:
-        import pandas as pd
+        import pandas as pd  # (only when a table is asked for: workers do not need it)
 
         none = (None,) * len(self.omega)
         data: dict[str, Any] = {"omega": self.omega, "alpha_c": self.alpha_c,
@@ -95,7 +105,7 @@ class HeatMaps:
     report: SweepReport | None = None
 
     def to_frame(self) -> Any:
-        import pandas as pd
+        import pandas as pd  # (only when a table is asked for: workers do not need it)
 
         rows = []
         for i, w in enumerate(self.omega):
@@ -110,13 +120,8 @@ class HeatMaps:
 def _run_and_fetch(points: list, store: str | Path | ResultStore, **run_kw: Any):
     """Run the sweep of ``points`` into ``store`` and read back their results (by key)."""
     rep = run_sweep(points, store, **run_kw)
-    own = not isinstance(store, ResultStore)
-    st = ResultStore(store) if own else store
-    try:
+    with open_store(store) as st:
         res = st.results([p.key for p in points])
-    finally:
-        if own:
-            st.close()
     return rep, res
 
 
@@ -181,8 +186,6 @@ def phase_heatmaps(
     points = sweep.points()
     rep, res = _run_and_fetch(points, store, **run_kw)
     # index results by rounded (omega, alpha, seed, init)
-    from attnphase.sweeps.canonical import round_sig
-
     table: dict[tuple[float, float, int, str], dict[str, Any]] = {}
     for p in points:
         r = res.get(p.key)

@@ -23,10 +23,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from attnphase._version import __version__
 from attnphase.sweeps.canonical import canonical_json, to_json
 from attnphase.sweeps.grid import Point, SweepSpec, points_of
 from attnphase.sweeps.kinds import get_kind
-from attnphase.sweeps.store import PointRecord, ResultStore
+from attnphase.sweeps.store import PointRecord, ResultStore, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,6 @@ class SweepReport:
 
 def execute_point(kind: str, params: dict[str, Any]) -> dict[str, Any]:
     """Compute one point; never raises. Returns the fields of a :class:`PointRecord`."""
-    from attnphase import __version__
-
     started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     t0 = time.perf_counter()
     out: dict[str, Any] = {"version": __version__, "host": socket.gethostname(),
@@ -78,8 +77,6 @@ def _outcome(future: Any) -> dict[str, Any]:
     try:
         return future.result()
     except Exception as exc:
-        from attnphase import __version__
-
         msg = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return {"version": __version__, "host": None,
                 "started_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
@@ -241,51 +238,48 @@ def run_sweep(
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     client = connect_dask(scheduler, connect_timeout_s) if scheduler else None
-    own = not isinstance(store, ResultStore)
-    st = ResultStore(store) if own else store
     try:
-        keys = [p.key for p in points]
-        if retry_errors:
-            n = st.delete_errors(keys)
-            if n:
-                logger.info("retrying %d points stored with errors", n)
-        stored = set() if recompute else st.keys()
-        todo = [p for p in points if p.key not in stored]
-        nw = default_workers() if workers is None else workers
-        if client is not None:
-            backend = f"dask {scheduler}"
-            it = _dask(todo, client)
-        elif nw == 1 or len(todo) <= 1:
-            backend = "serial"
-            it = _serial(todo)
-        else:
-            backend = f"pool ({min(nw, len(todo))} processes)"
-            it = _pool(todo, nw)
-        logger.info("sweep: %d points, %d stored, %d to compute (%s)",
-                    len(points), len(points) - len(todo), len(todo), backend)
-        prog = _Progress(len(todo), progress, stream, "sweep")
-        ok = errors = 0
-        try:
-            for p, out in it:
-                rec = _record(p, out)
-                st.add(rec, replace=recompute)
-                if rec.status == "ok":
-                    ok += 1
-                else:
-                    errors += 1
-                    logger.warning("point %s failed: %s", p.key[:12],
-                                   (rec.error or "").splitlines()[-1:])
-                prog.update(rec.status)
-                if on_result is not None:
-                    on_result(p, rec)
-        finally:
-            prog.close()
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
+        with open_store(store) as st:
+            keys = [p.key for p in points]
+            if retry_errors:
+                n = st.delete_errors(keys)
+                if n:
+                    logger.info("retrying %d points stored with errors", n)
+            stored = set() if recompute else st.keys()
+            todo = [p for p in points if p.key not in stored]
+            nw = default_workers() if workers is None else workers
+            if client is not None:
+                backend = f"dask {scheduler}"
+                it = _dask(todo, client)
+            elif nw == 1 or len(todo) <= 1:
+                backend = "serial"
+                it = _serial(todo)
+            else:
+                backend = f"pool ({min(nw, len(todo))} processes)"
+                it = _pool(todo, nw)
+            logger.info("sweep: %d points, %d stored, %d to compute (%s)",
+                        len(points), len(points) - len(todo), len(todo), backend)
+            prog = _Progress(len(todo), progress, stream, "sweep")
+            ok = errors = 0
+            try:
+                for p, out in it:
+                    rec = _record(p, out)
+                    st.add(rec, replace=recompute)
+                    if rec.status == "ok":
+                        ok += 1
+                    else:
+                        errors += 1
+                        logger.warning("point %s failed: %s", p.key[:12],
+                                       (rec.error or "").splitlines()[-1:])
+                    prog.update(rec.status)
+                    if on_result is not None:
+                        on_result(p, rec)
+            finally:
+                prog.close()
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()
     finally:
-        if own:
-            st.close()
         if client is not None:
             client.close()
     return SweepReport(

@@ -21,9 +21,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from attnphase._version import __version__
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -110,8 +113,6 @@ class ResultStore:
             raise ValueError(f"{str(self.path)!r} is an SQLite file but not an attnphase results "
                              "store (no metadata table)")
         if not tables:
-            from attnphase import __version__
-
             con.execute("PRAGMA journal_mode = WAL")
             con.execute("BEGIN IMMEDIATE")
             for stmt in _SCHEMA.strip().split(";"):
@@ -241,6 +242,20 @@ def _flatten(prefix: str, obj: Any, out: dict[str, Any]) -> None:
         out[prefix] = obj
 
 
+@contextmanager
+def open_store(store: str | Path | ResultStore, create: bool = True) -> Iterator[ResultStore]:
+    """``store`` itself when it is a :class:`ResultStore`, else the store at that path, opened
+    for the ``with`` block and closed after it."""
+    if isinstance(store, ResultStore):
+        yield store
+        return
+    st = ResultStore(store, create=create)
+    try:
+        yield st
+    finally:
+        st.close()
+
+
 def load_dataframe(store: str | Path | ResultStore, kind: str | None = None) -> pd.DataFrame:
     """Stored points as a tidy DataFrame with flattened columns.
 
@@ -248,12 +263,10 @@ def load_dataframe(store: str | Path | ResultStore, kind: str | None = None) -> 
     elapsed_s`` then ``param.<name>``, ``result.<name>`` (nested dicts joined with ``.``) and
     ``diag.<name>``. Lists (matrices) are kept as compact JSON text.
     """
-    import pandas as pd
+    import pandas as pd  # (only when a table is asked for: workers do not need it)
 
-    own = not isinstance(store, ResultStore)
-    st = ResultStore(store, create=False) if own else store
-    try:
-        rows = []
+    rows = []
+    with open_store(store, create=False) as st:
         for rec in st.records(kind):
             row: dict[str, Any] = {
                 "key": rec.key, "kind": rec.kind, "status": rec.status, "error": rec.error,
@@ -266,9 +279,6 @@ def load_dataframe(store: str | Path | ResultStore, kind: str | None = None) -> 
             if rec.diagnostics is not None:
                 _flatten("diag", json.loads(rec.diagnostics), row)
             rows.append(row)
-    finally:
-        if own:
-            st.close()
     df = pd.DataFrame(rows)
     if df.empty:
         df = pd.DataFrame(columns=["key", "kind", "status", "error", "seed", "version", "host",

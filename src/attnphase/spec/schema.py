@@ -1,0 +1,146 @@
+"""Parameters described once, on the fields of a frozen dataclass.
+
+A field declared with :func:`described` carries a :class:`FieldInfo` (kind of value, help text,
+choices, bounds, CLI flag). :func:`parameters` reads them back as :class:`Parameter` entries,
+from which the command-line flags (:func:`attnphase.cli.common.add_model_flags`), the sweep
+kinds' parameter tables (:mod:`attnphase.sweeps.kinds`) and the dataclass's own validation
+(:meth:`Parameter.coerce`) are made. :class:`attnphase.spec.ModelSpec` is described this way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from attnphase.spec.parse import KINDS, convert, parse_matrix, to_float, to_int
+
+#: Key of the :class:`FieldInfo` in a dataclass field's ``metadata``.
+SCHEMA_KEY = "attnphase.schema"
+
+#: Flag groups: ``model`` flags are on every command that builds a model, ``value`` flags
+#: (value matrix, linear baseline) only on the commands that train.
+GROUPS = ("model", "value")
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    """What a field holds and how it is shown; bounds are checked by :meth:`Parameter.coerce`."""
+
+    kind: str
+    help: str
+    group: str = "model"
+    choices: tuple[str, ...] = ()
+    #: an example value in CLI text (matrices)
+    example: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    #: the minimum itself is excluded (``> minimum``)
+    strict_minimum: bool = False
+    #: the CLI flag (default ``--`` and the name with ``-`` for ``_``)
+    flag: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown parameter type {self.kind!r}; choose from {', '.join(KINDS)}")
+        if self.group not in GROUPS:
+            raise ValueError(f"unknown flag group {self.group!r}; choose from {', '.join(GROUPS)}")
+
+
+def described(default: Any, kind: str, help: str, **info: Any) -> Any:
+    """A dataclass field with default ``default`` described by ``FieldInfo(kind, help, **info)``."""
+    return dataclasses.field(default=default, metadata={SCHEMA_KEY: FieldInfo(kind, help, **info)})
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One described field: its name, default and :class:`FieldInfo`."""
+
+    name: str
+    default: Any
+    info: FieldInfo
+
+    @property
+    def kind(self) -> str:
+        return self.info.kind
+
+    @property
+    def group(self) -> str:
+        return self.info.group
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag, e.g. ``--teacher-rank``."""
+        return self.info.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def help(self) -> str:
+        """One line: the help text and the choices."""
+        if self.info.choices:
+            return f"{self.info.help}: one of {', '.join(self.info.choices)}"
+        return self.info.help
+
+    @property
+    def cli_help(self) -> str:
+        """:attr:`help` with the example (matrices) and the default, for the flag."""
+        text = self.help
+        if self.info.example is not None:
+            text += f", e.g. '{self.info.example}'"
+        if self.kind != "bool" and self.default is not None:
+            text += f" (default {self.default:g})" if self.kind == "float" else f" (default {self.default})"
+        return text
+
+    @property
+    def text_default(self) -> str | None:
+        """The default as CLI text (``None`` where the default is ``None``)."""
+        if self.default is None:
+            return None
+        return repr(self.default) if self.kind == "float" else str(self.default)
+
+    def from_text(self, text: str | bool | None, label: str | None = None) -> Any:
+        """The value of the flag's text (``None`` stays ``None``); messages name ``label``
+        (default: the flag). Only the kind is checked here; :meth:`coerce` checks the rest."""
+        label = label or self.flag
+        if text is None or self.kind == "bool":
+            return text if text is None else bool(text)
+        if self.kind == "float":
+            return to_float(text, label)
+        if self.kind == "int":
+            return to_int(text, label)
+        if self.kind == "matrix":
+            return parse_matrix(str(text), label)
+        return text
+
+    def coerce(self, value: Any) -> Any:
+        """``value`` converted to the kind and checked against the choices and bounds;
+        ``ValueError`` (one line, naming the parameter) otherwise. ``None`` is kept where the
+        default is ``None``."""
+        if value is None and self.default is None:
+            return None
+        v = convert(self.kind, value, self.name)
+        info = self.info
+        if info.choices and v not in info.choices:
+            raise ValueError(f"unknown {self.name} {v!r}; choose from {', '.join(info.choices)}")
+        lo, hi = info.minimum, info.maximum
+        if lo is not None and hi is not None and not lo <= v <= hi:
+            raise ValueError(f"{self.name} must lie in [{lo:g}, {hi:g}], got {v}")
+        if lo is not None and hi is None:
+            if info.strict_minimum and not v > lo:
+                raise ValueError(f"{self.name} must be > {lo:g}, got {v}")
+            if not info.strict_minimum and not v >= lo:
+                raise ValueError(f"{self.name} must be >= {lo:g}, got {v}")
+        return v
+
+
+@functools.cache
+def parameters(cls: type) -> tuple[Parameter, ...]:
+    """The :class:`Parameter` of every field of the dataclass ``cls``, in field order; every
+    field must be declared with :func:`described`."""
+    out = []
+    for f in dataclasses.fields(cls):
+        info = f.metadata.get(SCHEMA_KEY)
+        if not isinstance(info, FieldInfo):
+            raise TypeError(f"{cls.__name__}.{f.name} is not declared with described()")
+        out.append(Parameter(f.name, f.default, info))
+    return tuple(out)
