@@ -1,21 +1,49 @@
 """attnphase: the solvable model of dot-product attention.
 
-Theory solver, finite-d simulator, sweeps and phase diagrams for the model of
-Cui, Behrens, Krzakala and Zdeborova, "A phase transition between positional and
-semantic learning in a solvable model of dot-product attention" (NeurIPS 2024).
-The mathematical contract is ``THEORY.md`` (shipped as ``docs/THEORY_NOTES.md``
-for the conventions used here).
+Theory solver, finite-d simulator, sweeps and phase diagrams for the model of Cui, Behrens,
+Krzakala and Zdeborova, "A phase transition between positional and semantic learning in a
+solvable model of dot-product attention" (NeurIPS 2024). The model and its equations are in
+``docs/model.md``.
+
+The public API::
+
+    import attnphase as ap
+    res = ap.solve(1.0, omega=0.3)            # the fixed points at alpha = 1
+    tr = ap.transition(omega=0.3)             # alpha_c, alpha_l, spinodals
+    sim = ap.simulate(1.0, 200, omega=0.3)    # finite-d training runs
+
+Each returns a frozen result whose ``to_dict()`` is what ``attnphase solve / transition /
+simulate --json`` prints; :class:`ModelSpec` holds the model, :class:`SolverSettings` the
+solver's numerics (``SolverSettings.preset("fast" | "default" | "precise")``).
 """
 
-from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+def _read_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("attnphase")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
+    try:
+        return version("attnphase")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0+unknown"
 
-from attnphase.spec.problem import ModelSpec, parse_matrix
 
-__all__ = ["ModelSpec", "parse_matrix", "__version__"]
+__version__ = _read_version()
+del _read_version
+
+from attnphase.api import simulate, solve, transition  # noqa: E402
+from attnphase.results import BranchResult, SimulationResult, SolveResult, TransitionResult  # noqa: E402
+from attnphase.spec.problem import ModelSpec  # noqa: E402
+from attnphase.theory import SolverSettings  # noqa: E402
+
+__all__ = [
+    "BranchResult",
+    "ModelSpec",
+    "SimulationResult",
+    "SolveResult",
+    "SolverSettings",
+    "TransitionResult",
+    "__version__",
+    "simulate",
+    "solve",
+    "transition",
+]

@@ -1,6 +1,7 @@
-"""Commands ``simulate`` (finite-d training) and ``compare`` (theory versus simulation).
+"""Commands ``simulate`` (finite-d training, a thin shell over :func:`attnphase.simulate`) and
+``compare`` (theory versus simulation).
 
-THEORY.md sections 1 and 3 define what is trained and measured; see :mod:`attnphase.sim`.
+docs/model.md (1.1)-(1.4) defines what is trained and measured; see :mod:`attnphase.sim`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attnphase import api
 from attnphase.cli.common import (
     add_model_flags,
     alpha_grid,
@@ -34,8 +36,9 @@ def _spec(args: argparse.Namespace, omega: float | None = None):
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    """``attnphase simulate``: train the attention layer at finite d (THEORY.md sections 1, 3)."""
-    from attnphase.sim.simulate import parse_inits, simulate
+    """``attnphase simulate``: train the attention layer at finite d (:func:`attnphase.simulate`;
+    docs/model.md (1.1)-(1.4))."""
+    from attnphase.sim.simulate import parse_inits  # (imports torch: only when simulating)
 
     spec = _spec(args)
     d = to_int(args.d, "d")
@@ -45,11 +48,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     inits = parse_inits(args.init)
     settings = train_settings(args)
     n_test = None if args.n_test is None else to_int(args.n_test, "n-test")
-    res = simulate(spec, d, alpha, seeds=seeds_from_args(args), inits=inits, settings=settings,
-                   n_test=n_test)
-    out = res.to_dict()
+    res = api.simulate(alpha, d, init=inits, seeds=seeds_from_args(args), n_test=n_test, spec=spec, settings=settings)
     if args.json:
-        print_json(out)
+        print_json(res.to_dict())
         return 0
     w = sys.stdout.write
     w(f"d={res.d} alpha={res.alpha:g} n={res.n} n_test={res.n_test} omega={spec.omega:g} "

@@ -23,7 +23,8 @@ class DemoSettings:
     phase_omega: str = "0:0.4:5"
     max_steps: int | None = None
     parts: tuple[str, ...] = PARTS
-    #: theory solver settings as ``(("solver_order", 10), ...)``
+    #: theory solver settings as ``(("solver_order", 10), ...)`` (empty: the sweep kinds' defaults);
+    #: ``attnphase demo`` passes those of ``SolverSettings.preset("fast")`` with its ``--solver`` items
     solver: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:

@@ -15,7 +15,10 @@ from attnphase.theory.phases import (
     find_transition,
     find_transition_replicated,
     follow_branch,
+    refine_followed,
+    semantic_side,
     solve_point,
+    solve_refined,
 )
 from attnphase.theory.saddle import OrderParams, linear_test_error
 
@@ -31,5 +34,8 @@ __all__ = [
     "find_transition_replicated",
     "follow_branch",
     "linear_test_error",
+    "refine_followed",
+    "semantic_side",
     "solve_point",
+    "solve_refined",
 ]

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -32,43 +35,42 @@ TARGET_ON = tuple(TARGET_KEYS)
 
 @dataclass(frozen=True)
 class SolverSettings:
-    """Numerical settings of the theory solver.
+    """Numerical settings of the theory solver (docs/model.md (7.1)-(7.5)); named sets of them
+    by :meth:`preset`.
 
     ``method``/``order``: integration rule (``qmc``: ``order`` = log2 of the base sample, 4x
-    symmetrised; ``gh``: points per dimension). ``n_replicas``: independent QMC scrambles solved
-    to estimate the integration error. ``seed``: of the QMC scrambles (the coarse rule's, and
+    symmetrised; ``gh``: points per dimension; (7.1)). ``n_replicas``: independent QMC scrambles
+    solved to estimate the integration error. ``seed``: of the QMC scrambles (the coarse rule's, and
     through it those of the error estimate and of the refinement's fine rules).
-    ``warmup_order``: a cheaper rule iterated first.
-    ``tol``: relative change of every unknown at convergence. ``switch_width``: width ``tau`` of
-    the split of a node between its two lowest local minima (``tau -> 0`` is the hard global
+    ``warmup_order``: a cheaper rule iterated first (only when below ``order``).
+    ``tol``: relative change of every unknown at convergence (7.2). ``switch_width``: width ``tau``
+    of the split of a node between its two lowest local minima (``tau -> 0`` is the hard global
     minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at alpha = 2.2). ``polish_below``: switch from
     the damped/Anderson iteration to the quasi-Newton stage (Broyden updates). ``noise_tol``:
-    when ``tol`` is not reachable after ``max_polish`` quasi-Newton stages (the discretised map is smooth only to ~1e-7 on
-    the semantic branch), a residual below ``noise_tol`` is accepted and said so in ``reason``.
-    ``refine_order`` (0: off): :func:`attnphase.theory.phases.refine_point` takes one Newton step
-    from a fixed point of this rule on ``refine_replicas`` independent finer rules (``qmc``: log2
-    of each base sample; ``gh``: points per dimension of one rule) and re-evaluates the training
-    error variationally; :func:`~attnphase.theory.phases.find_transition` uses it for the points
-    that locate ``alpha_c`` and ``alpha_l``. ``target_error`` (0: off): a single solve
-    (:func:`~attnphase.theory.phases.solve_refined`) raises the refinement order, from
-    ``refine_order`` up to ``max_refine_order`` by the orders the estimate's decay predicts
-    (:func:`~attnphase.theory.phases.orders_to_target`), until the estimated relative error of
-    the test error is at most this (the result says whether it was reached); ``target_on``: which
-    estimates must meet it, ``"test_error"`` (default), ``"overlaps"`` (the largest of the summary
-    overlaps ``q``, ``m``, ``theta``, user units) or ``"all"`` (both); ``max_refine_order``
-    is 15 since session 17, where at rank 2 (``alpha = 1.5``) it meets 1e-4 on every branch in
-    53-55 s (14 leaves the mixed branch at 1.15e-4).
+    when ``tol`` is not reachable after ``max_polish`` quasi-Newton stages (the discretised map is
+    smooth only to ~1e-7 on the semantic branch), a residual below ``noise_tol`` is accepted and
+    said so in ``reason``.
+    ``refine_order`` (0: off): ``refine_point`` takes one Newton step from a fixed point of this
+    rule on ``refine_replicas`` independent finer rules (``qmc``: log2 of each base sample;
+    ``gh``: points per dimension of one rule) and re-evaluates the training error variationally
+    (7.3); ``find_transition`` uses it for the points that locate ``alpha_c`` and ``alpha_l``.
+    ``target_error`` (0: off): a single solve (``solve_refined``) raises the refinement order,
+    from ``refine_order`` up to ``max_refine_order`` by the orders the estimate's decay predicts
+    (``orders_to_target``), until the estimated relative error is at most this (7.5; the result
+    says whether it was reached); ``target_on``: which estimates must meet it, ``"test_error"``,
+    ``"overlaps"`` (the largest of the summary overlaps ``q``, ``m``, ``theta``, user units) or
+    ``"all"`` (both). ``max_refine_order`` 15: at rank 2 (``alpha = 1.5``) it meets 1e-4 on every
+    branch in 53-55 s (14 leaves the mixed branch at 1.15e-4).
     ``fine_teacher_scale``: the refinement's fine QMC rules draw the teacher noises from
-    ``N(0, s^2 I)`` (importance sampling, :func:`attnphase.theory.quadrature.sobol_gaussian`);
-    ``None``: :func:`attnphase.theory.phases.teacher_scale_for` (1.4 at ``L = 2``, rank 1, where it
-    halves the error of the refined points; 1, the plain rule, elsewhere).
+    ``N(0, s^2 I)`` (importance sampling, (7.4)); ``None``: ``teacher_scale_for`` (1.4 at
+    ``L = 2``, rank 1, where it halves the error of the refined points; 1, the plain rule,
+    elsewhere).
     ``mirror``: the refinement's fine QMC rules pair every node with its mirror in the Stein
-    sums (:meth:`attnphase.theory.saddle.Saddle.mirror_nodes`: the same nodes and minima);
-    ``None``: :func:`attnphase.theory.phases.mirror_for` (on for the tied and causal students at
-    ``L = 2``, rank 1, uncorrelated tokens, where it cuts the error of the refined positional ``q``
-    ~2.4x; off elsewhere, where it was measured not to help). The coarse rule keeps the plain
-    sums: on its few nodes (order 8) the paired semantic map at ``alpha = 1`` has its fixed point
-    at ``theta`` 0.22 instead of 0.38.
+    sums (7.4; the same nodes and minima); ``None``: ``mirror_for`` (on for the tied and causal
+    students at ``L = 2``, rank 1, uncorrelated tokens, where it cuts the error of the refined
+    positional ``q`` ~2.4x; off elsewhere, where it was measured not to help). The coarse rule
+    keeps the plain sums: on its few nodes (order 8) the paired semantic map at ``alpha = 1`` has
+    its fixed point at ``theta`` 0.22 instead of 0.38.
     """
 
     method: str = "qmc"
@@ -94,6 +96,34 @@ class SolverSettings:
     max_refine_order: int = 15
     fine_teacher_scale: float | None = None
     mirror: bool | None = None
+
+    #: the named presets of :meth:`preset`: the fields each one sets (the others keep their
+    #: defaults above). ``fast``: branches followed on 2^8 x 4 nodes to ``tol`` 1e-6, no error
+    #: estimate on that rule, one refinement on 4 x 2^10 x 4 nodes (what ``transition``, ``curves``,
+    #: ``phase-diagram`` and the demo run). ``default``: what ``attnphase solve`` and
+    #: :func:`attnphase.solve` run: the coarse rule to ``tol`` 1e-8 with a 3-scramble estimate, refined
+    #: on 4 x 2^11 x 4 nodes and raised until every overlap estimate is at most 1e-3
+    #: (docs/model.md (7.3), (7.5)). ``precise``: the same to 2e-4 (at ``alpha = 1``, ``omega = 0.3``
+    #: the refinements go to order 15, the highest, where the estimates are 1.3e-4 to 1.9e-4: a
+    #: target of 1e-4 is not reached there).
+    PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = MappingProxyType({
+        "fast": MappingProxyType({"order": 8, "tol": 1e-6, "noise_tol": 1e-4, "n_replicas": 1, "refine_order": 10}),
+        "default": MappingProxyType({"order": 8, "refine_order": 11, "target_error": 1e-3, "target_on": "overlaps"}),
+        "precise": MappingProxyType({"order": 8, "refine_order": 11, "target_error": 2e-4, "target_on": "overlaps"}),
+    })
+
+    @classmethod
+    def preset(cls, name: str, **changes: Any) -> SolverSettings:
+        """The named settings ``"fast"``, ``"default"`` or ``"precise"`` (:attr:`PRESETS`), with
+        ``changes`` (field names) applied on top.
+
+        ``SolverSettings()`` itself holds the single-rule solver's defaults (order 12, no
+        refinement), which :func:`attnphase.theory.solve_point` uses; ``preset("default")`` is the
+        multi-fidelity path of :func:`attnphase.solve`.
+        """
+        if name not in cls.PRESETS:
+            raise ValueError(f"unknown solver preset {name!r}; choose from {', '.join(cls.PRESETS)}")
+        return cls(**{**cls.PRESETS[name], **changes})
 
     def __post_init__(self) -> None:
         if self.method not in ("qmc", "gh"):

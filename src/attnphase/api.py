@@ -1,0 +1,212 @@
+"""The library's entry points: :func:`solve`, :func:`transition` and :func:`simulate`.
+
+Each takes the model as a :class:`~attnphase.spec.problem.ModelSpec` (``spec``) and/or its field
+names as keywords (``omega=0.3, L=3, variant="causal"``, applied on top of ``spec``), and returns a
+frozen result (:mod:`attnphase.results`) whose ``to_dict()`` is the record that the matching
+``attnphase ... --json`` command prints: the commands are a thin shell over these functions, with
+the same defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from attnphase.results import SimulationResult, SolveResult, TransitionResult
+from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.theory import (
+    SolverSettings,
+    branches_for,
+    find_transition_replicated,
+    linear_test_error,
+    native,
+    solve_refined,
+)
+
+__all__ = ["DEFAULT_PRESET", "model_spec", "simulate", "solve", "transition"]
+
+#: ``progress(done, total)``: called as the work advances (branches, grid points or runs)
+Progress = Callable[[int, int], None]
+
+#: the solver preset (:meth:`SolverSettings.preset`) each function runs when given no settings:
+#: the default of the command of the same name
+DEFAULT_PRESET: Mapping[str, str] = MappingProxyType({"solve": "default", "transition": "fast"})
+
+#: ``transition``'s bracketing grid ``(start, stop, num)`` when none is given (``--alpha 0.2:2.4:12``)
+TRANSITION_GRID = (0.2, 2.4, 12)
+
+#: ``simulate``'s training settings where they differ from ``TrainSettings``' defaults (those of
+#: the ``simulate`` command: ``--max-steps 10000 --tol 1e-5 --dtype float32``, no log lines)
+SIMULATE_TRAINING: Mapping[str, Any] = MappingProxyType({"max_steps": 10000, "tol": 1e-5, "dtype": "float32", "log_every": 0})
+
+
+def _model_names() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(ModelSpec) if not f.name.startswith("_"))
+
+
+def model_spec(spec: ModelSpec | None = None, **model: Any) -> ModelSpec:
+    """``spec`` (default: ``ModelSpec()``) with the fields that ``model`` names set, validated.
+
+    ``ValueError`` (one line) for a name that is not a field of :class:`ModelSpec` or a value its
+    validation rejects. Without ``spec`` the defaults that depend on ``L`` (``A``, ``positions``)
+    follow the given ``L``; with one, its matrices are kept (give new ones with a new ``L``).
+    """
+    known = _model_names()
+    unknown = [k for k in model if k not in known]
+    if unknown:
+        raise ValueError(f"unknown model parameter {unknown[0]!r}; known: {', '.join(known)}")
+    if spec is None:
+        return ModelSpec(**model)
+    return spec.replace(**model) if model else spec
+
+
+def _solver_settings(settings: SolverSettings | str | None, command: str) -> SolverSettings:
+    """``settings`` as given, a preset by name, or ``command``'s default preset."""
+    if settings is None:
+        return SolverSettings.preset(DEFAULT_PRESET[command])
+    if isinstance(settings, str):
+        return SolverSettings.preset(settings)
+    if not isinstance(settings, SolverSettings):
+        raise ValueError(f"settings must be a SolverSettings or a preset name, got {type(settings).__name__}")
+    return settings
+
+
+def solve(
+    alpha: float,
+    *,
+    branch: str = "all",
+    spec: ModelSpec | None = None,
+    settings: SolverSettings | str | None = None,
+    progress: Progress | None = None,
+    **model: Any,
+) -> SolveResult:
+    """The fixed points of the self-consistent equations at sample complexity ``alpha = n/d``.
+
+    ``branch``: one of the model's branches (semantic, positional, trivial; mixed at rank >= 2;
+    docs/model.md (5.1)) or ``"all"``. Each branch is solved on the coarse rule, refined on finer
+    ones whose scatter is the error estimate, and raised in order until the error target is met
+    (docs/model.md (7.3), (7.5)). ``settings``: a :class:`SolverSettings`, a preset name, or
+    ``None`` for ``SolverSettings.preset("default")`` (as ``attnphase solve``). ``progress(done,
+    total)`` is called after each branch. ``**model``: :class:`ModelSpec` fields.
+
+    Returns a :class:`~attnphase.results.SolveResult`: per branch the overlaps (docs/model.md
+    (1.5)), the training error (4.1), the test error (4.2) and their error estimates, the global
+    minimum, and the linear baseline (4.3).
+    """
+    from attnphase import __version__  # (the package's attribute, read at call time)
+
+    spec = model_spec(spec, **model)
+    check_alpha(alpha)
+    alpha = float(alpha)
+    known = branches_for(spec)
+    if branch not in (*known, "all"):
+        raise ValueError(f"branch must be one of {', '.join(known)}, all; got {branch!r}")
+    st = _solver_settings(settings, "solve")
+    names = known if branch == "all" else (branch,)
+    points = {}
+    for i, b in enumerate(names):
+        points[b] = solve_refined(spec, alpha, b, st)
+        if progress is not None:
+            progress(i + 1, len(names))
+    lin = linear_test_error(spec)
+    params = {**spec.to_dict(), "alpha": alpha, "solver": dataclasses.asdict(st), "version": __version__,
+              "kernels": native.describe()}
+    return SolveResult.from_points(spec, alpha, st, points, lin, params)
+
+
+def transition(
+    *,
+    alphas: Sequence[float] | np.ndarray | None = None,
+    spec: ModelSpec | None = None,
+    settings: SolverSettings | str | None = None,
+    progress: Progress | None = None,
+    **model: Any,
+) -> TransitionResult:
+    """``alpha_c`` (docs/model.md (5.2)), the spinodals (5.3) and ``alpha_l`` (5.4) at the model's
+    ``omega``.
+
+    Both branches are followed over the bracketing grid ``alphas`` (default ``linspace(0.2, 2.4,
+    12)``), then the crossings are located by root finding on refined points. ``settings``: a
+    :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")`` (as
+    ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on independent
+    scrambles and reports their mean and standard error. ``progress(done, total)`` is called
+    after each grid point. ``**model``: :class:`ModelSpec` fields.
+    """
+    spec = model_spec(spec, **model)
+    grid = np.linspace(*TRANSITION_GRID) if alphas is None else np.asarray(alphas, dtype=float)
+    check_alpha(grid.tolist())
+    st = _solver_settings(settings, "transition")
+    tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=progress)
+    return TransitionResult.from_transition(tr, spec, st)
+
+
+def simulate(
+    alpha: float,
+    d: int,
+    *,
+    init: str | Sequence[str] = "semantic",
+    seeds: int | Sequence[int] = 4,
+    seed0: int = 0,
+    n_test: int | None = None,
+    spec: ModelSpec | None = None,
+    settings: Any = None,
+    progress: Progress | None = None,
+    **model_and_training: Any,
+) -> SimulationResult:
+    """Train the attention layer at finite ``d`` on ``n = round(alpha d)`` samples (docs/model.md
+    (1.1)-(1.4)), every seed and start in one batch.
+
+    ``init``: the start, ``semantic``, ``positional``, ``random``, a list of them or ``"all"``.
+    ``seeds``: how many (``seed0``, ``seed0 + 1``, ...) or the seeds themselves; each has its own
+    teacher, training and test set (``n_test`` test samples, default ``max(n, 1000)``).
+    ``settings``: a ``attnphase.sim.train.TrainSettings`` (default: the ``simulate`` command's,
+    :data:`SIMULATE_TRAINING`). ``**model_and_training``: :class:`ModelSpec` fields and
+    ``TrainSettings`` fields (``optimizer``, ``lr``, ``momentum``, ``max_steps``, ``tol``,
+    ``device``, ``dtype``, ...) applied on top, and ``threads`` (torch's CPU threads, a
+    process-wide setting). ``progress(done, total)`` is called with ``(0, runs)`` before the
+    batched training and ``(runs, runs)`` after it.
+
+    Returns a :class:`~attnphase.results.SimulationResult`: per run the overlaps (docs/model.md
+    (1.5)), the training loss (1.4), the test error (4.2) and the linear baseline's (4.3).
+    """
+    # torch is imported here and not at module level, so that ``import attnphase`` stays cheap
+    import torch
+
+    from attnphase.sim.simulate import parse_inits
+    from attnphase.sim.simulate import simulate as run_simulation
+    from attnphase.sim.train import TrainSettings
+
+    model_names = _model_names()
+    train_names = (*(f.name for f in dataclasses.fields(TrainSettings)), "threads")
+    unknown = [k for k in model_and_training if k not in model_names and k not in train_names]
+    if unknown:
+        raise ValueError(f"unknown parameter {unknown[0]!r}; known: model {', '.join(model_names)}; "
+                         f"training {', '.join(train_names)}")
+    model = {k: v for k, v in model_and_training.items() if k in model_names}
+    train = {k: v for k, v in model_and_training.items() if k in train_names}
+    spec = model_spec(spec, **model)
+    threads = train.pop("threads", None)
+    base = settings if settings is not None else TrainSettings(**SIMULATE_TRAINING)
+    st = dataclasses.replace(base, **train) if train else base
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+        torch.set_num_threads(threads)
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {seeds}")
+        seed_list = tuple(range(seed0, seed0 + int(seeds)))
+    else:
+        seed_list = tuple(int(s) for s in seeds)  # type: ignore[union-attr]
+    inits = parse_inits(init)
+    total = len(seed_list) * len(inits)
+    if progress is not None:
+        progress(0, total)
+    res = run_simulation(spec, d, alpha, seeds=seed_list, inits=inits, settings=st, n_test=n_test)
+    if progress is not None:
+        progress(total, total)
+    return SimulationResult.from_simulation(res)

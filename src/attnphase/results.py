@@ -1,0 +1,339 @@
+"""What :func:`attnphase.solve`, :func:`attnphase.transition` and :func:`attnphase.simulate` return.
+
+Frozen records in the style of ``scipy.optimize.OptimizeResult``: the quantities as fields, a
+``success`` flag, a ``message`` a person can read and ``to_dict()``, the JSON record that the
+matching ``attnphase ... --json`` command prints. Nested records are read-only
+(:class:`types.MappingProxyType`, tuples) and nothing is filled in after construction; the
+solver's caches (warm starts, Jacobians, the fine rules) stay on the internal ``BranchPoint``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from attnphase.sim.simulate import RunResult
+    from attnphase.theory import BranchPoint, SolverSettings
+
+__all__ = ["BranchResult", "SimulationResult", "SolveResult", "TransitionResult"]
+
+
+def frozen(obj: Any) -> Any:
+    """A read-only copy of a JSON-like record: mappings become :class:`MappingProxyType` (keys as
+    strings), lists, tuples and arrays tuples, numpy scalars Python numbers."""
+    if isinstance(obj, Mapping):
+        return MappingProxyType({str(k): frozen(v) for k, v in obj.items()})
+    if isinstance(obj, np.ndarray):
+        return frozen(obj.tolist())
+    if isinstance(obj, (list, tuple)):
+        return tuple(frozen(v) for v in obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    return obj
+
+
+def plain(obj: Any) -> Any:
+    """The JSON value of a record made by :func:`frozen`: dicts and lists, and ``None`` for a
+    non-finite number (as the commands print it)."""
+    if isinstance(obj, Mapping):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+#: the per-branch values of ``attnphase solve --json`` (``BranchPoint.summary()``), in its order
+SUMMARY_KEYS = ("q", "m", "theta", "V", "train_loss", "test_error", "converged", "iterations")
+
+
+@dataclass(frozen=True)
+class BranchResult:
+    """One fixed point of the self-consistent equations at one ``alpha`` (docs/model.md (5.1)).
+
+    ``q``, ``m``, ``theta``: the summary overlaps in user units (docs/model.md (1.5); the full
+    matrices in ``q_matrix``, ``m_matrix``, ``theta_matrix`` for rank ``r > 1``); ``V``: the
+    variance (paper convention). ``train_loss``: the training error ``eps_t = -Phi``
+    (docs/model.md (4.1)); ``test_error``: ``eps_g`` (docs/model.md (4.2)). ``error_estimate``:
+    the estimated relative integration error of each quantity (docs/model.md (7.3); ``q_user``,
+    ``m_user``, ``theta_user`` for the summary overlaps) and how it was obtained, ``None`` where
+    no estimate was made. ``refined``: the point was carried to the fine rules (else it is the
+    coarse rule's, see ``notes``); ``target_met``: whether the error target (docs/model.md (7.5))
+    was met (``None``: no target). ``notes``: what the ``solve`` command prints under the table
+    for this branch. ``diagnostics``: the solver's record (convergence, rules, the refinement and
+    the target's history).
+    """
+
+    branch: str
+    alpha: float
+    q: float
+    m: float
+    theta: float
+    V: float
+    train_loss: float
+    test_error: float
+    converged: bool
+    iterations: int
+    error_estimate: Mapping[str, Any] | None
+    refined: bool
+    target_met: bool | None
+    notes: tuple[str, ...]
+    q_matrix: tuple[tuple[float, ...], ...]
+    m_matrix: tuple[tuple[float, ...], ...]
+    theta_matrix: tuple[tuple[float, ...], ...]
+    diagnostics: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_point(cls, point: BranchPoint) -> BranchResult:
+        """The user's view of an existing branch point (without its solver caches)."""
+        diag = point.diagnostics
+        ref = diag.get("refined") or {}
+        tgt = diag.get("target")
+        # kept on the coarse rule: its refinement was tried and did not converge
+        coarse_only = bool(ref) and not ref.get("applied")
+        notes = []
+        if tgt and (not tgt["met"] or len(tgt["history"]) > 1):
+            last = tgt["history"][-1]
+            what = {"test_error": "test-error", "overlaps": "overlap", "all": "test-error and overlap"}[tgt["on"]]
+            notes.append(f"{what} target {tgt['target_error']:g} {'met' if tgt['met'] else 'NOT met'} "
+                         f"(refinement order {tgt['order']}; last estimate {last['estimate']:.1e} at order "
+                         f"{last['order']})")
+        if coarse_only:
+            notes.append(f"{ref.get('reason')}; the values are those of the coarse rule "
+                         f"({diag['quadrature']['nodes']} nodes)")
+        elif ref.get("retry"):
+            notes.append(str(ref["retry"]))
+        est = diag.get("error_estimate")
+        summary = point.summary()
+        return cls(
+            branch=point.branch, alpha=float(point.alpha), **{k: summary[k] for k in SUMMARY_KEYS},
+            error_estimate=None if est is None else frozen(est), refined=bool(ref.get("applied")),
+            target_met=None if not tgt else bool(tgt["met"]), notes=tuple(notes),
+            q_matrix=frozen(point.q_matrix), m_matrix=frozen(point.m_matrix),
+            theta_matrix=frozen(point.theta_matrix),
+            diagnostics=frozen({"reason": point.reason, **diag}),
+        )
+
+    @property
+    def overlap_error(self) -> float | None:
+        """The largest relative error estimate of ``q``, ``m``, ``theta`` (``None``: no estimate)."""
+        est = self.error_estimate
+        if not est:
+            return None
+        return max(float(est[k]) for k in ("q_user", "m_user", "theta_user"))
+
+    @property
+    def coarse_only(self) -> bool:
+        """The refinement was tried and did not converge: the values are the coarse rule's."""
+        return bool(self.diagnostics.get("refined")) and not self.refined
+
+    def to_dict(self) -> dict[str, Any]:
+        """The branch's entry under ``branches`` in ``attnphase solve --json``."""
+        return plain({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate})
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """The fixed points at one ``alpha`` (:func:`attnphase.solve`).
+
+    ``branches``: each requested branch's :class:`BranchResult`, ``None`` where it has no fixed
+    point (the reason in ``absent``). ``global_minimum``: the existing branch of lowest training
+    error (docs/model.md (4.1), (5.1)), ``None`` if none exists. ``linear_test_error``: the dense
+    linear positional baseline (docs/model.md (4.3)). ``params``: the model, ``alpha``, the solver
+    settings, the version and the kernels that ran. ``success``: some branch exists, and every
+    existing one converged, was refined and met the error target (where one was set).
+    """
+
+    alpha: float
+    spec: ModelSpec
+    settings: SolverSettings
+    branches: Mapping[str, BranchResult | None]
+    absent: Mapping[str, str]
+    global_minimum: str | None
+    linear_test_error: float
+    params: Mapping[str, Any] = field(repr=False)
+    diagnostics: Mapping[str, Mapping[str, Any]] = field(repr=False)
+    success: bool
+    message: str
+
+    @classmethod
+    def from_points(cls, spec: ModelSpec, alpha: float, settings: SolverSettings,
+                    points: Mapping[str, BranchPoint], linear_test_error: float,
+                    params: Mapping[str, Any]) -> SolveResult:
+        """Gather the solved points of :func:`attnphase.solve`."""
+        branches = {b: BranchResult.from_point(p) if p.exists else None for b, p in points.items()}
+        absent = {b: p.reason for b, p in points.items() if not p.exists}
+        existing = {b: r for b, r in branches.items() if r is not None}
+        glob = min(existing, key=lambda b: existing[b].train_loss) if existing else None
+        ok = {b: r.converged and r.refined == bool(settings.refine_order) and r.target_met is not False
+              for b, r in existing.items()}
+        parts = [f"alpha = {alpha:g}: " + (f"{', '.join(existing)} found; global minimum {glob}"
+                                           if existing else "no fixed point found")]
+        parts += [f"no {b} fixed point: {why}" for b, why in absent.items()]
+        if existing and settings.target_error:
+            missed = [b for b, r in existing.items() if r.target_met is False]
+            parts.append(f"error target {settings.target_error:g} on {settings.target_on} "
+                         + (f"NOT met on {', '.join(missed)}" if missed else "met"))
+        parts += [f"{b}: {n}" for b, r in existing.items() for n in r.notes]
+        return cls(
+            alpha=float(alpha), spec=spec, settings=settings, branches=MappingProxyType(branches),
+            absent=MappingProxyType(absent), global_minimum=glob, linear_test_error=float(linear_test_error),
+            params=frozen(params),
+            diagnostics=MappingProxyType({b: frozen({"reason": p.reason, **p.diagnostics})
+                                          for b, p in points.items()}),
+            success=bool(existing) and all(ok.values()), message="; ".join(parts),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record that ``attnphase solve --json`` prints."""
+        return {
+            "params": plain(self.params),
+            "branches": {b: None if r is None else r.to_dict() for b, r in self.branches.items()},
+            "global_minimum": self.global_minimum,
+            "linear_test_error": plain(self.linear_test_error),
+            "diagnostics": plain(self.diagnostics),
+        }
+
+
+@dataclass(frozen=True)
+class TransitionResult:
+    """The transition points at one ``omega`` (:func:`attnphase.transition`).
+
+    ``alpha_c``: where the semantic and positional branches exchange the lowest training error
+    (docs/model.md (5.2)); ``spinodals``: where each branch ends (docs/model.md (5.3); the
+    semantic side is the mixed branch at rank ``r >= 2``); ``alpha_l``: where the global minimum's
+    test error crosses the linear baseline's (docs/model.md (5.4)); ``None`` where not found on the
+    grid. ``errors``: the standard error of each (over the refinement's fine rules, or over
+    independent scrambles when ``settings.n_replicas > 1``; then each scramble's result is in
+    ``replicas``). ``linear_test_error``: docs/model.md (4.3). ``grid``: the followed branches on
+    the bracketing grid. ``success``: ``alpha_c`` was located.
+    """
+
+    alpha_c: float | None
+    alpha_l: float | None
+    spinodals: Mapping[str, float | None]
+    errors: Mapping[str, float | None]
+    linear_test_error: float
+    notes: tuple[str, ...]
+    replicas: tuple[Mapping[str, Any], ...] = field(repr=False)
+    grid: Mapping[str, Any] = field(repr=False)
+    spec: ModelSpec
+    settings: SolverSettings
+    success: bool
+    message: str
+
+    @classmethod
+    def from_transition(cls, tr: Any, spec: ModelSpec, settings: SolverSettings) -> TransitionResult:
+        """The user's view of a ``Transition`` of the solver."""
+
+        def fmt(v: float | None, key: str) -> str:
+            if v is None:
+                return "none"
+            e = tr.errors.get(key)
+            return f"{v:.4f}" + (f" +- {e:.4f}" if e is not None else "")
+
+        spin = dict(tr.spinodals)
+        msg = (f"omega = {spec.omega:g}: alpha_c = {fmt(tr.alpha_c, 'alpha_c')}, "
+               f"alpha_l = {fmt(tr.alpha_l, 'alpha_l')}, spinodals: "
+               + ", ".join(f"{b} {fmt(v, f'spinodal_{b}')}" for b, v in spin.items()))
+        if tr.alpha_c is None:
+            msg += "; alpha_c not located on the grid"
+        msg += "".join(f"; {n}" for n in tr.notes)
+        return cls(
+            alpha_c=tr.alpha_c, alpha_l=tr.alpha_l, spinodals=MappingProxyType(spin),
+            errors=MappingProxyType(dict(tr.errors)), linear_test_error=float(tr.linear_test_error),
+            notes=tuple(tr.notes), replicas=frozen(tuple(tr.replicas)), grid=frozen(tr.grid), spec=spec,
+            settings=settings, success=tr.alpha_c is not None, message=msg,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record that ``attnphase transition --json`` prints."""
+        d: dict[str, Any] = {
+            "alpha_c": self.alpha_c,
+            "alpha_l": self.alpha_l,
+            "spinodals": dict(self.spinodals),
+            "linear_test_error": self.linear_test_error,
+            "notes": list(self.notes),
+        }
+        if self.errors:
+            d["errors"] = dict(self.errors)
+            d["replicas"] = plain(self.replicas)
+        return plain(d)
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """Finite-``d`` training runs at one ``alpha`` (:func:`attnphase.simulate`).
+
+    ``runs``: one record per seed and start (``m``, ``theta``, ``q`` in user units, docs/model.md
+    (1.5); ``train_loss`` the empirical risk per dimension, docs/model.md (1.4); ``test_error``
+    and ``linear_test_error`` on fresh samples, docs/model.md (4.2), (4.3)). ``train``: the
+    training settings (``lr`` resolved). ``summary``: mean and standard deviation over the runs,
+    all and per start. ``success``: every run met the gradient tolerance.
+    """
+
+    spec: ModelSpec
+    d: int
+    alpha: float
+    n: int
+    n_test: int
+    seeds: tuple[int, ...]
+    inits: tuple[str, ...]
+    train: Mapping[str, Any]
+    runs: tuple[RunResult, ...] = field(repr=False)
+    summary: Mapping[str, Any] = field(repr=False)
+    batch_seconds: float
+    params: Mapping[str, Any] = field(repr=False)
+    success: bool
+    message: str
+
+    @classmethod
+    def from_simulation(cls, res: Any) -> SimulationResult:
+        """The user's view of the simulator's ``SimulationResult``."""
+        rec = res.to_dict()
+        runs = tuple(res.runs)
+        stops: dict[str, int] = {}
+        for r in runs:
+            stops[r.stop] = stops.get(r.stop, 0) + 1
+        n_ok = stops.get("tol", 0)
+        seeds = f"seed {res.seeds[0]}" if len(res.seeds) == 1 else f"seeds {res.seeds[0]}..{res.seeds[-1]}"
+        msg = (f"{len(runs)} runs at d = {res.d}, alpha = {res.alpha:g} ({seeds}; start {', '.join(res.inits)}): "
+               f"{n_ok} of {len(runs)} met the gradient tolerance"
+               + "".join(f", {k} {v}" for k, v in stops.items() if k != "tol")
+               + f"; mean test error {rec['summary']['mean']['test_error']:.6g}")
+        return cls(
+            spec=res.spec, d=res.d, alpha=res.alpha, n=res.n, n_test=res.n_test, seeds=tuple(res.seeds),
+            inits=tuple(res.inits), train=frozen(rec["params"]["train"]), runs=runs,
+            summary=frozen(rec["summary"]), batch_seconds=res.batch_seconds, params=frozen(rec["params"]),
+            success=n_ok == len(runs), message=msg,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record that ``attnphase simulate --json`` prints."""
+        return {"params": plain(self.params), "runs": [plain(frozen(r.to_dict())) for r in self.runs],
+                "summary": plain(self.summary)}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per run: ``d``, ``alpha``, ``n`` and the run's record (the overlap matrices
+        left out; they are in :meth:`to_dict`)."""
+        import pandas as pd  # (pandas costs ~0.3 s to import: only where a frame is asked for)
+
+        cols = [f.name for f in fields(self.runs[0])] if self.runs else []
+        rows = [{"d": self.d, "alpha": self.alpha, "n": self.n,
+                 **{c: getattr(r, c) for c in cols if c != "overlaps"}} for r in self.runs]
+        return pd.DataFrame(rows)
