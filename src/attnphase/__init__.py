@@ -17,23 +17,11 @@ simulate --json`` prints; :class:`ModelSpec` holds the model, :class:`SolverSett
 solver's numerics (``SolverSettings.preset("fast" | "default" | "precise")``).
 """
 
-
-def _read_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("attnphase")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0.0.0+unknown"
-
-
-__version__ = _read_version()
-del _read_version
-
-from attnphase.api import simulate, solve, transition  # noqa: E402
-from attnphase.results import BranchResult, SimulationResult, SolveResult, TransitionResult  # noqa: E402
-from attnphase.spec.problem import ModelSpec  # noqa: E402
-from attnphase.theory import SolverSettings  # noqa: E402
+from attnphase._version import __version__
+from attnphase.api import simulate, solve, transition
+from attnphase.results import BranchResult, SimulationResult, SolveResult, TransitionResult
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory import SolverSettings
 
 __all__ = [
     "BranchResult",
