@@ -6,8 +6,8 @@
    (the kernels before session 20), alternating, with the largest overlap estimate of each branch
    and the orders the target took; with ``--seeds S`` the default solve at seeds 1 .. S-1 too; and
    of ``attnphase transition`` (median of ``--repeats`` runs).
-2. The proximal kernel written out on scalars (``attnphase.theory.unrolled``) against the generic
-   one, same nodes and starts.
+2. The proximal kernel written out on scalars in C (``attnphase.theory.native.codegen``) against
+   the generic numba one, same nodes and starts.
 3. Per-fixed-point-iteration cost of our data step (batched compiled multi-start Newton, prox solved
    once and reused by the four conjugates) against a baseline that does what the original code
    did: a general-purpose minimiser (``scipy.optimize.minimize``, BFGS) called per quadrature node,
@@ -104,8 +104,8 @@ def main() -> None:
         t0 = time.perf_counter()
         sd.data_step(op, starts=_warm_starts(ds))
         warm.append(time.perf_counter() - t0)
-    # the proximal kernel alone: the one written out on scalars (attnphase.theory.unrolled) against
-    # the generic one (loops over L and F), same nodes and starts, same process
+    # the proximal kernel alone: the one written out on scalars in C (attnphase.theory.native.codegen)
+    # against the generic numba one (loops over L and F), same nodes and starts, same process
     w, hstar, *_ = sd.fields(op)
     T = target_map(hstar, spec)
     starts = default_starts(w, op.V)
@@ -118,7 +118,7 @@ def main() -> None:
             prox_batch(w, T, op.V, sd.C, sd.amap, starts=starts, generic=generic)
             ts.append(time.perf_counter() - t0)
         kern[generic] = statistics.median(ts)
-    print(f"prox kernel, {sd.rule.size} nodes x {starts.shape[1]} starts: unrolled {kern[False]:.3f} s, "
+    print(f"prox kernel, {sd.rule.size} nodes x {starts.shape[1]} starts: written out (C) {kern[False]:.3f} s, "
           f"generic {kern[True]:.3f} s (median of {a.repeats}; {kern[True] / kern[False]:.1f}x)")
     base = baseline_data_step(sd, op, a.baseline_nodes) * sd.rule.size / a.baseline_nodes
     print(f"rule: qmc order {a.order} ({sd.rule.size} nodes)")

@@ -1,5 +1,6 @@
-"""The C kernels (attnphase.theory.native) against the numba kernels they replace, node by node,
-and the choice between them."""
+"""The C kernels (attnphase.theory.native: ``kernels.c`` and the proximal kernels written out per
+geometry) against the generic numba kernels (attnphase.theory.jit), node by node, and the choice
+between them."""
 
 import json
 import os
@@ -11,7 +12,8 @@ import pytest
 
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings, native
-from attnphase.theory.channels import AttentionMap, default_starts, prox_batch, target_map, unrolled_kernel
+from attnphase.theory.channels import AttentionMap, c_prox_library, default_starts, prox_batch, target_map
+from attnphase.theory.geometries import written_out
 from attnphase.theory.phases import refine_point, solve_point, start_point
 from attnphase.theory.quadrature import sobol_gaussian
 from attnphase.theory.saddle import Saddle, second_minimum, stein_sums
@@ -47,8 +49,10 @@ MODELS = [{}, {"L": 3}, {"rank": 2}, {"variant": "untied"}, {"variant": "causal"
 def test_c_kernels_equal_the_numba_kernels_node_by_node(monkeypatch, kw):
     """Target map, proximal minimisers (every start's), second minima and the Stein sums (plain,
     split between minima, mirror-paired) come out bit for bit the same from the C kernels as from
-    numba's, at a data step with nodes that have several minima; the test-error sum to rounding
-    (numba sums its chunks in a parallel reduction, C in order)."""
+    numba's generic ones (the written-out proximal kernel folds the geometry's zeros, which changes
+    no sum, and the generic kernel sums in its order), at a data step with nodes that have several
+    minima; the test-error sum to rounding (numba sums its chunks in a parallel reduction, C in
+    order)."""
     spec = ModelSpec(**({"omega": 0.3} | kw))
     am = AttentionMap.from_spec(spec)
     F = am.field_dim
@@ -81,6 +85,42 @@ def test_c_kernels_equal_the_numba_kernels_node_by_node(monkeypatch, kw):
                 assert np.array_equal(x, y)
     e0, e1 = _both(monkeypatch, lambda: sd.test_error(op))
     assert e1 == pytest.approx(e0, rel=1e-13)
+
+
+GEOMETRY_CASES = [{}, {"token_corr": 0.4}, {"A": "0.3,0.7;0.8,0.2", "omega": 0.6, "sigma": 1.0}, {"L": 3},
+                  {"rank": 2}, {"variant": "causal"}, {"variant": "causal", "L": 3}, {"variant": "untied"},
+                  {"variant": "untied-causal"},
+                  pytest.param({"L": 5}, marks=pytest.mark.slow), pytest.param({"L": 3, "rank": 2}, marks=pytest.mark.slow),
+                  pytest.param({"L": 3, "variant": "untied"}, marks=pytest.mark.slow)]
+
+
+@needs_c
+@pytest.mark.parametrize("kw", GEOMETRY_CASES)
+def test_written_out_kernel_equals_the_generic_kernel(kw):
+    """The proximal kernels written out in C (attnphase.theory.native.codegen) reach the same local
+    minimum from every start as the generic numba kernel, bit for bit (the same iteration, the
+    same sums in the same order), hence the same global minimiser and value, at random nodes with
+    several minima; correlated tokens (a full metric and token covariance), masks and untied
+    keys/queries included."""
+    spec = ModelSpec(**kw)
+    am = AttentionMap.from_spec(spec)
+    assert written_out(spec.L, am.M, am.mask) is not None and c_prox_library(am, spec.L) is not None
+    rng = np.random.default_rng(7)
+    N, F = 1500, am.field_dim
+    w = 0.4 * rng.normal(size=(N, spec.L, F))
+    T = target_map(1.5 * rng.normal(size=(N, spec.L, 1)), spec)
+    mix = None if spec.uncorrelated else np.linalg.cholesky(spec.C_array)
+    n_multi = 0
+    for v in (0.5, 25.0, 150.0):
+        V = v * np.eye(F)
+        fast = prox_batch(w, T, V, spec.C_array, am, mix=mix)
+        slow = prox_batch(w, T, V, spec.C_array, am, mix=mix, generic=True)
+        for a, b, name in zip(fast.arrays(), slow.arrays(), ("h", "value", "grad_norm", "candidates",
+                                                            "candidate_values"), strict=True):
+            assert np.array_equal(a, b), name
+        assert np.all(fast.grad_norm < 1e-8)
+        n_multi += sum(len(np.unique(np.round(c.reshape(len(c), -1), 4), axis=0)) > 1 for c in slow.candidates)
+    assert n_multi >= 20, "the test should exercise nodes with several local minima"
 
 
 @needs_c
@@ -134,7 +174,12 @@ def test_kernel_choice_and_fallback(monkeypatch, tmp_path, fresh_native):
     monkeypatch.setenv(native.ENV, "auto")
     assert native.common() is None
     assert "C kernels not built" in native.describe() and "no-such-compiler" in native.describe()
-    assert unrolled_kernel(AttentionMap.from_spec(ModelSpec()), 2) is not None  # (numba's)
+    am = AttentionMap.from_spec(ModelSpec())
+    assert c_prox_library(am, 2) is None  # (the generic numba proximal kernel runs)
+    rng = np.random.default_rng(1)
+    w, T = rng.normal(size=(64, 2, 1)), np.full((64, 2, 2), 0.5)
+    a, b = prox_batch(w, T, 3.0 * np.eye(1), np.eye(2), am), prox_batch(w, T, 3.0 * np.eye(1), np.eye(2), am, generic=True)
+    assert all(np.array_equal(x, y) for x, y in zip(a.arrays(), b.arrays(), strict=True))
     monkeypatch.setenv(native.ENV, "c")
     with pytest.raises(RuntimeError, match="cannot be built"):
         native.common()

@@ -13,11 +13,9 @@ from attnphase.theory.channels import (
     objective_batch,
     prox_batch,
     target_map,
-    unrolled_kernel,
 )
 from attnphase.theory.quadrature import gauss_hermite, sobol_gaussian
 from attnphase.theory.saddle import OrderParams, Saddle, linear_test_error
-from attnphase.theory.unrolled.generate import GEOMETRIES, module_path, module_source
 
 
 @pytest.mark.parametrize("variant,L,r", [("tied", 2, 1), ("tied", 3, 2), ("untied", 2, 1), ("causal", 3, 1)])
@@ -126,46 +124,6 @@ def test_one_radius_finds_the_global_minimum(kw):
         assert np.all(ours.value <= dense.value + 1e-12)
         n_multi = sum(len(np.unique(np.round(c.reshape(len(c), -1), 4), axis=0)) > 1 for c in dense.candidates)
         assert n_multi >= 5, "the test should exercise nodes with several local minima"
-
-UNROLLED_CASES = [{}, {"token_corr": 0.4}, {"A": "0.3,0.7;0.8,0.2", "omega": 0.6, "sigma": 1.0}, {"L": 3},
-                  {"rank": 2}, {"variant": "causal"}, {"variant": "causal", "L": 3}, {"variant": "untied"},
-                  {"variant": "untied-causal"},
-                  pytest.param({"L": 5}, marks=pytest.mark.slow), pytest.param({"L": 3, "rank": 2}, marks=pytest.mark.slow),
-                  pytest.param({"L": 3, "variant": "untied"}, marks=pytest.mark.slow)]
-
-
-@pytest.mark.parametrize("kw", UNROLLED_CASES)
-def test_unrolled_kernel_matches_the_generic_kernel(kw):
-    """The kernels written out on scalars (attnphase.theory.unrolled) reach the same local
-    minimum from every start as the generic kernel (same iteration), hence the same global
-    minimiser and value, at random nodes with several minima; correlated tokens (a full metric
-    and token covariance), masks and untied keys/queries included."""
-    spec = ModelSpec(**kw)
-    am = AttentionMap.from_spec(spec)
-    assert unrolled_kernel(am, spec.L) is not None
-    rng = np.random.default_rng(7)
-    N, F = 1500, am.field_dim
-    w = 0.4 * rng.normal(size=(N, spec.L, F))
-    T = target_map(1.5 * rng.normal(size=(N, spec.L, 1)), spec)
-    mix = None if spec.uncorrelated else np.linalg.cholesky(spec.C_array)
-    n_multi = 0
-    for v in (0.5, 25.0, 150.0):
-        V = v * np.eye(F)
-        fast = prox_batch(w, T, V, spec.C_array, am, mix=mix)
-        slow = prox_batch(w, T, V, spec.C_array, am, mix=mix, generic=True)
-        assert np.max(np.abs(fast.value - slow.value)) < 1e-14
-        assert np.max(np.abs(fast.h - slow.h)) < 1e-6
-        assert np.max(np.abs(fast.candidates - slow.candidates)) < 1e-6
-        assert np.all(fast.grad_norm < 1e-8)
-        n_multi += sum(len(np.unique(np.round(c.reshape(len(c), -1), 4), axis=0)) > 1 for c in slow.candidates)
-    assert n_multi >= 20, "the test should exercise nodes with several local minima"
-
-
-def test_unrolled_kernels_are_up_to_date():
-    """The committed kernels are what the generator writes (``python -m
-    attnphase.theory.unrolled.generate`` after a change to it)."""
-    for g in GEOMETRIES:
-        assert module_path(g).read_text() == module_source(g), f"{module_path(g).name} is out of date"
 
 
 @pytest.mark.parametrize("rank", [1, 2])

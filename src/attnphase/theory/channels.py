@@ -1,4 +1,5 @@
-"""Attention maps, the per-sample loss and the batched global proximal solver (THEORY.md 2.1-2.2).
+"""Attention maps (docs/model.md (1.3)), the per-sample loss (1.4) and the batched global proximal
+solver (3.2).
 
 The student map is ``S(h) = rowsoftmax(s)`` with bilinear scores ``s_lj = h_l^T M h_j`` and an
 optional mask (causal: ``j <= l``). A variant is therefore a pair ``(M, mask)``:
@@ -15,21 +16,22 @@ with ``p = S_l``, ``e = ((S - T) C)_l``, ``gamma_lj = p_j (e_j - e.p)`` is ``d e
 
 The proximal problem at a node is ``min_h sum_l (h_l - w_l)^T V^{-1} (h_l - w_l) / 2 + ell(h; T)``.
 It is non-convex; :func:`prox_batch` runs damped (Levenberg-Marquardt) Newton from several starts per
-node, in parallel over nodes (numba), and keeps the lowest objective: the global minimiser
-up to the coverage of the starts (tested against brute-force grid search).
+node, in parallel over nodes, and keeps the lowest objective: the global minimiser up to the
+coverage of the starts (tested against brute-force grid search). The geometries of
+:data:`attnphase.theory.geometries.GEOMETRIES` run that iteration written out in C
+(:mod:`attnphase.theory.native`); any other geometry, or any geometry where the C kernels are not
+built, runs the generic numba kernel (:func:`attnphase.theory.jit.prox_kernel`).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import native
+from attnphase.theory.geometries import score_form, score_mask, written_out
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,8 @@ class AttentionMap:
 
     @staticmethod
     def from_spec(spec: ModelSpec) -> AttentionMap:
-        r, L = spec.rank, spec.L
-        causal = spec.variant in ("causal", "untied-causal")
-        mask = np.tril(np.ones((L, L), dtype=np.bool_)) if causal else np.ones((L, L), dtype=np.bool_)
-        if spec.variant.startswith("untied"):
-            M = np.zeros((2 * r, 2 * r))
-            M[:r, r:] = np.eye(r)
-            return AttentionMap(spec.variant, 2 * r, M, mask)
-        return AttentionMap(spec.variant, r, np.eye(r), mask)
+        M = score_form(spec.variant, spec.rank)
+        return AttentionMap(spec.variant, M.shape[0], M, score_mask(spec.variant, spec.L))
 
 
 def softmax_rows(s: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -81,8 +77,8 @@ def softmax_rows(s: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
 
 
 def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
-    """Target ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields of shape (N, L, r*)
-    (the causal target masks the scores above the diagonal)."""
+    """Target ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` (docs/model.md (1.2)) for fields
+    of shape (N, L, r*) (the causal target masks the scores above the diagonal)."""
     hstar = np.ascontiguousarray(hstar, dtype=np.float64)
     N, L, R = hstar.shape
     out = np.empty((N, L, L))
@@ -92,9 +88,9 @@ def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
         lib.target_kernel(N, L, R, native.ptr(hstar), float(spec.omega), native.ptr(A), int(bool(spec.causal_target)),
                           native.ptr(out), native.threads_for(N, 8192))
         return out
-    from attnphase.theory.jit import _target_kernel  # noqa: PLC0415
+    from attnphase.theory.jit import target_kernel  # noqa: PLC0415 - (numba: only where it runs)
 
-    _target_kernel(hstar, float(spec.omega), A, bool(spec.causal_target), out)
+    target_kernel(hstar, float(spec.omega), A, bool(spec.causal_target), out)
     return out
 
 
@@ -140,7 +136,7 @@ def default_starts(w: np.ndarray, V: np.ndarray, spread: tuple[float, ...] = (1.
     parameter sets (lambda 1e-3..0.1, sigma 0.5/1, omega 0..0.7, alpha 0.5/2, L = 2/3, rank
     1/2, tied/untied/causal, max V 1.3..228; 4096 nodes each) the radii (1.5,) and (1.0,) found
     the global minimum at every node that (1.0, 2.5, 4.0) found, and the previous default
-    (1.0, 2.5) cost 1.6-1.7x as much (session 5; ``test_one_radius_finds_the_global_minimum``).
+    (1.0, 2.5) cost 1.6-1.7x as much (``test_one_radius_finds_the_global_minimum``).
     The loss is even in ``h`` (bilinear scores), so minima come in near-mirror pairs when ``V`` is large; ``-w`` finds the mirror of
     the minimum reached from ``w`` (without it the full set missed the second minimum of some
     nodes near the switching surface that the warm-start set, which contains ``-h``, found).
@@ -161,7 +157,7 @@ def default_starts(w: np.ndarray, V: np.ndarray, spread: tuple[float, ...] = (1.
 
 #: ``c_max(C) * lambda_max(V)`` (the loss's scale over the proximal curvature, both in the actual
 #: field coordinates) above which the full multi-start set gets :func:`landscape_starts`. Measured
-#: against brute-force starts (docs/theory.md, session 12): the default starts missed the global
+#: against brute-force starts: the default starts missed the global
 #: minimum at 2-48 of 1024 nodes at ``sigma`` 1-2 (``c V`` 10.9-143; ``sigma = 1``, ``alpha = 1``:
 #: 4 nodes, enough to keep the trivial and positional solves from converging) and at none at
 #: ``sigma = 0.5`` (``c V`` up to 7.5 at ``lambda = 0.01``, 9.3 for rank 2 or untied keys and
@@ -230,9 +226,11 @@ def prox_batch(
     tokens, :class:`attnphase.theory.saddle.Saddle`) the fields are ``h = P h~`` of whitened fields
     with metric ``V^{-1}`` per position, i.e. the metric is ``(P P^T)^{-1} (x) V^{-1}``.
 
-    The geometries of :data:`attnphase.theory.unrolled.generate.GEOMETRIES` (the reference case
-    and issue 5's sizes) go to the same iteration written out on scalars (6-12x faster) unless
-    ``generic``.
+    The geometries of :data:`attnphase.theory.geometries.GEOMETRIES` (the reference case and the
+    sizes of the variants) go to the same iteration written out on scalars in C (6-12x faster than
+    the generic kernel) where :mod:`attnphase.theory.native` runs C, unless ``generic``: then, and
+    for every other geometry, the generic numba kernel runs. The two give the same numbers bit for
+    bit: the generic kernel runs every sum in the written-out order (``tests/test_native_kernels.py``).
     """
     w = np.ascontiguousarray(w, dtype=np.float64)
     T = np.ascontiguousarray(T, dtype=np.float64)
@@ -249,16 +247,17 @@ def prox_batch(
     cand_val = np.empty((N, S))
     n_chunks = max(1, min(N, 4 * native.kernel_threads()))
     C = np.ascontiguousarray(C, dtype=np.float64)
-    unrolled = None if generic else unrolled_kernel(amap, L)
-    if unrolled is not None:
-        n = L * F
-        unrolled(w.reshape(N, n), T, starts.reshape(N, S, n), Winv, C, max_iter, gtol, out_h.reshape(N, n), out_val,
-                 out_gn, cand_h.reshape(N, S, n), cand_val, n_chunks, snap)
+    lib = None if generic else c_prox_library(amap, L)
+    if lib is not None:
+        lib.prox_kernel(N, S, native.ptr(w), native.ptr(T), native.ptr(starts), native.ptr(Winv), native.ptr(C),
+                        int(max_iter), float(gtol), native.ptr(out_h), native.ptr(out_val), native.ptr(out_gn),
+                        native.ptr(cand_h), native.ptr(cand_val), int(n_chunks), float(snap),
+                        native.threads_for(N * S, 256))
     else:
-        from attnphase.theory.jit import _prox_kernel  # noqa: PLC0415
+        from attnphase.theory.jit import prox_kernel  # noqa: PLC0415 - (numba: only where it runs)
 
-        _prox_kernel(w, T, starts, Winv, C, np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter,
-                     gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap)
+        prox_kernel(w, T, starts, Winv, C, np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter,
+                    gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap)
     return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
 
 
@@ -311,29 +310,11 @@ def escape_saddles(prox: ProxResult, w: np.ndarray, T: np.ndarray, V: np.ndarray
     return ProxResult(*out)
 
 
-def unrolled_kernel(amap: AttentionMap, L: int) -> Callable | None:
-    """The kernel written out for this geometry (:mod:`attnphase.theory.unrolled`), if there is
-    one: its C twin where :mod:`attnphase.theory.native` has it (same arguments), else numba's."""
-    from attnphase.theory.unrolled.generate import GEOMETRIES  # noqa: PLC0415
-
-    for g in GEOMETRIES:
-        if (g.L, g.F) == (L, amap.field_dim) and np.array_equal(g.M, amap.M) and np.array_equal(g.mask, amap.mask):
-            lib = native.prox_library(g.name)
-            if lib is None:
-                return importlib.import_module(f"attnphase.theory.unrolled.k_{g.name}").prox_kernel
-            return functools.partial(_c_prox, lib)
-    return None
-
-
-def _c_prox(lib: native.Library, w, T, starts, W, C, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val,
-            n_chunks, snap) -> None:
-    """A geometry's C ``prox_kernel`` with the arguments of the numba one (``w`` (N, n), ``T``
-    (N, L, L), ``starts`` (N, S, n), ...; the outputs written in place)."""
-    N, S = starts.shape[:2]
-    W, C = np.ascontiguousarray(W, dtype=np.float64), np.ascontiguousarray(C, dtype=np.float64)
-    lib.prox_kernel(N, S, native.ptr(w), native.ptr(T), native.ptr(starts), native.ptr(W), native.ptr(C),
-                    int(max_iter), float(gtol), native.ptr(out_h), native.ptr(out_val), native.ptr(out_gn),
-                    native.ptr(cand_h), native.ptr(cand_val), int(n_chunks), float(snap), native.threads_for(N * S, 256))
+def c_prox_library(amap: AttentionMap, L: int) -> native.Library | None:
+    """The compiled C proximal kernel of this geometry (:data:`attnphase.theory.geometries.GEOMETRIES`),
+    or ``None`` where there is none or the numba kernels run (:func:`attnphase.theory.native.prox_library`)."""
+    g = written_out(L, amap.M, amap.mask)
+    return None if g is None else native.prox_library(g)
 
 
 def _metric(V: np.ndarray, L: int, mix: np.ndarray | None) -> np.ndarray:
@@ -353,9 +334,9 @@ def objective_batch(
     N, L, F = h.shape
     val = np.empty(N)
     grad = np.empty((N, L * F))
-    from attnphase.theory.jit import _values  # noqa: PLC0415
+    from attnphase.theory.jit import value_kernel  # noqa: PLC0415 - (numba: only where it runs)
 
-    _values(
+    value_kernel(
         np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64),
         _metric(V, L, mix), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
         amap.M.astype(np.float64), amap.mask, val, grad,
@@ -367,9 +348,9 @@ def loss_hessian_batch(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: Attent
     """Hessian of ``ell`` (not of the proximal objective) at ``h``: shape (N, L*F, L*F)."""
     N, L, F = h.shape
     out = np.empty((N, L * F, L * F))
-    from attnphase.theory.jit import _hessians  # noqa: PLC0415
+    from attnphase.theory.jit import hessian_kernel  # noqa: PLC0415 - (numba: only where it runs)
 
-    _hessians(
+    hessian_kernel(
         np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
         amap.M.astype(np.float64), amap.mask, out,
     )

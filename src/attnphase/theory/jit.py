@@ -1,9 +1,12 @@
-"""The theory's numba kernels: the proximal solver of any geometry (the generic kernel; the
-geometries written out are in :mod:`attnphase.theory.unrolled`), the target map, the test-error
-sum, the second minimum and the Stein sums of a data step.
+"""The theory's generic numba kernels: the proximal solver of any geometry (docs/model.md (3.2)),
+the target map (1.2), the test-error sum (4.2), the second minimum and the Stein sums (3.3) of a
+data step.
 
-Imported only where they run (:mod:`attnphase.theory.native` chooses them or their compiled C
-twins): ``import numba`` and the first call of its cached kernels cost a process ~0.7 s.
+They loop over ``L`` and ``F`` at run time. :mod:`attnphase.theory.native` runs their C twins
+where a C compiler works (``kernels.c``, and the proximal kernel written out per geometry by
+:mod:`attnphase.theory.native.codegen`) and these otherwise or with ``ATTNPHASE_KERNELS=numba``;
+the tests compare the C kernels against these. Imported only where they run: ``import numba``
+and the first call of its cached kernels cost a process ~0.7 s.
 """
 # ruff: noqa: E501
 
@@ -37,7 +40,8 @@ def _target_rows(hs, omega, A, causal, out):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True, parallel=True)
-def _target_kernel(hstar, omega, A, causal, out):  # pragma: no cover - jitted
+def target_kernel(hstar, omega, A, causal, out):  # pragma: no cover - jitted
+    """The target map of docs/model.md (1.2) at every node: ``out[i] = T(hstar[i])``."""
     for i in nb.prange(hstar.shape[0]):
         _target_rows(hstar[i], omega, A, causal, out[i])
 
@@ -130,8 +134,9 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
 
 
 @nb.njit(cache=True, parallel=True)
-def _test_loss_sum(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
-    """``sum_i w_i ell(x_i)`` over the nodes ``X`` with weights ``W``, or, where ``X`` has no
+def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
+    """The test-error sum of docs/model.md (4.2): ``sum_i w_i ell(x_i)`` over the nodes ``X``
+    with weights ``W``, or, where ``X`` has no
     rows, over the product rule ``(t, wt)^dim`` (``dim = L (F + R)``), its nodes decoded from the
     flat index (last coordinate fastest) instead of stored."""
     L, F = m.shape
@@ -167,6 +172,35 @@ def _test_loss_sum(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C,
     return part.sum()
 
 
+@nb.njit(cache=True)
+def _score_softmax(h, Mh, mask, P):  # pragma: no cover - jitted
+    """``S = rowsoftmax(s)`` of the student map (docs/model.md (1.3)) at one node, as
+    :func:`_student_rows` but each row's exponentials multiplied by the reciprocal of their sum
+    (the order of the written-out C kernels, :mod:`attnphase.theory.native.codegen`)."""
+    L, F = h.shape
+    for l in range(L):
+        mx = -1e300
+        for j in range(L):
+            if mask[l, j]:
+                s = 0.0
+                for a in range(F):
+                    s += h[l, a] * Mh[j, a]
+                P[l, j] = s
+                if s > mx:
+                    mx = s
+        tot = 0.0
+        for j in range(L):
+            if mask[l, j]:
+                v = np.exp(P[l, j] - mx)
+                P[l, j] = v
+                tot += v
+            else:
+                P[l, j] = 0.0
+        inv = 1.0 / tot
+        for j in range(L):
+            P[l, j] *= inv
+
+
 # Scratch space is allocated once per chunk of nodes (allocation inside the Newton loop dominated
 # the run time otherwise). ``_work(L, F)`` returns the buffers in the order the kernels expect.
 @nb.njit(cache=True)
@@ -175,19 +209,27 @@ def _work(L, F):  # pragma: no cover - jitted
     return (
         np.zeros((L, F)), np.zeros((L, F)), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, L)),
         np.zeros((L, L)), np.zeros(L), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, n)),
-        np.zeros((L, n)),
+        np.zeros((L, n)), np.zeros((L, L)),
     )
 
 
 @nb.njit(cache=True)
 def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no cover - jitted
-    """Loss, gradient (L*F) and optionally Hessian (L*F x L*F) of ell at one node."""
-    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD = wk
+    """Loss ``ell`` (docs/model.md (1.4)), gradient (L*F) and optionally Hessian (L*F x L*F) at one
+    node.
+
+    Every sum runs in the order of the written-out C kernels (:mod:`attnphase.theory.native.codegen`,
+    which also drops the terms that are zero for a geometry: adding an exact zero changes no
+    result), so both give the same numbers: the loss as ``0.5 * sum D E``, the gradient's
+    ``M h`` terms before its ``M^T h`` terms, ``J^T C J`` as ``J^T (C J)`` on the upper triangle,
+    and the second-order terms of the scores added one by one.
+    """
+    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD, CJ = wk
     L, F = h.shape
     n = L * F
     _form_rows(M, h, Mh)
     _form_rows(M.T, h, MTh)
-    _student_rows(h, Mh, mask, P)
+    _score_softmax(h, Mh, mask, P)
     for l in range(L):
         for j in range(L):
             Dm[l, j] = P[l, j] - T[l, j]
@@ -198,7 +240,8 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
             for k in range(L):
                 acc += Dm[l, k] * C[k, j]
             E[l, j] = acc
-            val += 0.5 * Dm[l, j] * acc
+            val += Dm[l, j] * acc
+    val = 0.5 * val
     for l in range(L):
         acc = 0.0
         for j in range(L):
@@ -211,7 +254,9 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
         for mu in range(F):
             acc = 0.0
             for j in range(L):
-                acc += gam[a, j] * Mh[j, mu] + gam[j, a] * MTh[j, mu]
+                acc += gam[a, j] * Mh[j, mu]
+            for j in range(L):
+                acc += gam[j, a] * MTh[j, mu]
             grad[a * F + mu] = acc
     if not want_hess:
         return val
@@ -222,18 +267,22 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
         for a in range(L):
             for j in range(L):
                 J[a, j] = P[l, a] * ((1.0 if a == j else 0.0) - P[l, j])
-        for j in range(L):
+        for a in range(L):
             for k in range(L):
                 acc = 0.0
+                for b in range(L):
+                    acc += C[a, b] * J[b, k]
+                CJ[a, k] = acc
+        for j in range(L):
+            for k in range(j, L):
+                acc = 0.0
                 for a in range(L):
-                    if P[l, a] == 0.0:
-                        continue
-                    for b in range(L):
-                        acc += J[a, j] * C[a, b] * J[b, k]
+                    acc += J[a, j] * CJ[a, k]
                 if j == k:
                     acc += gam[l, j]
                 acc -= P[l, j] * P[l, k] * (E[l, j] + E[l, k] - 2.0 * ep[l])
                 Hs[j, k] = acc
+                Hs[k, j] = acc
         # Dl[j, (a, mu)] = d s_lj / d h_a,mu = delta_la (M h_j)_mu + delta_ja (M^T h_l)_mu
         for j in range(L):
             for i in range(n):
@@ -253,35 +302,42 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
                 for j in range(L):
                     acc += Dl[j, i] * HD[j, k]
                 hess[i, k] += acc
-    for i in range(n):
-        for k in range(i):
-            hess[i, k] = hess[k, i]
-    # second-order part of the scores: gam_ab M_mu,nu + gam_ba M_nu,mu
+    # second-order part of the scores: gam_ab M_mu,nu + gam_ba M_nu,mu (upper triangle, then mirrored)
     for a in range(L):
         for b in range(L):
             for mu in range(F):
                 for nu in range(F):
-                    hess[a * F + mu, b * F + nu] += gam[a, b] * M[mu, nu] + gam[b, a] * M[nu, mu]
+                    i = a * F + mu
+                    k = b * F + nu
+                    if i <= k:
+                        hess[i, k] += gam[a, b] * M[mu, nu]
+                        hess[i, k] += gam[b, a] * M[nu, mu]
+    for i in range(n):
+        for k in range(i):
+            hess[i, k] = hess[k, i]
     return val
 
 
 @nb.njit(cache=True)
 def _objective(h, w, Winv, T, C, M, mask, grad, hess, want_hess, wk):  # pragma: no cover - jitted
-    """Proximal objective ``(h - w)^T Winv (h - w) / 2 + ell(h; T)`` with ``Winv`` the inverse
-    metric over all ``L * F`` field coordinates (``I_L (x) V^{-1}`` for uncorrelated tokens)."""
+    """Proximal objective of docs/model.md (3.2), ``ell(h; T) + (h - w)^T Winv (h - w) / 2``, with
+    ``Winv`` the inverse metric over all ``L * F`` field coordinates (``I_L (x) V^{-1}`` for
+    uncorrelated tokens); the quadratic form summed before it is added to ``ell`` (the order of
+    the written-out C kernels)."""
     L, F = h.shape
     n = L * F
     val = _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk)
+    quad = 0.0
     for i in range(n):
         acc = 0.0
         for k in range(n):
             acc += Winv[i, k] * (h[k // F, k % F] - w[k // F, k % F])
-        val += 0.5 * (h[i // F, i % F] - w[i // F, i % F]) * acc
+        quad += (h[i // F, i % F] - w[i // F, i % F]) * acc
         grad[i] += acc
         if want_hess:
             for k in range(n):
                 hess[i, k] += Winv[i, k]
-    return val
+    return val + 0.5 * quad
 
 
 @nb.njit(cache=True)
@@ -397,10 +453,17 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
 
 
 @nb.njit(cache=True, parallel=True)
-def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap):  # pragma: no cover
+def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap):  # pragma: no cover
+    """The global minimiser of the proximal problem (docs/model.md (3.2)) at every node: damped
+    Newton (:func:`_newton`) from each of ``starts[i]``, the lowest objective kept (``out_h``,
+    ``out_val``, ``out_gn``), every start's minimum in ``cand_h``, ``cand_val``; the nodes cut into
+    ``n_chunks`` chunks. ``Winv`` and ``C`` are symmetrised first, as the written-out C kernels
+    do (which read their upper triangles only)."""
     N, L, F = w.shape
     S = starts.shape[1]
     size = (N + n_chunks - 1) // n_chunks
+    Wt = 0.5 * (Winv + Winv.T)
+    Ct = 0.5 * (C + C.T)
     for c in nb.prange(n_chunks):
         wk = _work(L, F)
         nw = _newton_work(L, F)
@@ -412,7 +475,7 @@ def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val,
                 for l in range(L):
                     for a in range(F):
                         h[l, a] = starts[i, s, l, a]
-                val, gn = _newton(h, w[i], Winv, T[i], C, M, mask, max_iter, gtol, wk, nw,
+                val, gn = _newton(h, w[i], Wt, T[i], Ct, M, mask, max_iter, gtol, wk, nw,
                                   cand_h[i], cand_val[i], cand_gn, s, snap)
                 cand_gn[s] = gn
                 for l in range(L):
@@ -429,7 +492,8 @@ def _prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val,
 
 
 @nb.njit(cache=True, parallel=True)
-def _hessians(hh, T, C, M, mask, out):  # pragma: no cover - jitted
+def hessian_kernel(hh, T, C, M, mask, out):  # pragma: no cover - jitted
+    """The Hessian of ``ell`` (docs/model.md (1.4)) at every node's fields ``hh[i]``."""
     N, L, F = hh.shape
     n = L * F
     for i in nb.prange(N):
@@ -439,7 +503,8 @@ def _hessians(hh, T, C, M, mask, out):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True, parallel=True)
-def _values(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
+def value_kernel(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
+    """The proximal objective (docs/model.md (3.2)) and its gradient at every node's ``hh[i]``."""
     N, L, F = hh.shape
     for i in nb.prange(N):
         wk = _work(L, F)
@@ -448,7 +513,9 @@ def _values(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover 
 
 
 @nb.njit(cache=True, parallel=True)
-def _second_minimum_kernel(best, cand, vals, distinct, out_h, out_v):  # pragma: no cover - jitted
+def second_minimum_kernel(best, cand, vals, distinct, out_h, out_v):  # pragma: no cover - jitted
+    """The lowest candidate minimum farther than ``distinct`` (max-norm) from the global one at
+    every node (``out_v = inf`` where there is none): the second minimum of docs/model.md (3.3)."""
     N, S, n = cand.shape
     for i in nb.prange(N):
         jbest = -1
@@ -471,15 +538,15 @@ def _second_minimum_kernel(best, cand, vals, distinct, out_h, out_v):  # pragma:
 
 
 @nb.njit(cache=True, parallel=True)
-def _stein_sums(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, mirror, cm, B,
+def stein_sums_kernel(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, mirror, cm, B,
                 out_m, out_q, out_th, out_v):  # pragma: no cover - jitted
-    """The weighted sums of the Stein forms (THEORY.md 2.2) over the nodes, one partial sum per
+    """The weighted sums of the Stein forms (docs/model.md (3.3)) over the nodes, one partial sum per
     chunk (``out_*[c]``, summed by the caller in chunk order: the result does not depend on the
     threads' timing). ``g_k = (h_k - w) V^{-1}`` at the global (``k = 1``) and second (``k = 2``)
     minimum, the node split ``p = expit((M2 - M1) / tau)`` between them (``p = 1`` for ``tau = 0``
     or no second minimum, ``M2 = inf``): ``out_m = sum wt (p g1 + (1-p) g2)`` (L x F),
     ``out_q = sum_l wt (p g1 g1^T + (1-p) g2 g2^T)``, ``out_th`` the same with ``eta_l^T``, ``out_v``
-    with ``xi_l^T``. Fuses what the numpy form (:func:`stein_sums` with ``compiled=False``) does in
+    with ``xi_l^T``. Fuses what the numpy form (:func:`attnphase.theory.saddle.stein_sums` with ``compiled=False``) does in
     eight passes over the nodes.
 
     ``mirror``: each node is paired with its mirror (:meth:`Saddle.mirror_nodes`), whose noises

@@ -50,7 +50,8 @@ class Rule:
 MAX_NODES = 4 * 2**20
 
 
-def _check_size(nodes: int, what: str) -> None:
+def check_size(nodes: int, what: str) -> None:
+    """A ``ValueError`` naming ``what`` where a rule of ``nodes`` nodes exceeds :data:`MAX_NODES`."""
     if nodes > MAX_NODES:
         raise ValueError(f"{what} would have {nodes:.3g} nodes, more than the {MAX_NODES} this solver builds "
                          "(memory); lower the order")
@@ -60,7 +61,7 @@ def gauss_hermite(dim: int, order: int) -> Rule:
     """Product Gauss-Hermite rule for ``E f(x)``, ``x ~ N(0, I_dim)``, ``order**dim`` nodes."""
     if order < 1 or dim < 1:
         raise ValueError("gauss_hermite needs order >= 1 and dim >= 1")
-    _check_size(order**dim, f"a Gauss-Hermite rule of order {order} in {dim} dimensions")
+    check_size(order**dim, f"a Gauss-Hermite rule of order {order} in {dim} dimensions")
     t, wt = np.polynomial.hermite_e.hermegauss(order)
     wt = wt / wt.sum()
     grids = np.meshgrid(*([t] * dim), indexing="ij")
@@ -123,7 +124,7 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
     """
     if copies not in COPIES:
         raise ValueError(f"unknown copies {copies!r}; choose from {', '.join(COPIES)}")
-    _check_size(4 * 2**log2_n, f"a QMC rule of order {log2_n}")
+    check_size(4 * 2**log2_n, f"a QMC rule of order {log2_n}")
     flips = COPIES[copies]
     # base sample: the same node count with the reflections (signs) or with fewer copies
     log2_base = max(log2_n - (axes - 1), 0) if copies == "signs" else log2_n + 2 - len(flips)

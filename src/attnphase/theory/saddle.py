@@ -26,7 +26,8 @@ from attnphase.theory.channels import (
     rugged,
     target_map,
 )
-from attnphase.theory.quadrature import Rule, _check_size, gauss_hermite
+from attnphase.theory.quadrature import Rule, gauss_hermite
+from attnphase.theory.quadrature import check_size as _check_size
 from attnphase.theory.threads import one_blas_thread
 
 
@@ -519,7 +520,7 @@ class Saddle:
         n_chunks = max(1, min(n, 8 * native.kernel_threads()))
         lib = native.common()
         if lib is None:
-            from attnphase.theory.jit import _test_loss_sum  # noqa: PLC0415
+            from attnphase.theory.jit import test_loss_sum_kernel as _test_loss_sum  # noqa: PLC0415
 
             return float(_test_loss_sum(X, W, t, wt, *args, n_chunks))
         m, qs_, B, Rs_, mix, M, mask, omega, A, causal, C = args
@@ -580,7 +581,7 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
                                                             mirror is not None, _f64(cm), _f64(B)]
         lib = native.common()
         if lib is None:
-            from attnphase.theory.jit import _stein_sums  # noqa: PLC0415
+            from attnphase.theory.jit import stein_sums_kernel as _stein_sums  # noqa: PLC0415
 
             _stein_sums(*args, out_m, out_q, out_th, out_v)
         else:
@@ -631,7 +632,7 @@ def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray
     vals = np.ascontiguousarray(prox.candidate_values, dtype=np.float64)
     lib = native.common()
     if lib is None:
-        from attnphase.theory.jit import _second_minimum_kernel  # noqa: PLC0415
+        from attnphase.theory.jit import second_minimum_kernel as _second_minimum_kernel  # noqa: PLC0415
 
         _second_minimum_kernel(best, cand, vals, float(distinct), h2, v2)
     else:

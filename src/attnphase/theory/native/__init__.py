@@ -1,22 +1,29 @@
 """The theory's kernels compiled from C on first use, and the choice between them and numba.
 
-A process that runs the numba kernels pays ~0.7 s before its first data step: ``import numba``
-(0.2-0.3 s, with ``scipy.linalg`` through numba's BLAS check) and the loading of its cached
-kernels with numba's target registries (0.45-0.55 s), a quarter of a whole ``attnphase solve``
-(session 20, docs/theory.md). The kernels of a data step and of the test error are plain loops
-over nodes, so this package keeps C twins of them, written with the same operations in the same
-order: ``kernels.c`` (target map, second minimum, Stein sums, test-error sum) and, per
-attention geometry, the proximal kernel that :func:`attnphase.theory.unrolled.generate.c_source`
-writes out from the same generator as the numba module. They are compiled with the system's C
-compiler (``$CC``, else ``cc``/``gcc``; ``CFLAGS``, OpenMP where it links) into
-the cache folder of the Sobol samples (:func:`attnphase.theory.quadrature.cache_root`, one file
-per source and flags) and loaded with ``ctypes``; a later process only loads them (~1 ms).
+Two implementations of the node loops of a data step and of the test error exist:
+
+* C (the fast path): ``kernels.c`` (the target map docs/model.md (1.2), the second minimum, the
+  Stein sums (3.3) and the test-error sum (4.2)) and, per geometry of
+  :data:`attnphase.theory.geometries.GEOMETRIES`, the proximal kernel (3.2) written out on
+  scalars by :func:`attnphase.theory.native.codegen.c_source`. They are compiled with the
+  system's C compiler (``$CC``, else ``cc``/``gcc``; :data:`CFLAGS`, OpenMP where it links) into
+  the cache folder of the Sobol samples (:func:`attnphase.theory.quadrature.cache_root`, one
+  file per source, flags and CPU) and loaded with ``ctypes``; a later process only loads them
+  (~1 ms). ``python -m attnphase.theory.native`` prints the generated sources.
+* numba (:mod:`attnphase.theory.jit`): the generic kernels, which loop over ``L`` and ``F`` at
+  run time; the fallback, and the reference the tests compare the C kernels against. A process
+  that runs them pays ~0.7 s before its first data step (``import numba`` and the loading of
+  its cached kernels), so a solve with the C kernels never imports numba.
 
 ``$ATTNPHASE_KERNELS``: ``auto`` (default: C where it compiles, numba otherwise, e.g. without a
 compiler or with the cache switched off by an empty ``$ATTNPHASE_CACHE_DIR``), ``c`` (an error
-if the C kernels cannot be built) or ``numba``. Both run the same loops in the same chunks of
-nodes (:func:`kernel_threads`), so they give the same numbers (tests compare them node by node);
-:func:`describe` says which one ran, recorded in the solver's output.
+if the C kernels cannot be built) or ``numba``. A geometry outside ``GEOMETRIES`` runs numba's
+generic proximal kernel in either case. Both run the same loops with the same operations in the
+same order, in the same chunks of nodes (:func:`kernel_threads`), so they give the same numbers
+(the written-out proximal kernel drops the terms that are zero for its geometry, which changes
+no sum; the tests compare them node by node), except the test-error sum, which numba adds up in
+a parallel reduction (to rounding). :func:`describe` says which kernels ran, recorded in the
+solver's output.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import ctypes
 import functools
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -35,13 +43,17 @@ from typing import Any
 
 import numpy as np
 
+from attnphase.theory.geometries import Geometry
+from attnphase.theory.native.codegen import c_source
+from attnphase.theory.quadrature import cache_root
+
 BACKENDS = ("auto", "c", "numba")
 ENV = "ATTNPHASE_KERNELS"
 #: the compiler flags: ``-ffp-contract=off``, no fused multiply-adds, so the C and numba kernels
 #: round alike; ``-fno-math-errno`` (``sqrt`` and ``exp`` without the ``errno`` branch) and the
-#: machine's own instructions make the proximal kernel 1.3x faster, as fast as numba's (session
-#: 20); neither changes a result (the tests compare the two node by node). The library is built
-#: per CPU (:func:`_cpu`), and without ``-march=native`` where the compiler refuses it
+#: machine's own instructions make the proximal kernel 1.3x faster; neither changes a result
+#: (the tests compare the C and numba kernels node by node). The library is built per CPU
+#: (:func:`_cpu`), and without ``-march=native`` where the compiler refuses it
 CFLAGS = ("-O2", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 #: the variants tried in turn: native instructions and OpenMP, OpenMP, neither
 VARIANTS = (("-march=native", "-fopenmp"), ("-fopenmp",), ())
@@ -120,8 +132,6 @@ def _cpu() -> str:
             lines = [ln for ln in f.read().splitlines() if ln.startswith(("model name", "flags"))][:2]
         return "\n".join(lines)
     except OSError:
-        import platform  # noqa: PLC0415
-
         return platform.processor() or platform.machine()
 
 
@@ -138,8 +148,6 @@ def _build(name: str, source: str) -> tuple[Path | None, bool, str]:
     there, with the first of ``VARIANTS`` that compiles; returns ``(path or None, openmp, why
     not)``. The file is written under a temporary name and renamed, so processes that build it
     at once do not see a partial file."""
-    from attnphase.theory.quadrature import cache_root  # noqa: PLC0415
-
     root = cache_root()
     if root is None:
         return None, False, "the cache is switched off (ATTNPHASE_CACHE_DIR is empty)"
@@ -196,12 +204,9 @@ def _kernels_library() -> Library | str:
 
 
 @functools.cache
-def _prox_library(geometry: str) -> Library | str:
+def _prox_library(geometry: Geometry) -> Library | str:
     """The proximal kernel of a geometry built and loaded, once per process (or why not)."""
-    from attnphase.theory.unrolled.generate import GEOMETRIES, c_source  # noqa: PLC0415
-
-    g = next(g for g in GEOMETRIES if g.name == geometry)
-    return _load(f"prox_{geometry}", c_source(g))
+    return _load(f"prox_{geometry.name}", c_source(geometry))
 
 
 def common() -> Library | None:
@@ -218,8 +223,8 @@ def common() -> Library | None:
     return None
 
 
-def prox_library(geometry: str) -> Library | None:
-    """The C proximal kernel of a geometry of :mod:`attnphase.theory.unrolled` (by name), or
+def prox_library(geometry: Geometry) -> Library | None:
+    """The C proximal kernel of a geometry of :data:`attnphase.theory.geometries.GEOMETRIES`, or
     ``None`` where the numba kernels run (as :func:`common`)."""
     if common() is None:
         return None
@@ -227,7 +232,7 @@ def prox_library(geometry: str) -> Library | None:
     if isinstance(lib, Library):
         return lib
     if requested() == "c":
-        raise RuntimeError(f"{ENV}=c but the C kernel of {geometry} cannot be built: {lib}")
+        raise RuntimeError(f"{ENV}=c but the C kernel of {geometry.name} cannot be built: {lib}")
     return None
 
 
@@ -237,7 +242,7 @@ def describe() -> str:
     lib = common()
     if lib is not None:
         return f"c ({'openmp' if lib.openmp else 'serial'}, {lib.path.name})"
-    import numba  # noqa: PLC0415
+    import numba  # noqa: PLC0415 - (only here: a process on the C kernels never loads numba)
 
     why = "" if requested() == "numba" else _kernels_library()
     return f"numba {numba.__version__}" + (f" (C kernels not built: {why})" if why else "")

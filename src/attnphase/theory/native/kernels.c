@@ -1,6 +1,7 @@
-/* The node loops of a data step and of the test error in C: the twins of the numba kernels
-   channels._target_kernel, channels._second_minimum_kernel, saddle._stein_sums and
-   channels._test_loss_sum, with the same operations in the same order (attnphase.theory.native
+/* The node loops of a data step and of the test error in C (the target map, the Stein sums and
+   the test-error sum of docs/model.md (1.2), (3.3), (4.2)): the twins of the numba kernels
+   jit.target_kernel, jit.second_minimum_kernel, jit.stein_sums_kernel and
+   jit.test_loss_sum_kernel, with the same operations in the same order (attnphase.theory.native
    compiles this file on first use and calls it through ctypes). Arrays are C-contiguous float64
    (the mask uint8); every loop over nodes is cut into the same chunks as the numba kernels, each
    chunk writing its own partial sums, so the results do not depend on the threads. */
@@ -67,7 +68,7 @@ void second_minimum_kernel(long N, long S, long n, const double *best, const dou
     }
 }
 
-/* saddle._stein_sums: out_m (C, L, F), out_q (C, F, F), out_th (C, F, R), out_v (C, F, F), zeroed by the
+/* jit.stein_sums_kernel: out_m (C, L, F), out_q (C, F, F), out_th (C, F, R), out_v (C, F, F), zeroed by the
    caller; C = n_chunks */
 void stein_sums(long N, long L, long F, long R, const double *wt, const double *w, const double *h1,
                 const double *h2, const double *M1, const double *M2, double tau, const double *Vinv,
@@ -182,7 +183,7 @@ static void mix_rows(const double *mix, const double *u, long su, long L, long n
         }
 }
 
-/* channels._node_test_loss: ell(w; T(h*)) at one Gaussian node x = (xi, eta); u has row stride su */
+/* jit._node_test_loss: ell(w; T(h*)) at one Gaussian node x = (xi, eta); u has row stride su */
 static double node_test_loss(const double *x, const double *m, const double *qs, const double *B, const double *Rs,
                              const double *mix, const double *M, const unsigned char *mask, double omega,
                              const double *A, int causal, const double *C, long L, long F, long R,
@@ -227,7 +228,7 @@ static double node_test_loss(const double *x, const double *m, const double *qs,
     return 0.5 * out;
 }
 
-/* channels._test_loss_sum: sum_i w_i ell(x_i) over the nodes X (N x dim, weights W) or, with N = 0, over
+/* jit.test_loss_sum_kernel: sum_i w_i ell(x_i) over the nodes X (N x dim, weights W) or, with N = 0, over
    the product rule (t, wt)^dim decoded from the flat index (last coordinate fastest) */
 double test_loss_sum(long N, const double *X, const double *W, long n1, const double *t, const double *wt,
                      long L, long F, long R, const double *m, const double *qs, const double *B, const double *Rs,

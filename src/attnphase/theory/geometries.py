@@ -1,0 +1,85 @@
+"""The attention geometries of the student map and the ones whose proximal kernel is written out.
+
+A geometry is ``L`` tokens and a student variant of rank ``r`` (docs/model.md (1.3), (6.1),
+(6.2)): fields of dimension ``F`` per token (``r``, or ``2 r`` for untied keys and queries),
+bilinear scores ``s_lj = h_l^T M h_j`` and a mask (causal: ``j <= l``). :func:`score_form` and
+:func:`score_mask` are the single definition of ``M`` and the mask
+(:meth:`attnphase.theory.channels.AttentionMap.from_spec` uses them).
+
+:data:`GEOMETRIES` lists the geometries whose proximal kernel (docs/model.md (3.2)) is written out
+as straight-line C (:mod:`attnphase.theory.native.codegen`): the reference case ``L = 2``,
+``r = 1`` and the sizes of the variants. It is plain data, read by the generator and by the
+kernel picker (:func:`attnphase.theory.channels.prox_batch`); this module imports neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def score_form(variant: str, rank: int) -> np.ndarray:
+    """``M`` of the scores ``s_lj = h_l^T M h_j``: ``I_r`` (tied keys and queries), or
+    ``[[0, I_r], [0, 0]]`` on fields ``h_l = (hQ_l, hK_l)`` (untied: ``s = hQ hK^T``)."""
+    if variant.startswith("untied"):
+        M = np.zeros((2 * rank, 2 * rank))
+        M[:rank, rank:] = np.eye(rank)
+        return M
+    return np.eye(rank)
+
+
+def score_mask(variant: str, L: int) -> np.ndarray:
+    """The scores a token attends to, ``(L, L)`` booleans: all, or ``j <= l`` (causal)."""
+    if variant in ("causal", "untied-causal"):
+        return np.tril(np.ones((L, L), dtype=np.bool_))
+    return np.ones((L, L), dtype=np.bool_)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """``L`` tokens, a student ``variant`` and its ``rank`` (a geometry whose proximal kernel is
+    written out)."""
+
+    variant: str
+    L: int
+    rank: int
+
+    @property
+    def name(self) -> str:
+        """``<variant>_L<L>_r<rank>`` (``-`` as ``_``): the name of its compiled library."""
+        return f"{self.variant.replace('-', '_')}_L{self.L}_r{self.rank}"
+
+    @property
+    def field_dim(self) -> int:
+        """Fields per token ``F``: ``r``, or ``2 r`` for untied keys and queries."""
+        return 2 * self.rank if self.variant.startswith("untied") else self.rank
+
+    @property
+    def M(self) -> np.ndarray:
+        return score_form(self.variant, self.rank)
+
+    @property
+    def mask(self) -> np.ndarray:
+        return score_mask(self.variant, self.L)
+
+
+#: the geometries whose proximal kernel is written out in C
+GEOMETRIES: tuple[Geometry, ...] = (
+    *(Geometry("tied", L, 1) for L in (2, 3, 4, 5)),
+    *(Geometry("causal", L, 1) for L in (2, 3, 4, 5)),
+    *(Geometry("tied", L, 2) for L in (2, 3)),
+    Geometry("causal", 2, 2),
+    Geometry("untied", 2, 1),
+    Geometry("untied-causal", 2, 1),
+    Geometry("untied", 3, 1),
+)
+
+
+def written_out(L: int, M: np.ndarray, mask: np.ndarray) -> Geometry | None:
+    """The geometry of :data:`GEOMETRIES` with ``L`` tokens, score form ``M`` and ``mask``, if
+    there is one."""
+    for g in GEOMETRIES:
+        if g.L == L and g.M.shape == M.shape and np.array_equal(g.M, M) and np.array_equal(g.mask, mask):
+            return g
+    return None
