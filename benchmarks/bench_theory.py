@@ -1,9 +1,9 @@
-"""Theory-solver speed (issue 2).
+"""Theory-solver speed.
 
 1. Whole-process wall time of ``attnphase solve --branch all`` (alpha = 1, omega = 0.3: every
-   overlap estimate brought to issue 2's 1e-3, the default since session 20), of the same with
+   overlap estimate brought to 1e-3, the default), of the same with
    ``--target-error 0`` (one refinement at order 11) and of that with ``ATTNPHASE_KERNELS=numba``
-   (the kernels before session 20), alternating, with the largest overlap estimate of each branch
+   (the generic numba kernels, the fallback where no C compiler works), alternating, with the largest overlap estimate of each branch
    and the orders the target took; with ``--seeds S`` the default solve at seeds 1 .. S-1 too; and
    of ``attnphase transition`` (median of ``--repeats`` runs).
 2. The proximal kernel written out on scalars in C (``attnphase.theory.native.codegen``) against
@@ -154,9 +154,9 @@ def main() -> None:
           f"multi-start set; mean {per_it:.3f} s per iteration -> {base / per_it:.0f}x the baseline")
     if a.skip_cli:
         return
-    # the default solve (every overlap estimate brought to 1e-3, the C kernels; session 20), one
-    # refinement at order 11 (--target-error 0: the default before session 20) and the same with the
-    # numba kernels (ATTNPHASE_KERNELS=numba: the solver of session 19), alternating
+    # the default solve (every overlap estimate brought to 1e-3, the C kernels), one refinement at
+    # order 11 (--target-error 0) and the same with the generic numba kernels (ATTNPHASE_KERNELS=numba,
+    # the fallback), alternating
     solve = ["solve", "--alpha", "1", "--omega", "0.3", "--branch", "all", "--json"]
     variants = {"default": (solve, {}), "single": (solve + ["--target-error", "0"], {}),
                 "numba": (solve + ["--target-error", "0"], {"ATTNPHASE_KERNELS": "numba"})}

@@ -1,4 +1,4 @@
-"""Numerical building blocks of the theory solver (issue 2): derivatives, global prox, quadrature,
+"""Numerical building blocks of the theory solver: derivatives, global prox, quadrature,
 Stein vs pointwise-derivative conjugates, the linear baseline."""
 
 import numpy as np
@@ -236,7 +236,7 @@ def test_teacher_scaled_rules_halve_the_scatter_of_the_semantic_conjugates():
     """At the semantic fixed point of the reference case (alpha = 1, omega = 0.3) the Stein
     conjugates on independent scrambles (the fine rules of a refinement, eta flip) scatter less
     with the teacher scaling: the jumps of the proximal minimiser that dominate the scatter sit at
-    large |eta| (docs/theory.md, session 16). Two scalings agree on average (the plain rule's
+    large |eta| (docs/solver.md). Two scalings agree on average (the plain rule's
     errors are skewed by the rarely sampled tails, so it is the ratio that is tested against it)."""
     spec = ModelSpec(omega=0.3)
     op = OrderParams(np.array([[0.06821]]), np.zeros((2, 1)), np.array([[21.4985]]), np.array([[0.095101]]))
@@ -317,7 +317,7 @@ def test_mirror_pairing_keeps_the_gaussian_expectation():
 def test_mirror_pairing_reduces_the_scatter_of_the_jumping_conjugates(branch):
     """At the fixed points of the reference case (alpha = 1, omega = 0.3) the Stein conjugates on
     independent fine rules (the refinement's: the branch's own flip, teacher scale 1.4) scatter
-    less with the mirror pairing (the same nodes and minima; docs/theory.md, session 19), and the
+    less with the mirror pairing (the same nodes and minima; docs/solver.md), and the
     two agree on average."""
     spec = ModelSpec(omega=0.3)
     if branch == "positional":
@@ -388,7 +388,7 @@ def test_stein_conjugates_match_pointwise_derivatives_when_prox_is_smooth():
 
 
 def test_stein_form_differs_from_pointwise_at_the_semantic_point():
-    """THEORY.md 2.1: at the authors' semantic point the prox jumps; the Stein form of V_hat
+    """docs/model.md (3.3): at the authors' semantic point the prox jumps; the Stein form of V_hat
     (kept by the solver) agrees with the reference Monte-Carlo value 0.008714 +- 0.000025, the
     pointwise form (0.009823) misses the jump term."""
     spec = ModelSpec()
@@ -411,7 +411,7 @@ def test_linear_baseline_matches_monte_carlo():
     D = T - T.mean(axis=0)
     mc = 0.5 * spec.sigma**2 * np.sum(D**2, axis=(1, 2))
     assert abs(lin - mc.mean()) < 4 * mc.std() / np.sqrt(len(mc))
-    assert abs(lin - 0.001971) / 0.001971 < 0.005  # THEORY.md 2.1 anchor
+    assert abs(lin - 0.001971) / 0.001971 < 0.005  # the published anchor (docs/solver.md)
 
 
 @pytest.mark.parametrize("L,rs,causal", [(2, 1, False), (3, 2, False), (4, 1, True)])

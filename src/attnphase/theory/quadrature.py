@@ -113,14 +113,14 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
     three without the reflections of ``axes >= 2``). At equal nodes copies of a smaller net are a
     worse rule: the conjugates scatter 1.3-3.5x more with the 4 sign copies than with one net,
     1.2-1.6x more than with the one flip that keeps a branch's own overlap odd; at rank 2 the
-    8 copies (signs and reflections) 1.5-3.5x more than the branch's one flip (docs/theory.md).
+    8 copies (signs and reflections) 1.5-3.5x more than the branch's one flip (docs/solver.md).
 
     ``teacher_scale = s > 1``: importance sampling of the teacher noises. The coordinates after
     the first ``n_xi`` (``eta``) are multiplied by ``s`` and each node weighs the density ratio
     ``phi(eta) / phi_s(eta) = s^k exp(-|eta|^2 (1 - s^-2) / 2)`` (``k`` coordinates), normalised to
     sum one. The jumps of the proximal minimiser that make the conjugates converge slowly lie at
     large ``|eta|`` (teacher fields of opposite signs, where mirror minima of the student swap):
-    almost all of the scatter of ``theta_hat`` comes from ``|eta| > 1.5`` (docs/theory.md), which this rule samples more densely. The sign copies keep their weights.
+    almost all of the scatter of ``theta_hat`` comes from ``|eta| > 1.5`` (docs/solver.md), which this rule samples more densely. The sign copies keep their weights.
     """
     if copies not in COPIES:
         raise ValueError(f"unknown copies {copies!r}; choose from {', '.join(COPIES)}")
