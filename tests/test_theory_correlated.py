@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from attnphase.spec.problem import ModelSpec
+from attnphase.theory.branches import start_point
 from attnphase.theory.channels import AttentionMap, loss_numpy, objective_batch, prox_batch, target_map
 from attnphase.theory.fixed_point import FAST, SolverSettings, solve_fixed_point
-from attnphase.theory.phases import start_point
 from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import Saddle, linear_test_error, sym_sqrt
 

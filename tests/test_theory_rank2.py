@@ -71,13 +71,13 @@ def test_trivial_start_through_the_pole_of_v_agrees_with_continuation(kw):
     and the damped step in ``V`` used to leave the valid domain (the branch was then found only
     by continuation from alpha = 0.5). Damped in ``V^-1`` the direct start converges, to the
     point the continuation reaches."""
-    from attnphase.theory.phases import _ramp
+    from attnphase.theory.branches import continue_from
 
     spec = ModelSpec(omega=0.3, **kw)
     p = solve_point(spec, 1.5, "trivial", QUICK, error_estimate=False, ramp=False)
     assert p.exists and p.branch == "trivial", p.reason
     assert p.m == 0 and p.theta == 0 and p.q > 0.1
-    c = _ramp(spec, 1.5, "trivial", QUICK, 0.5)
+    c = continue_from(spec, 1.5, "trivial", QUICK, 0.5)
     assert c is not None and c.exists
     assert p.q == pytest.approx(c.q, rel=1e-5) and p.V == pytest.approx(c.V, rel=1e-5)
 

@@ -198,14 +198,14 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
     reason (seen: omega = 0, alpha = 1, positional, error estimate 0.32)."""
     import dataclasses
 
-    import attnphase.theory.phases as ph
+    import attnphase.theory as theory
 
     def fake(spec, alpha, branch, settings):
         p = solve_point(spec, alpha, branch, FAST)
         info = {"applied": False, "reason": "refinement did not converge: no decrease (test)"}
         return dataclasses.replace(p, diagnostics={**p.diagnostics, "refined": info})
 
-    monkeypatch.setattr(ph, "solve_refined", fake)
+    monkeypatch.setattr(theory, "solve_refined", fake)  # (what the CLI calls)
     assert main(["solve", "--alpha", "1.0", "--omega", "0.3", "--branch", "positional"]) == 0
     out = capsys.readouterr().out
     row = next(ln for ln in out.splitlines() if ln.startswith("positional"))
@@ -216,7 +216,7 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
 def test_replicated_transition_combines_scrambles(monkeypatch):
     """Mean and standard error over scrambles, each scramble with its own seed; a scramble
     without alpha_c is left out of the mean and said so."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.transition as transition
 
     vals = {0: (1.30, 1.50), 1: (1.26, 1.48), 2: (None, 1.52)}
     seen = []
@@ -224,10 +224,10 @@ def test_replicated_transition_combines_scrambles(monkeypatch):
     def fake(spec, alphas=None, settings=None, progress=None):
         seen.append(settings.seed)
         ac, al = vals[settings.seed - 0]
-        return ph.Transition(ac, al, {"semantic": 0.4, "positional": None}, 0.002, ())
+        return transition.Transition(ac, al, {"semantic": 0.4, "positional": None}, 0.002, ())
 
-    monkeypatch.setattr(ph, "find_transition", fake)
-    tr = ph.find_transition_replicated(ModelSpec(), settings=SolverSettings(seed=0), replicas=3)
+    monkeypatch.setattr(transition, "find_transition", fake)
+    tr = transition.find_transition_replicated(ModelSpec(), settings=SolverSettings(seed=0), replicas=3)
     assert seen == [0, 1, 2]
     assert tr.alpha_c == pytest.approx(1.28) and tr.errors["alpha_c"] == pytest.approx(0.02)
     assert tr.alpha_l == pytest.approx(1.50) and tr.errors["alpha_l"] == pytest.approx(np.std([1.5, 1.48, 1.52], ddof=1) / np.sqrt(3))
@@ -332,11 +332,10 @@ def test_period_two_oscillation_is_broken_by_the_quasi_newton_stage():
     change 1.18 for all 300 iterations) and never reaches the Anderson or quasi-Newton stages.
     The alternating sign of the leading change triggers the quasi-Newton stage, which goes to
     ``m = 0``."""
-    from attnphase.theory.fixed_point import solve_fixed_point
-    from attnphase.theory.phases import _make_saddle
+    from attnphase.theory.fixed_point import make_saddle, solve_fixed_point
     from attnphase.theory.saddle import OrderParams
 
-    sd = _make_saddle(ModelSpec(omega=0.3, lam=5e-4), 2.0, FAST)
+    sd = make_saddle(ModelSpec(omega=0.3, lam=5e-4), 2.0, FAST)
     start = OrderParams(np.array([[0.26]]), np.array([[0.003], [-0.003]]), np.array([[52.0]]), np.zeros((1, 1)))
     res = solve_fixed_point(sd, start, FAST)
     assert res.converged, res.reason
@@ -373,10 +372,11 @@ def test_free_energy_of_a_singular_ridge_is_nan_not_an_exception():
     printed 'error: Singular matrix' for ``solve --lam 0 --alpha 2 --branch positional``."""
     import dataclasses
 
-    from attnphase.theory.phases import _make_saddle, start_point
+    from attnphase.theory.branches import start_point
+    from attnphase.theory.fixed_point import make_saddle
 
     spec = ModelSpec(omega=0.3, lam=0.0)
-    sd = _make_saddle(spec, 2.0, FAST)
+    sd = make_saddle(spec, 2.0, FAST)
     op = start_point(spec, "trivial", 1)
     ds = sd.data_step(op)
     ds = dataclasses.replace(ds, hats=dataclasses.replace(ds.hats, V_hat=np.zeros((1, 1))))
@@ -387,7 +387,8 @@ def test_transition_with_a_positional_branch_absent_at_the_grid_start():
     """`transition --lam 0`: the positional branch is found on the grid only from alpha = 1.8 on
     (since the damped step in ``V^-1``); the spinodal search assumed the branch starts at the grid
     start and stopped with 'max() arg is an empty sequence'. Now a note, and no spinodal."""
-    from attnphase.theory.phases import BranchPoint, find_transition
+    from attnphase.theory.branches import BranchPoint
+    from attnphase.theory.transition import find_transition
 
     g = [1.0, 1.5, 2.0]
     sem = [BranchPoint("semantic", a, False, "absent") for a in g]
@@ -403,7 +404,8 @@ def test_transition_with_a_positional_branch_absent_at_the_grid_start():
 def test_alpha_l_note_where_no_branch_is_found_below():
     """`curves --lam 0`: no semantic or positional point below alpha 1.2, the semantic one beats
     the linear baseline above; the note said the global minimum does not beat it on the grid."""
-    from attnphase.theory.phases import BranchPoint, find_transition
+    from attnphase.theory.branches import BranchPoint
+    from attnphase.theory.transition import find_transition
 
     g = [1.0, 1.5, 2.0]
     sem = [BranchPoint("semantic", 1.0, False, "absent")] + [
@@ -425,7 +427,7 @@ def test_followed_branch_ends_are_checked_as_a_single_solve_checks_them():
     spinodal was reported; the end checks now refine to tol as solve does, walk inward and report
     where the branch ends."""
     from attnphase.theory.fixed_point import FAST
-    from attnphase.theory.phases import solve_refined
+    from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.0)
     st = SolverSettings(**FAST)

@@ -98,7 +98,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """``attnphase solve``: the fixed points at one ``alpha``."""
     from attnphase import __version__
     from attnphase.theory import branches_for, linear_test_error, native
-    from attnphase.theory.phases import solve_refined
+    from attnphase.theory import solve_refined
 
     spec = spec_from_args(args)
     warn_theory_cost(spec)
@@ -201,7 +201,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     """``attnphase curves``: the paper-style figure of both branches against ``alpha``."""
     from attnphase.plots.curves import curves_figure, curves_table
     from attnphase.theory import find_transition, follow_branch, linear_test_error
-    from attnphase.theory.phases import semantic_side
+    from attnphase.theory.branches import semantic_side
 
     spec = spec_from_args(args)
     warn_theory_cost(spec)
@@ -214,7 +214,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     sem = follow_branch(spec, grid[::-1], semantic_side(spec), settings, progress=lambda i, _: prog(i, 2 * n))[::-1]
     pos = follow_branch(spec, grid, "positional", settings, progress=lambda i, _: prog(n + i, 2 * n))
     if settings.refine_order:  # every point carried to the fine rules (the plotted values too)
-        from attnphase.theory.phases import refine_followed
+        from attnphase.theory import refine_followed
 
         # (a point the fine rules do not confirm is drawn as absent: see fine_absence)
         sem = refine_followed(spec, sem, settings)

@@ -66,7 +66,7 @@ def plot_phase_lines(lines: PhaseLines, title: str | None = None) -> Figure:
             ax.text(ac[i] * 0.5, w[i], "positional", color=BRANCH_COLORS["positional"],
                     ha="center", va="center", fontsize=9)
             from attnphase.sweeps.kinds import model_spec  # noqa: PLC0415
-            from attnphase.theory.phases import semantic_side  # noqa: PLC0415
+            from attnphase.theory.branches import semantic_side  # noqa: PLC0415
 
             # the branch find_transition compared (mixed at rank >= 2)
             ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], semantic_side(model_spec(lines.params)),

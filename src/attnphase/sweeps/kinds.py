@@ -205,7 +205,7 @@ def _fill(kind_params: tuple[Param, ...], params: Mapping[str, Any]) -> dict[str
 
 
 def _check_branch(branch: str, model: Mapping[str, Any]) -> None:
-    from attnphase.theory.phases import branches_for
+    from attnphase.theory import branches_for
 
     known = branches_for(model_spec(model))  # (``mixed`` at rank >= 2)
     if branch not in known:
@@ -299,7 +299,7 @@ def _transition_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     from attnphase.theory import find_transition
-    from attnphase.theory.phases import combine_transitions
+    from attnphase.theory import combine_transitions
 
     spec = model_spec(params)
     settings = _solver_settings(params)
@@ -358,7 +358,7 @@ def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     if settings is not None:
         pts = follow_branch(spec, alphas, params["branch"], settings=settings)
         if getattr(settings, "refine_order", 0):  # each point carried to the fine rules
-            from attnphase.theory.phases import refine_followed
+            from attnphase.theory import refine_followed
 
             pts = refine_followed(spec, pts, settings)
     else:

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory.channels import AttentionMap
+from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
 log = logging.getLogger(__name__)
@@ -216,18 +219,18 @@ def _valid_step(x: np.ndarray, fx: np.ndarray, beta: float, L: int, F: int, rs: 
             P = (1.0 - beta) * np.linalg.inv(op.V) + beta * np.linalg.inv(fop.V)
             damped = OrderParams.from_vector(x + beta * (fx - x), L, F, rs)
             cand = damped.replace(V=np.linalg.inv(0.5 * (P + P.T)))
-            if _valid(cand):
+            if is_valid(cand):
                 return cand.to_vector()
         except np.linalg.LinAlgError:
             pass
     for shrink in (0.1, 0.01, 0.001):
         x_new = x + shrink * (fx - x)
-        if _valid(OrderParams.from_vector(x_new, L, F, rs)):
+        if is_valid(OrderParams.from_vector(x_new, L, F, rs)):
             break
     return x_new
 
 
-def _valid(op: OrderParams) -> bool:
+def is_valid(op: OrderParams) -> bool:
     if not (np.all(np.isfinite(op.q)) and np.all(np.isfinite(op.V)) and np.all(np.isfinite(op.m))):
         return False
     if not np.all(np.isfinite(op.theta)):
@@ -237,7 +240,7 @@ def _valid(op: OrderParams) -> bool:
     return bool(ev_q.min() >= 0 and ev_v.min() > 0)
 
 
-def _warm_starts(ds: DataStep) -> np.ndarray:
+def warm_starts(ds: DataStep) -> np.ndarray:
     """Previous global minimiser and the best *other* local minimum at each node (the global one
     again where there is none). Every start is then a point the full multi-start set reached,
     so at the same order parameters the warm-started map equals the full one (the soft split
@@ -247,7 +250,7 @@ def _warm_starts(ds: DataStep) -> np.ndarray:
 
 
 @dataclass
-class _QNResult:
+class QuasiNewtonResult:
     x: np.ndarray
     ds: DataStep
     rel: float
@@ -259,13 +262,13 @@ class _QNResult:
     resid: float = float("inf")
     #: where ``ds`` was evaluated with the full multi-start set (None: ``ds`` is warm-started);
     #: a solve restarted *at that point* may be warm-started from ``ds`` (the warm-started map
-    #: then equals the full one, see ``_warm_starts``), anywhere else it may not
+    #: then equals the full one, see ``warm_starts``), anywhere else it may not
     full_at: np.ndarray | None = None
 
 
-def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
+def quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
                   warm: DataStep | None = None, max_evals: int = 20, confirm_full: bool = True,
-                  fd_jacobian: bool = False, first_full: DataStep | None = None) -> _QNResult | None:
+                  fd_jacobian: bool = False, first_full: DataStep | None = None) -> QuasiNewtonResult | None:
     """Newton's method on ``r(x) = F(x) - x`` in relative units, with Broyden updates.
 
     The Jacobian is ``J0`` when given (the previous point of a continuation: it changes slowly
@@ -294,10 +297,10 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         nonlocal evals
         x = full_x(y)
         op = OrderParams.from_vector(x, L, F, rs)
-        if not _valid(op):
+        if not is_valid(op):
             return None
         evals += 1
-        starts = None if ref is None else _warm_starts(ref)
+        starts = None if ref is None else warm_starts(ref)
         ds = given if given is not None else saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
         fx = saddle.weights_step(ds.hats).to_vector()
         if not np.all(np.isfinite(fx)):
@@ -324,7 +327,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
     r, ref, fx = first
     rel = _rel_change(fx, full_x(y), nat)
     if rel < settings.tol and not fd_jacobian:
-        return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged",
+        return QuasiNewtonResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged",
                          full_at=full_at)
     if J0 is not None and J0.shape == (nf, nf) and np.all(np.isfinite(J0)):
         J = J0.copy()
@@ -336,10 +339,10 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
             yj[j] += h
             out = evaluate(yj, ref)
             if out is None:
-                return _QNResult(full_x(y), ref, rel, np.eye(nf), evals, False, "invalid finite difference")
+                return QuasiNewtonResult(full_x(y), ref, rel, np.eye(nf), evals, False, "invalid finite difference")
             J[:, j] = (out[0] - r) / h
     if rel < settings.tol:  # (fd_jacobian: converged at x0, Jacobian wanted)
-        return _QNResult(full_x(y), ref, rel, J, evals, True, "converged", full_at=full_x(y))
+        return QuasiNewtonResult(full_x(y), ref, rel, J, evals, True, "converged", full_at=full_x(y))
     if warm is not None or J0 is None:
         # residual of the warm-start map at the current point (the full one may differ slightly).
         # Not where the first evaluation was the full one and the Jacobian is inherited: the two
@@ -348,7 +351,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         # step of ~1e-2, while the evaluation costs a fine data step (session 20)
         out = evaluate(y, ref)
         if out is None:
-            return _QNResult(full_x(y), ref, rel, J, evals, False, "invalid point")
+            return QuasiNewtonResult(full_x(y), ref, rel, J, evals, False, "invalid point")
         r = out[0]
     msg = "evaluation budget spent"
     s_ = np.full(nf, np.inf)
@@ -377,7 +380,7 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
             y = y + s_
             r = r_new
         if not confirm_full and float(np.max(np.abs(r))) < settings.tol:
-            return _QNResult(full_x(y), ref, float(np.max(np.abs(r))), J, evals, True, "converged (warm-started map)")
+            return QuasiNewtonResult(full_x(y), ref, float(np.max(np.abs(r))), J, evals, True, "converged (warm-started map)")
         # at the noise floor of the map (no decrease possible) or below tol: full check
         if stalled or float(np.max(np.abs(s_))) < settings.tol or float(np.max(np.abs(r))) < settings.tol:
             # verify with the full multi-start set
@@ -389,12 +392,12 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
             full_at = full_x(y)
             rel = _rel_change(fx, full_x(y), nat)
             if rel < settings.tol:
-                return _QNResult(full_x(y), ref, rel, J, evals, True, "converged", full_at=full_at)
+                return QuasiNewtonResult(full_x(y), ref, rel, J, evals, True, "converged", full_at=full_at)
             if stalled:
                 msg = f"stalled at relative change {rel:.1e}"
                 break
             r = r_full  # (the full map's residual: the warm-started one at y differs by <~1e-9, above)
-    return _QNResult(full_x(y), ref, rel, J, evals, False, msg, float(np.max(np.abs(r))), full_at)
+    return QuasiNewtonResult(full_x(y), ref, rel, J, evals, False, msg, float(np.max(np.abs(r))), full_at)
 
 
 def solve_fixed_point(
@@ -419,7 +422,7 @@ def solve_fixed_point(
     x = start.to_vector()
     n_polish = 0
     if jacobian is not None:
-        qn = _quasi_newton(saddle, x, settings, J0=jacobian, warm=warm)
+        qn = quasi_newton(saddle, x, settings, J0=jacobian, warm=warm)
         if qn is not None:
             n_polish += qn.evals
             log.debug("quasi-Newton from the continuation Jacobian: %d evaluations, %s", qn.evals, qn.message)
@@ -447,10 +450,10 @@ def solve_fixed_point(
     ds_at_x = False  # the last data step was evaluated exactly at the returned x
     for it in range(1, settings.max_iter + 1):
         op = OrderParams.from_vector(x, L, F, rs)
-        if not _valid(op):
+        if not is_valid(op):
             reason = "order parameters left the valid domain (q or V not positive definite)"
             break
-        starts = None if (full_next or ds is None) else _warm_starts(ds)
+        starts = None if (full_next or ds is None) else warm_starts(ds)
         full = starts is None
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
         if (float(np.max(np.abs(op.q))) < COLLAPSED_Q * saddle.s2
@@ -482,12 +485,12 @@ def solve_fixed_point(
             if polish:
                 n_polished += 1
                 fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
-                qn = _quasi_newton(saddle, fx, settings, J0=last_J)
+                qn = quasi_newton(saddle, fx, settings, J0=last_J)
             else:
                 n_rescued += 1
                 beta *= 0.5
                 signs.clear()
-                qn = _quasi_newton(saddle, x, settings)
+                qn = quasi_newton(saddle, x, settings)
             if qn is not None:
                 n_polish += qn.evals
                 log.debug("quasi-Newton (%s): %d evaluations, %s", "polish" if polish else "oscillation",
@@ -538,7 +541,7 @@ def solve_fixed_point(
                 wts = 1.0 / np.maximum(np.abs(x), 1e-3)
                 gamma, *_ = np.linalg.lstsq(dR * wts[:, None], res * wts, rcond=1e-12)
                 cand = x + beta * res - (dX + beta * dR) @ gamma
-                if np.all(np.isfinite(cand)) and _valid(OrderParams.from_vector(cand, L, F, rs)):
+                if np.all(np.isfinite(cand)) and is_valid(OrderParams.from_vector(cand, L, F, rs)):
                     x_new = cand
                 else:
                     X.clear()
@@ -546,13 +549,13 @@ def solve_fixed_point(
             except np.linalg.LinAlgError:
                 X.clear()
                 R.clear()
-        if not _valid(OrderParams.from_vector(x_new, L, F, rs)):
+        if not is_valid(OrderParams.from_vector(x_new, L, F, rs)):
             x_new = _valid_step(x, fx, beta, L, F, rs)
         x = x_new
     op = OrderParams.from_vector(x, L, F, rs)
     if converged and not ds_at_x:
         ds = (
-            saddle.data_step(op, starts=_warm_starts(ds), switch_width=settings.switch_width)
+            saddle.data_step(op, starts=warm_starts(ds), switch_width=settings.switch_width)
             if ds is not None
             else ds
         )
@@ -568,3 +571,23 @@ def solve_fixed_point(
         history=history,
         jacobian=last_J,
     )
+
+
+def make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: int | None = None,
+                seed: int | None = None, copies: str = "signs", teacher_scale: float = 1.0,
+                mirror: bool = False) -> Saddle:
+    """The saddle-point equations of ``spec`` at ``alpha`` on the integration rule of ``settings``
+    (``order`` and ``seed`` override the settings' own).
+
+    ``copies``: which sign copies a QMC rule is made of (:func:`sobol_gaussian`; ``"signs"``
+    at rank >= 2 adds the reflections of the student axes); ``teacher_scale``: importance
+    sampling of the teacher noises (:func:`sobol_gaussian`); ``mirror``: the Stein sums pair
+    each node with its mirror (:meth:`Saddle.mirror_nodes`)."""
+    amap = AttentionMap.from_spec(spec)
+    F = amap.field_dim
+    dim = spec.L * (F + spec.teacher_rank)
+    axes = amap.rank if amap.rotation_invariant else 1
+    rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
+                     seed=settings.seed if seed is None else seed, axes=axes,
+                     copies=copies, teacher_scale=teacher_scale)
+    return Saddle(spec, alpha, rule, mirror=mirror)
