@@ -436,3 +436,17 @@ def test_followed_branch_ends_are_checked_as_a_single_solve_checks_them():
     tr = find_transition(spec, np.linspace(0.2, 2.4, 12), st)
     assert tr.spinodals["positional"] is not None and 0.8 < tr.spinodals["positional"] < 2.4
     assert tr.alpha_c == pytest.approx(0.60, abs=0.03)
+
+
+def test_branch_point_keeps_the_solver_state_private():
+    """A solved point carries its order parameters, Jacobian and data step for warm starts, but
+    not as part of the result: they are private, out of ``repr``, comparisons and ``to_dict``."""
+    import dataclasses
+
+    p = solve_point(ModelSpec(omega=0.3), 1.5, "positional", FAST, error_estimate=False)
+    assert p.exists and p._op is not None and p._data is not None
+    d = p.to_dict()
+    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.diagnostics
+    assert d["diagnostics"] is not p.diagnostics  # (a copy)
+    assert "_op" not in repr(p) and "_data" not in repr(p)
+    assert p == dataclasses.replace(p, _op=None, _jacobian=None, _data=None)

@@ -27,7 +27,7 @@ from attnphase.theory.fixed_point import (
     make_saddle,
     solve_fixed_point,
 )
-from attnphase.theory.saddle import OrderParams, Saddle
+from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
 BRANCHES = ("semantic", "positional", "trivial")
 #: for tied attention of rank r >= 2: one student direction semantic, another positional (the
@@ -103,6 +103,10 @@ def classify(op: OrderParams, sigma: float, mixed: bool = False) -> str:
     return "trivial"
 
 
+#: the private fields of :class:`BranchPoint` that hold the solver's state
+_SOLVER_STATE = ("_op", "_jacobian", "_data", "_fine")
+
+
 @dataclass(frozen=True)
 class BranchPoint:
     """One fixed point in user units (THEORY.md section 1: ``q = Q.Q/d``, ``theta = Q*.Q/d``,
@@ -124,20 +128,24 @@ class BranchPoint:
     q_matrix: tuple = ()
     m_matrix: tuple = ()
     theta_matrix: tuple = ()
-    op: OrderParams | None = field(default=None, repr=False, compare=False)
-    #: Jacobian of the fixed-point residual at the solution (relative units; warm starts)
-    jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # The solver's state at the point, kept for warm starts of nearby solves (not part of the
+    # result: left out of repr, comparisons and to_dict).
+    #: the order parameters in paper convention
+    _op: OrderParams | None = field(default=None, repr=False, compare=False)
+    #: Jacobian of the fixed-point residual at the solution (relative units)
+    _jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
     #: the data step at the solution (its minimisers warm-start a nearby solve on the same rule)
-    data: Any = field(default=None, repr=False, compare=False)
+    _data: DataStep | None = field(default=None, repr=False, compare=False)
     #: a refined point's fine rules: ``(union saddle, number of rules, its full data step at the
     #: point)``, whose minima a refinement from here to finer rules of the same scrambles reuses
-    #: (:func:`nested_first`)
-    fine: Any = field(default=None, repr=False, compare=False)
+    #: (:func:`attnphase.theory.fine_rules.nested_first`)
+    _fine: tuple[Saddle, int, DataStep] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for key in ("op", "jacobian", "data", "fine"):
-            d.pop(key, None)
+        """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state."""
+        d = asdict(replace(self, **dict.fromkeys(_SOLVER_STATE)))
+        for key in _SOLVER_STATE:
+            del d[key]
         return d
 
     def summary(self) -> dict[str, Any]:
@@ -154,7 +162,10 @@ DRAFT_TEST_ORDER = 6
 
 
 def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedPointResult,
-              extra: dict[str, Any], draft: bool = False) -> BranchPoint:
+             draft: bool = False) -> BranchPoint:
+    """The :class:`BranchPoint` of a fixed-point solve ``res`` on the rule of ``sd``, started on
+    ``branch``: it exists if the solve converged and the fixed point is classified as that branch
+    (:func:`classify`). ``draft``: the test error on the cheap ``DRAFT_TEST_ORDER`` rule."""
     op = res.op
     s2 = sd.s2
     found = classify(op, float(np.sqrt(s2)), has_mixed(spec))
@@ -178,10 +189,8 @@ def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedP
         "q_hat": res.data.hats.q_hat.tolist(),
         "m_hat": res.data.hats.m_hat.tolist(),
         "theta_hat": res.data.hats.theta_hat.tolist(),
+        **({"draft_test_error": True} if draft else {}),
     }
-    diag.update(extra)
-    if draft:
-        diag["draft_test_error"] = True
     return BranchPoint(
         branch=branch,
         alpha=float(alpha),
@@ -192,8 +201,8 @@ def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedP
         converged=bool(res.converged),
         iterations=int(res.iterations),
         diagnostics=diag,
-        jacobian=res.jacobian,
-        data=res.data,
+        _jacobian=res.jacobian,
+        _data=res.data,
         **overlap_fields(sd, op),
     )
 
@@ -204,7 +213,7 @@ def overlap_fields(sd: Saddle, op: OrderParams) -> dict[str, Any]:
     q, m, theta = sd.user_scalars(op)
     return {"q": float(q), "m": float(m), "theta": float(theta), "V": float(op.V[0, 0]),
             "q_matrix": tuple(map(tuple, qu.tolist())), "m_matrix": tuple(map(tuple, mu.tolist())),
-            "theta_matrix": tuple(map(tuple, tu.tolist())), "op": op}
+            "theta_matrix": tuple(map(tuple, tu.tolist())), "_op": op}
 
 
 def solve_point(
@@ -248,8 +257,7 @@ def solve_point(
                 if jacobian is None:
                     jacobian = res0.jacobian
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
-    extra: dict[str, Any] = {}
-    point = to_point(spec, alpha, branch, sd, res, extra, draft=draft)
+    point = to_point(spec, alpha, branch, sd, res, draft=draft)
     if ramp and direct and not point.exists and (not res.converged or thorough):
         ramped, tried = None, []
         for a0 in (a0 for a0 in RAMP_FROM if a0 < alpha):
@@ -267,7 +275,9 @@ def solve_point(
         elif tried:
             point = replace(point, reason=f"{point.reason} (nor by continuation from {' or '.join(tried)})")
     if error_estimate and point.exists and settings.n_replicas > 1:
-        point.diagnostics["error_estimate"] = linear_response_estimate(spec, alpha, settings, point.op, point.test_error)
+        assert point._op is not None  # (a point that exists has its order parameters)
+        est = linear_response_estimate(spec, alpha, settings, point._op, point.test_error)
+        point = replace(point, diagnostics={**point.diagnostics, "error_estimate": est})
     return point
 
 
@@ -306,8 +316,8 @@ def continue_through(last: BranchPoint, steps: list[tuple[ModelSpec, float]], br
     for sp, a in steps:
         if not last.exists:
             return None
-        last = solve_point(sp, a, branch, settings, start=last.op, error_estimate=False,
-                           jacobian=last.jacobian, warm=last.data, draft=True)
+        last = solve_point(sp, a, branch, settings, start=last._op, error_estimate=False,
+                           jacobian=last._jacobian, warm=last._data, draft=True)
     return last if last.exists else None
 
 
@@ -331,22 +341,21 @@ def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettin
 
 def final_test_error(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
     """``point`` with its test error on the default rule, if it was computed as a draft."""
-    if not point.diagnostics.get("draft_test_error") or point.op is None:
+    if not point.diagnostics.get("draft_test_error") or point._op is None:
         return point
     sd = make_saddle(spec, point.alpha, settings)
     diag = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
-    return replace(point, test_error=float(sd.test_error(point.op)), diagnostics=diag)
+    return replace(point, test_error=float(sd.test_error(point._op)), diagnostics=diag)
 
 def _extrapolate(p1: BranchPoint, p2: BranchPoint, alpha: float) -> OrderParams | None:
     """Linear extrapolation of the order parameters through two solved points (``None`` if the
     result leaves the valid domain)."""
-    if p1.op is None or p2.op is None or p1.alpha == p2.alpha:
+    if p1._op is None or p2._op is None or p1.alpha == p2.alpha:
         return None
-
-    x1, x2 = p1.op.to_vector(), p2.op.to_vector()
+    x1, x2 = p1._op.to_vector(), p2._op.to_vector()
     t = (alpha - p2.alpha) / (p2.alpha - p1.alpha)
-    L, F = p2.op.m.shape
-    op = OrderParams.from_vector(x2 + t * (x2 - x1), L, F, p2.op.theta.shape[1])
+    L, F = p2._op.m.shape
+    op = OrderParams.from_vector(x2 + t * (x2 - x1), L, F, p2._op.theta.shape[1])
     return op if is_valid(op) else None
 
 
@@ -370,7 +379,7 @@ def follow_branch(
         start, jac, warm = None, None, None
         if found:
             last = found[-1]
-            start, jac, warm = last.op, last.jacobian, last.data
+            start, jac, warm = last._op, last._jacobian, last._data
             if len(found) >= 2:  # secant predictor along the branch
                 start = _extrapolate(found[-2], last, a) or start
         pt = solve_point(spec, a, branch, settings, start=start, error_estimate=False, jacobian=jac,
@@ -390,8 +399,8 @@ def follow_branch(
     if first:
         last = out[first]
         for i in range(first - 1, -1, -1):
-            pt = solve_point(spec, alphas[i], branch, settings, start=last.op, error_estimate=False,
-                             jacobian=last.jacobian, warm=last.data)
+            pt = solve_point(spec, alphas[i], branch, settings, start=last._op, error_estimate=False,
+                             jacobian=last._jacobian, warm=last._data)
             if not pt.exists:
                 break
             out[i] = last = pt

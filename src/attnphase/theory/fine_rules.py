@@ -87,7 +87,7 @@ def nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
                   settings: SolverSettings) -> DataStep | None:
     """The full multi-start data step of ``union`` at ``x0``, with the minima of the nodes it
     shares with the rules of the refinement that gave ``point`` taken from that refinement's full
-    evaluation at the same point (``point.fine``), solved at the other nodes only; ``None`` where
+    evaluation at the same point (``point._fine``), solved at the other nodes only; ``None`` where
     nothing is shared.
 
     The scrambled Sobol sequence of one seed is extensible: the fine rule of order ``k`` is the
@@ -96,8 +96,8 @@ def nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
     (:func:`_refine_to_target`) knows the minima of ``2^(k-K)`` of its nodes at its start, with the
     same starts: the step equals the full evaluation bit for bit, at that fraction less (session 20:
     ~0.1 s of the semantic branch's order 11 -> 13 at the reference case)."""
-    prev = getattr(point, "fine", None)
-    if prev is None or point.op is None or not np.array_equal(point.op.to_vector(), x0):
+    prev = getattr(point, "_fine", None)
+    if prev is None or point._op is None or not np.array_equal(point._op.to_vector(), x0):
         return None
     old, n_old, ds = prev
     new_rule, old_rule = union.rule, old.rule

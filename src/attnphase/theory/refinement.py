@@ -229,7 +229,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     fail, the full solver from the coarse point (:func:`_fallback_refine`).
 
     ``keep_fine``: the refined point keeps its fine rules and their full data step at it
-    (``BranchPoint.fine``, a few MB at order 11) for a refinement to finer rules from there
+    (``BranchPoint._fine``, a few MB at order 11) for a refinement to finer rules from there
     (:func:`nested_first`; the overlap target of :func:`solve_refined`).
 
     Standard errors over the fine scrambles are in ``diagnostics["refined"]["errors"]``
@@ -238,7 +238,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     that does not converge returns the coarse point with the reason.
     """
     order = settings.refine_order
-    if order == 0 or not point.exists or getattr(point, "op", None) is None or getattr(point, "data", None) is None:
+    if order == 0 or not point.exists or getattr(point, "_op", None) is None or getattr(point, "_data", None) is None:
         return point  # (nothing to refine: off, absent, or a point without its solver state)
     alpha = point.alpha
     sd = make_saddle(spec, alpha, settings)
@@ -258,7 +258,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     union = Saddle(spec, alpha, Rule(x_all, np.concatenate([f.rule.w for f in fine]) / n, settings.method, order,
                                      copies=fine[0].rule.copies, teacher_scale=fine[0].rule.teacher_scale),
                   mirror=fine[0].mirror)
-    x0 = point.op.to_vector()
+    x0 = point._op.to_vector()
     info: dict[str, Any] = {"method": settings.method, "order": order, "replicas": n, "nodes": union.rule.size,
                             "teacher_scale": union.rule.teacher_scale, "mirror": union.mirror,
                             "coarse": {"train_loss": point.train_loss, "test_error": point.test_error,
@@ -269,11 +269,11 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     qs = replace(settings, tol=tol, noise_tol=max(settings.noise_tol, tol)) if exact else \
         replace(settings, tol=REFINE_TOL, noise_tol=max(settings.noise_tol, REFINE_TOL))
     budget = max_evals or REFINE_MAX_EVALS
-    qn = quasi_newton(union, x0, qs, J0=point.jacobian, max_evals=2 * budget if exact else budget,
+    qn = quasi_newton(union, x0, qs, J0=point._jacobian, max_evals=2 * budget if exact else budget,
                        confirm_full=exact, first_full=nested_first(union, n, point, x0, settings))
     tried = [(qn, x0)]  # (each failed stage with the units of its Jacobian: see _rules_unresolve)
     at_floor = qn is not None and exact and qn.resid < settings.noise_tol
-    if retry and qn is not None and not qn.ok and point.jacobian is not None and not at_floor:
+    if retry and qn is not None and not qn.ok and point._jacobian is not None and not at_floor:
         # the coarse Jacobian can point the wrong way on the fine map (seen at small omega):
         # once more with forward differences on the fine rule (warm-started from that attempt's
         # full multi-start evaluation where it was made at x0: one full evaluation less)
@@ -356,7 +356,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     kept = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
     return replace(
         point, train_loss=float(train), test_error=float(test), **overlap_fields(sd, op),
-        fine=(union, n, qn.ds) if keep_fine and full_at_x and settings.method == "qmc" else None,
+        _fine=(union, n, qn.ds) if keep_fine and full_at_x and settings.method == "qmc" else None,
         diagnostics={**kept, "refined": info, **({"error_estimate": est} if est is not None else {})},
     )
 
@@ -379,7 +379,7 @@ def _fallback_refine(union: Saddle, point: BranchPoint, settings: SolverSettings
     decrease along the Newton direction (``m = 0.053``), while the damped iteration on the same
     fine map converges in ~50 iterations.
     """
-    res = solve_fixed_point(union, point.op, replace(settings, tol=qs.tol, max_iter=FALLBACK_MAX_ITER))
+    res = solve_fixed_point(union, point._op, replace(settings, tol=qs.tol, max_iter=FALLBACK_MAX_ITER))
     if not res.converged:
         return None, f"full solver from the coarse point: {res.reason} ({res.iterations} iterations)"
     fd = quasi_newton(union, res.op.to_vector(), replace(qs, tol=max(qs.tol, settings.noise_tol)), warm=res.data,
@@ -507,7 +507,7 @@ def mid_rule_walker(spec: ModelSpec, branch: str, settings: SolverSettings, anch
 
     def walk(a: float) -> BranchPoint | None:
         if not found:
-            first = solve_point(spec, anchor.alpha, branch, mid_set, start=anchor.op, error_estimate=False,
+            first = solve_point(spec, anchor.alpha, branch, mid_set, start=anchor._op, error_estimate=False,
                                 draft=True, ramp=False)
             if not first.exists:
                 return None
@@ -550,7 +550,7 @@ def refine_followed(spec: ModelSpec, points: Sequence[BranchPoint], settings: So
         r = walk(out[k].alpha)
         if r is None:
             break
-        r.diagnostics["continued_below"] = (f"the coarse rule has no refined point here; continued from alpha "
-                                            f"{out[low].alpha:g} on order {settings.refine_order - 1}")
-        out[k] = r
+        note = (f"the coarse rule has no refined point here; continued from alpha {out[low].alpha:g} on order "
+                f"{settings.refine_order - 1}")
+        out[k] = replace(r, diagnostics={**r.diagnostics, "continued_below": note})
     return out

@@ -55,20 +55,22 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
         elif above_first and point.exists and marked is point and not is_refined(point):
             point = refine_point(spec, coarse, settings, tol=settings.tol)  # (now with the fallback)
             if tried:
-                point.diagnostics.setdefault("refined", {})["retry"] = tried
+                point = _with_retry(point, tried)
             marked = mark_unresolved(point)
         elif tried and (not marked.exists):
             marked = replace(marked, reason=f"{marked.reason} (nor {tried})")
             if not point.exists:
                 point = coarse = marked
-        elif tried:
-            point.diagnostics["refined"]["retry"] = tried
+        elif tried:  # (marked is point here: a point the fine rules do not confirm was caught above)
+            point = marked = _with_retry(point, tried)
     if marked is not point:
         return marked
     if not is_refined(point):
         point = coarse = final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
         if coarse.exists and settings.n_replicas > 1:
-            point.diagnostics["error_estimate"] = linear_response_estimate(spec, alpha, settings, coarse.op, coarse.test_error)
+            assert coarse._op is not None  # (a point that exists has its order parameters)
+            est = linear_response_estimate(spec, alpha, settings, coarse._op, coarse.test_error)
+            point = coarse = replace(coarse, diagnostics={**coarse.diagnostics, "error_estimate": est})
             why = coarse_absence(point)
             if why is not None:
                 return replace(point, exists=False, reason=f"{branch} branch not resolved: {why}")
@@ -119,8 +121,14 @@ def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: Sol
                 f"({failed.diagnostics.get('refined', {}).get('reason')}); {how} instead")
     else:
         note = f"the coarse solve found no point of the branch ({failed.reason}); {how} instead"
-    point.diagnostics.setdefault("refined", {})["retry"] = note
-    return (mid, point), note
+    return (mid, _with_retry(point, note)), note
+
+
+def _with_retry(point: BranchPoint, note: str) -> BranchPoint:
+    """``point`` with ``note`` (what the second try of :func:`solve_refined` did) as
+    ``diagnostics["refined"]["retry"]``."""
+    refined = {**point.diagnostics.get("refined", {}), "retry": note}
+    return replace(point, diagnostics={**point.diagnostics, "refined": refined})
 
 
 def coarse_absence(point: BranchPoint) -> str | None:
@@ -183,7 +191,7 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
         if not math.isfinite(e):
             break  # (that refinement failed: keep the last refined point)
         point, err, kept = nxt, e, order
-    return replace(point, fine=None, diagnostics={**point.diagnostics, "target": {
+    return replace(point, _fine=None, diagnostics={**point.diagnostics, "target": {
         "target_error": settings.target_error, "on": settings.target_on, "met": err <= settings.target_error,
         "order": kept, "history": history}})
 

@@ -309,8 +309,8 @@ def find_transition(
         # warm start (order parameters and Jacobian) from the nearest solved point of the branch
         pool = solved[branch] or [near]
         best = min(pool, key=lambda p: abs(p.alpha - a))
-        pt = solve_point(spec, a, branch, s, start=best.op, error_estimate=False,
-                         jacobian=best.jacobian, warm=best.data)
+        pt = solve_point(spec, a, branch, s, start=best._op, error_estimate=False,
+                         jacobian=best._jacobian, warm=best._data)
         if pt.exists:
             solved[branch].append(pt)
         return pt
