@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -270,257 +270,34 @@ def find_transition(
     progress: Callable[[int, int], None] | None = None,
     branches: tuple[list[BranchPoint], list[BranchPoint]] | None = None,
 ) -> Transition:
-    """``alpha_c``, spinodals and ``alpha_l`` by continuation on a grid, then bisection.
+    """``alpha_c`` (docs/model.md (5.2)), the spinodals ((5.3)) and ``alpha_l`` ((5.4)) by
+    continuation on a grid, then bisection.
 
     The semantic branch is followed downward from the largest ``alpha`` and the positional
     branch upward from the smallest, so each is tracked as far as it exists (its spinodal).
     For tied attention of rank ``r >= 2`` the semantic side is the ``mixed`` branch (one
     direction semantic, the other positional: the state GD reaches, and the lowest training
     error of the three at large ``alpha``); its spinodal is reported under ``semantic``.
+    ``branches``: the two branches already followed on this grid (semantic side, positional),
+    e.g. by the curves command. With ``settings.refine_order`` the points that decide
+    ``alpha_c``, ``alpha_l`` and the spinodals are refined (:func:`refine_point`).
     """
     settings = settings or SolverSettings()
-    sem_name = semantic_side(spec)
     grid = np.asarray(alphas if alphas is not None else np.linspace(0.2, 2.4, 12), dtype=float)
     check_alpha(grid)
     grid = np.sort(grid)
-    eps_lin = linear_test_error(spec)
-    n_total = 2 * len(grid)
-    done = [0]
-
-    def tick(i: int, n: int) -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], n_total)
-
-    if branches is not None:  # already followed on this grid (e.g. by the curves command)
+    search = _TransitionSearch(spec, settings, grid, xtol)
+    if branches is not None:
         sem, pos = list(branches[0]), list(branches[1])
     else:
-        sem = follow_branch(spec, grid[::-1], sem_name, settings, progress=tick)[::-1]
+        tick = _Ticker(progress, 2 * len(grid))
+        sem = follow_branch(spec, grid[::-1], search.sem_name, settings, progress=tick)[::-1]
         pos = follow_branch(spec, grid, "positional", settings, progress=tick)
-    notes: list[str] = [] if sem_name == "semantic" else ["rank >= 2: the semantic side is the mixed branch"]
-    spin: dict[str, float | None] = {"semantic": None, "positional": None}
-
-    # a spinodal probe that has not converged within this budget counts as "branch absent" (near
-    # a spinodal the map's Jacobian becomes singular and a failing solve would otherwise run
-    # the full max_iter)
-    probe = replace(settings, max_iter=min(settings.max_iter, SPINODAL_PROBE_ITER), max_polish=1)
-
-    def solve_at(a: float, branch: str, near: BranchPoint, s: SolverSettings = settings) -> BranchPoint:
-        # warm start (order parameters and Jacobian) from the nearest solved point of the branch
-        pool = solved[branch] or [near]
-        best = min(pool, key=lambda p: abs(p.alpha - a))
-        pt = solve_point(spec, a, branch, s, start=best._op, error_estimate=False,
-                         jacobian=best._jacobian, warm=best._data)
-        if pt.exists:
-            solved[branch].append(pt)
-        return pt
-
-    # With ``settings.refine_order`` the points that decide alpha_c, alpha_l and the spinodals are
-    # refined (refine_point).
-    refined: dict[tuple, BranchPoint] = {}
-
-    def fine(p: BranchPoint) -> BranchPoint:
-        if not settings.refine_order or not p.exists or "refined" in p.diagnostics:
-            return p  # (a point given already refined, e.g. by the curves command, is kept)
-        key = (p.branch, p.alpha)
-        if key not in refined:
-            refined[key] = refine_point(spec, p, settings)
-        return refined[key]
-
-    def settled(p: BranchPoint) -> BranchPoint:
-        """``p`` refined to ``settings.tol`` as a single solve is (:func:`refine_point` with its
-        fallback), for the checks of a followed branch's inner end. The quick refinement (to
-        ``REFINE_TOL``) is not enough there: at ``omega = 0`` it carried the positional point at
-        the grid's end (``alpha = 2.4``, coarse ``m = 0.070``) to ``m = -0.0032``, resolved from
-        zero by the teacher-scaled fine rules, and stopped, so the branch was taken to reach the
-        grid's end; refined to ``tol`` it is not resolved (session 16)."""
-        if not p.exists or not settings.refine_order or "refined" in p.diagnostics:
-            return fine(p)
-        key = ("exact", p.branch, p.alpha)
-        if key not in refined:
-            refined[key] = refine_point(spec, p, settings, tol=settings.tol)
-        return refined[key]
-
-    def on_fine(p: BranchPoint) -> bool:
-        """The branch exists at ``p`` on the fine rules too (see :func:`fine_absence`)."""
-        return p.exists and fine_absence(settled(p)) is None
-
-    def probe_exists(a: float, branch: str, anchor: BranchPoint) -> float | None:
-        # (as a coarse probe that has not converged in its budget, a probe whose refinement has
-        # not converged in PROBE_REFINE_EVALS counts as "branch absent")
-        pt = solve_at(a, branch, anchor, probe)
-        if not pt.exists or not settings.refine_order:
-            return 1.0 if pt.exists else None
-        r = refine_point(spec, pt, settings, max_evals=PROBE_REFINE_EVALS, retry=False)
-        if is_confirmed(r):
-            return 1.0
-        solved[branch] = [q for q in solved[branch] if q is not pt]  # (no warm start from it)
-        return None
-
-    # the inner ends of the followed branches, checked on the fine rules: the coarse rule can
-    # continue a branch past its spinodal (fine_absence)
-    lo = next((k for k in range(len(grid)) if all(p.exists for p in sem[k:])), len(grid))
-    while lo < len(grid) and not on_fine(sem[lo]):
-        sem[lo] = mark_unresolved(settled(sem[lo]))
-        lo += 1
-    hi = max((k for k in range(len(grid)) if all(p.exists for p in pos[: k + 1])), default=-1)
-    while hi >= 0 and not on_fine(pos[hi]):
-        pos[hi] = mark_unresolved(settled(pos[hi]))
-        hi -= 1
-    solved = {sem_name: [p for p in sem if p.exists], "positional": [p for p in pos if p.exists]}
-
-    # spinodal of the semantic branch: lowest alpha where it exists
-    sem_ok = [p.exists for p in sem]
-    if any(sem_ok) and not all(sem_ok):
-        i = next((k for k in range(len(grid)) if sem_ok[k] and all(sem_ok[k:])), None)
-        if i is None:
-            notes.append(f"the {sem_name} branch is not found at the grid end (alpha = {grid[-1]:g})")
-        elif i > 0:
-            anchor = sem[i]
-            present, absent = _bisect_bracket(lambda a: probe_exists(a, sem_name, anchor),
-                                              grid[i], grid[i - 1], 1.0, SPINODAL_XTOL)
-            spin["semantic"] = coarse_end = _midpoint(present, absent)
-            below = _spinodal_below(spec, sem_name, settings, probe, anchor, absent, grid)
-            if below is not None:
-                spin["semantic"] = below
-                # (the lowest followed point may already be one continued on the finer rule, handed
-                # over by curves: what ended near the bisection are the coarse-rule probes below it)
-                notes.append(f"probes on the coarse rule end the {sem_name} branch near alpha "
-                             f"{coarse_end:.3g}; on the rule one order below the fine rules it "
-                             f"continues to {below:.3g} (confirmed on the fine rules), which is reported")
-    pos_ok = [p.exists for p in pos]
-    if any(pos_ok) and not all(pos_ok):
-        j = max((k for k in range(len(grid)) if pos_ok[k] and all(pos_ok[: k + 1])), default=None)
-        if j is None:  # (seen at lambda = 0: no positional point at the grid start, some further up)
-            found = ", ".join(f"{grid[k]:g}" for k in range(len(grid)) if pos_ok[k])
-            notes.append(f"the positional branch is not found at the grid start (alpha = {grid[0]:g}), only at "
-                         f"alpha = {found}: no spinodal reported for it")
-        elif j < len(grid) - 1:
-            anchor = pos[j]
-            spin["positional"] = _bisect(
-                lambda a: probe_exists(a, "positional", anchor),
-                grid[j], grid[j + 1], 1.0, SPINODAL_XTOL,
-            )
-    # alpha_c and alpha_l: bracketed on the grid, then located by regula falsi on refined points
-    # (the training errors re-evaluated variationally on finer rules, so the shallow crossing of
-    # the two training errors is located to the fine rules' accuracy, not the coarse one's).
-    hist: dict[str, list[tuple[float, float, float | None]]] = {"alpha_c": [], "alpha_l": []}
-
-    def train_diff(s: BranchPoint, p: BranchPoint) -> float | None:
-        if not (s.exists and p.exists):
-            return None
-        fs, fp = fine(s), fine(p)
-        v = fs.train_loss - fp.train_loss
-        es, ep = _refined_se(fs, "train_loss"), _refined_se(fp, "train_loss")
-        hist["alpha_c"].append((s.alpha, v, None if es is None or ep is None else float(np.hypot(es, ep))))
-        return v
-
-    def settle(f: Callable[[int], float | None], k: int, right: Callable[[float | None], bool]) -> int:
-        """Move the bracket ``[k, k+1]`` found on the coarse values until the refined values
-        ``f`` bracket the sign change (``right(v)``: the crossing lies to the right of ``v``)."""
-        seen = set()
-        while 0 <= k < len(grid) - 1 and k not in seen:
-            seen.add(k)
-            lo, hi = f(k), f(k + 1)
-            if lo is None or hi is None:
-                break
-            if right(hi) and right(lo) and k + 1 < len(grid) - 1:
-                k += 1
-            elif not right(lo) and not right(hi) and k > 0:
-                k -= 1
-            else:
-                break
-        return k
-
-    alpha_c = None
-    n_notes = len(notes)  # (notes on alpha_c added below)
-    diff = [(s.train_loss - p.train_loss) if (s.exists and p.exists) else None for s, p in zip(sem, pos, strict=True)]
-    for k in range(len(grid) - 1):
-        if diff[k] is not None and diff[k + 1] is not None and diff[k] > 0 >= diff[k + 1]:
-            if settings.refine_order:
-                k = settle(lambda i: train_diff(sem[i], pos[i]), k, lambda v: v is not None and v > 0)
-            s_anchor, p_anchor = sem[k], pos[k]
-            dlo, dhi = train_diff(sem[k], pos[k]), train_diff(sem[k + 1], pos[k + 1])
-            if dlo is None and dhi is not None and dhi <= 0:
-                se = hist["alpha_c"][-1][2]
-                notes.append(f"the refined training errors do not cross where both branches exist: the {sem_name} "
-                             f"branch is already lower at alpha = {grid[k + 1]:g} (difference {dhi:.2g}"
-                             + (f" +- {se:.1g}" if se is not None else "") + "), the lowest grid point where it "
-                             "exists, so alpha_c (if any) lies between its spinodal and there")
-                break
-            if dlo is None or dhi is None or not dlo > 0 >= dhi:
-                notes.append("the refined training errors do not cross on the coarse bracket")
-                break
-
-            def dfun(a: float, s_anchor: BranchPoint = s_anchor, p_anchor: BranchPoint = p_anchor) -> float | None:
-                s = solve_at(a, sem_name, s_anchor)
-                p = solve_at(a, "positional", p_anchor)
-                return train_diff(s, p)
-
-            alpha_c = _root(dfun, grid[k], grid[k + 1], dlo, dhi, xtol, noise=lambda: hist["alpha_c"][-1][2])
-            break
-    if alpha_c is None and len(notes) == n_notes:
-        # (before, any earlier note, e.g. that the mixed branch is the semantic side at rank 2,
-        # suppressed this one and a null alpha_c came without a reason)
-        notes.append("no crossing of the training errors on the alpha grid")
-
-    # global minimum test error vs the linear baseline
-    def global_point(s: BranchPoint, p: BranchPoint) -> BranchPoint | None:
-        cands = [b for b in (s, p) if b.exists]
-        if len(cands) == 2 and abs(s.train_loss - p.train_loss) > GLOBAL_MARGIN * max(s.train_loss, p.train_loss):
-            cands = [min(cands, key=lambda b: b.train_loss)]  # unambiguous on the coarse rule
-        cands = [fine(b) for b in cands]
-        return min(cands, key=lambda b: b.train_loss) if cands else None
-
-    def gap_at(s: BranchPoint, p: BranchPoint) -> float | None:
-        g = global_point(s, p)
-        if g is None:
-            return None
-        hist["alpha_l"].append((s.alpha, g.test_error - eps_lin, _refined_se(g, "test_error")))
-        return g.test_error - eps_lin
-
-    gap = []
-    for s, p in zip(sem, pos, strict=True):
-        cands = [b for b in (s, p) if b.exists]
-        gap.append(min(cands, key=lambda b: b.train_loss).test_error - eps_lin if cands else None)
-    alpha_l = None
-    # the smallest alpha above which the global-minimum test error stays below the baseline
-    last_bad = max((k for k in range(len(grid)) if gap[k] is None or gap[k] >= 0), default=None)
-    if last_bad is None:
-        alpha_l = float(grid[0])
-        notes.append("attention beats the linear baseline on the whole grid: alpha_l <= grid start")
-    elif last_bad < len(grid) - 1 and gap[last_bad] is not None:
-        k = last_bad
-        if settings.refine_order:
-            k = settle(lambda i: gap_at(sem[i], pos[i]), k, lambda v: v is not None and v >= 0)
-        s_anchor, p_anchor = sem[k + 1], pos[k + 1]
-
-        def gfun(a: float) -> float | None:
-            s = solve_at(a, sem_name, s_anchor if s_anchor.exists else sem[k])
-            p = solve_at(a, "positional", p_anchor if p_anchor.exists else pos[k])
-            return gap_at(s, p)
-
-        # a jump of the global minimum at alpha_c can make the gap change sign discontinuously
-        glo, ghi = gap_at(sem[k], pos[k]), gap_at(sem[k + 1], pos[k + 1])
-        if glo is None or ghi is None:
-            glo, ghi = gap[k], gap[k + 1]
-        alpha_l = _root(gfun, grid[k], grid[k + 1], glo, ghi, xtol, noise=lambda: hist["alpha_l"][-1][2])
-    elif last_bad < len(grid) - 1:  # (no branch at grid[last_bad]: seen at lambda = 0, below alpha 1.2)
-        notes.append(f"the global minimum beats the linear baseline from alpha = {grid[last_bad + 1]:g} on, but "
-                     f"at alpha = {grid[last_bad]:g} neither the semantic nor the positional branch is found "
-                     "(the trivial branch is not followed): alpha_l not located")
-    else:
-        notes.append("the global minimum does not beat the linear baseline on the grid")
-    errors: dict[str, float | None] = {}
-    if settings.refine_order and refined:
-        errors = {"alpha_c": _root_error(hist["alpha_c"]) if alpha_c is not None else None,
-                  "alpha_l": _root_error(hist["alpha_l"]) if alpha_l is not None else None}
-        notes.append(f"alpha_c and alpha_l from points refined on {settings.refine_replicas} x "
-                     f"{settings.method} rules of order {settings.refine_order} (errors: their standard error)")
-        for name, val in (("alpha_c", alpha_c), ("alpha_l", alpha_l)):
-            if val is not None and errors[name] is None:
-                notes.append(f"no error estimate for {name}: fewer than two points near it refined "
-                             "(see the branches' diagnostics)")
+    search.check_inner_ends(sem, pos)
+    spinodals = {"semantic": search.semantic_spinodal(sem), "positional": search.positional_spinodal(pos)}
+    alpha_c = search.alpha_c(sem, pos)
+    alpha_l = search.alpha_l(sem, pos)
+    errors = search.errors(alpha_c, alpha_l)
     grid_data = {
         "alpha": grid.tolist(),
         "semantic_train": [p.train_loss if p.exists else None for p in sem],
@@ -528,4 +305,294 @@ def find_transition(
         "semantic_test": [p.test_error if p.exists else None for p in sem],
         "positional_test": [p.test_error if p.exists else None for p in pos],
     }
-    return Transition(alpha_c, alpha_l, spin, eps_lin, tuple(notes), grid_data, errors)
+    return Transition(alpha_c, alpha_l, spinodals, search.eps_lin, tuple(search.notes), grid_data, errors)
+
+
+class _Ticker:
+    """The progress of the two continuations of :func:`find_transition`, counted over both."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self, i: int, n: int) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+class _TransitionSearch:
+    """The steps of :func:`find_transition` on one grid, and what they share: the points solved
+    so far on each branch (warm starts), the refined points (refined once each), the evaluations
+    of the two root searches (their errors) and the notes."""
+
+    def __init__(self, spec: ModelSpec, settings: SolverSettings, grid: np.ndarray, xtol: float) -> None:
+        self.spec, self.settings, self.grid, self.xtol = spec, settings, grid, xtol
+        self.sem_name = semantic_side(spec)
+        self.eps_lin = linear_test_error(spec)
+        self.notes: list[str] = [] if self.sem_name == "semantic" else ["rank >= 2: the semantic side is the mixed branch"]
+        # a spinodal probe that has not converged within this budget counts as "branch absent" (near
+        # a spinodal the map's Jacobian becomes singular and a failing solve would otherwise run
+        # the full max_iter)
+        self.probe = replace(settings, max_iter=min(settings.max_iter, SPINODAL_PROBE_ITER), max_polish=1)
+        #: the points of each branch where it exists, the warm starts of the solves at new alphas
+        self.solved: dict[str, list[BranchPoint]] = {}
+        #: refined points by (branch, alpha), and by ("exact", branch, alpha) those refined to tol
+        self.refined: dict[tuple, BranchPoint] = {}
+        #: evaluations (alpha, value, its standard error) of the two root searches
+        self.hist: dict[str, list[tuple[float, float, float | None]]] = {"alpha_c": [], "alpha_l": []}
+
+    # --- solving and refining points ---
+
+    def solve_at(self, a: float, branch: str, near: BranchPoint, s: SolverSettings | None = None) -> BranchPoint:
+        """``branch`` at ``a``, warm-started (order parameters and Jacobian) from the nearest
+        solved point of the branch (``near`` if there is none)."""
+        pool = self.solved[branch] or [near]
+        best = min(pool, key=lambda p: abs(p.alpha - a))
+        pt = solve_point(self.spec, a, branch, self.settings if s is None else s, start=best._op, error_estimate=False,
+                         jacobian=best._jacobian, warm=best._data)
+        if pt.exists:
+            self.solved[branch].append(pt)
+        return pt
+
+    def fine(self, p: BranchPoint) -> BranchPoint:
+        """``p`` refined (:func:`refine_point`, to ``REFINE_TOL``) where the settings ask for it."""
+        if not self.settings.refine_order or not p.exists or "refined" in p.diagnostics:
+            return p  # (a point given already refined, e.g. by the curves command, is kept)
+        key = (p.branch, p.alpha)
+        if key not in self.refined:
+            self.refined[key] = refine_point(self.spec, p, self.settings)
+        return self.refined[key]
+
+    def settled(self, p: BranchPoint) -> BranchPoint:
+        """``p`` refined to ``settings.tol`` as a single solve is (:func:`refine_point` with its
+        fallback), for the checks of a followed branch's inner end. The quick refinement (to
+        ``REFINE_TOL``) is not enough there: at ``omega = 0`` it carried the positional point at
+        the grid's end (``alpha = 2.4``, coarse ``m = 0.070``) to ``m = -0.0032``, resolved from
+        zero by the teacher-scaled fine rules, and stopped, so the branch was taken to reach the
+        grid's end; refined to ``tol`` it is not resolved."""
+        if not p.exists or not self.settings.refine_order or "refined" in p.diagnostics:
+            return self.fine(p)
+        key = ("exact", p.branch, p.alpha)
+        if key not in self.refined:
+            self.refined[key] = refine_point(self.spec, p, self.settings, tol=self.settings.tol)
+        return self.refined[key]
+
+    def on_fine(self, p: BranchPoint) -> bool:
+        """The branch exists at ``p`` on the fine rules too (see :func:`fine_absence`)."""
+        return p.exists and fine_absence(self.settled(p)) is None
+
+    def probe_exists(self, a: float, branch: str, anchor: BranchPoint) -> float | None:
+        """1 where ``branch`` exists at ``a`` (a probe of the spinodal search), else ``None``. As
+        a coarse probe that has not converged in its budget, a probe whose refinement has not
+        converged in ``PROBE_REFINE_EVALS`` counts as "branch absent"."""
+        pt = self.solve_at(a, branch, anchor, self.probe)
+        if not pt.exists or not self.settings.refine_order:
+            return 1.0 if pt.exists else None
+        r = refine_point(self.spec, pt, self.settings, max_evals=PROBE_REFINE_EVALS, retry=False)
+        if is_confirmed(r):
+            return 1.0
+        self.solved[branch] = [q for q in self.solved[branch] if q is not pt]  # (no warm start from it)
+        return None
+
+    # --- the spinodals ---
+
+    def check_inner_ends(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> None:
+        """Check the inner ends of the followed branches on the fine rules (the coarse rule can
+        continue a branch past its spinodal, :func:`fine_absence`), marking the points there that
+        the fine rules do not confirm (in place); then the warm-start pools."""
+        n = len(self.grid)
+        lo = next((k for k in range(n) if all(p.exists for p in sem[k:])), n)
+        while lo < n and not self.on_fine(sem[lo]):
+            sem[lo] = mark_unresolved(self.settled(sem[lo]))
+            lo += 1
+        hi = max((k for k in range(n) if all(p.exists for p in pos[: k + 1])), default=-1)
+        while hi >= 0 and not self.on_fine(pos[hi]):
+            pos[hi] = mark_unresolved(self.settled(pos[hi]))
+            hi -= 1
+        self.solved = {self.sem_name: [p for p in sem if p.exists], "positional": [p for p in pos if p.exists]}
+
+    def semantic_spinodal(self, sem: list[BranchPoint]) -> float | None:
+        """The lowest ``alpha`` where the semantic side exists (docs/model.md (5.3)): bisection
+        between the grid points where the followed branch ends, then, where the fine rules hold
+        it further down, :func:`_spinodal_below`."""
+        grid, ok = self.grid, [p.exists for p in sem]
+        if not any(ok) or all(ok):
+            return None
+        i = next((k for k in range(len(grid)) if ok[k] and all(ok[k:])), None)
+        if i is None:
+            self.notes.append(f"the {self.sem_name} branch is not found at the grid end (alpha = {grid[-1]:g})")
+            return None
+        if i == 0:
+            return None
+        anchor = sem[i]
+        present, absent = _bisect_bracket(lambda a: self.probe_exists(a, self.sem_name, anchor),
+                                          grid[i], grid[i - 1], 1.0, SPINODAL_XTOL)
+        coarse_end = _midpoint(present, absent)
+        below = _spinodal_below(self.spec, self.sem_name, self.settings, self.probe, anchor, absent, grid)
+        if below is None:
+            return coarse_end
+        # (the lowest followed point may already be one continued on the finer rule, handed over by
+        # curves: what ended near the bisection are the coarse-rule probes below it)
+        self.notes.append(f"probes on the coarse rule end the {self.sem_name} branch near alpha "
+                          f"{coarse_end:.3g}; on the rule one order below the fine rules it "
+                          f"continues to {below:.3g} (confirmed on the fine rules), which is reported")
+        return below
+
+    def positional_spinodal(self, pos: list[BranchPoint]) -> float | None:
+        """The largest ``alpha`` where the positional branch exists (docs/model.md (5.3)), by
+        bisection between the grid points where the followed branch ends."""
+        grid, ok = self.grid, [p.exists for p in pos]
+        if not any(ok) or all(ok):
+            return None
+        j = max((k for k in range(len(grid)) if ok[k] and all(ok[: k + 1])), default=None)
+        if j is None:  # (seen at lambda = 0: no positional point at the grid start, some further up)
+            found = ", ".join(f"{grid[k]:g}" for k in range(len(grid)) if ok[k])
+            self.notes.append(f"the positional branch is not found at the grid start (alpha = {grid[0]:g}), only "
+                              f"at alpha = {found}: no spinodal reported for it")
+            return None
+        if j == len(grid) - 1:
+            return None
+        anchor = pos[j]
+        return _bisect(lambda a: self.probe_exists(a, "positional", anchor), grid[j], grid[j + 1], 1.0, SPINODAL_XTOL)
+
+    # --- alpha_c and alpha_l: bracketed on the grid, then located by regula falsi on refined points
+    # (the training errors re-evaluated variationally on finer rules, so the shallow crossing of the
+    # two training errors is located to the fine rules' accuracy, not the coarse one's) ---
+
+    def train_diff(self, s: BranchPoint, p: BranchPoint) -> float | None:
+        """Training error of the semantic side minus the positional one's, on refined points
+        where the settings ask for refinement (``None`` where a branch is absent)."""
+        if not (s.exists and p.exists):
+            return None
+        fs, fp = self.fine(s), self.fine(p)
+        v = fs.train_loss - fp.train_loss
+        es, ep = _refined_se(fs, "train_loss"), _refined_se(fp, "train_loss")
+        self.hist["alpha_c"].append((s.alpha, v, None if es is None or ep is None else float(np.hypot(es, ep))))
+        return v
+
+    def train_diff_at(self, a: float, s_near: BranchPoint, p_near: BranchPoint) -> float | None:
+        """:meth:`train_diff` of both branches solved at ``a`` (warm starts near ``s_near``, ``p_near``)."""
+        return self.train_diff(self.solve_at(a, self.sem_name, s_near), self.solve_at(a, "positional", p_near))
+
+    def global_point(self, s: BranchPoint, p: BranchPoint) -> BranchPoint | None:
+        """The global minimum of the two branches (lowest training error), refined where the
+        coarse rule does not decide it."""
+        cands = [b for b in (s, p) if b.exists]
+        if len(cands) == 2 and abs(s.train_loss - p.train_loss) > GLOBAL_MARGIN * max(s.train_loss, p.train_loss):
+            cands = [min(cands, key=lambda b: b.train_loss)]  # unambiguous on the coarse rule
+        cands = [self.fine(b) for b in cands]
+        return min(cands, key=lambda b: b.train_loss) if cands else None
+
+    def gap(self, s: BranchPoint, p: BranchPoint) -> float | None:
+        """Test error of the global minimum minus the linear baseline (``None``: no branch)."""
+        g = self.global_point(s, p)
+        if g is None:
+            return None
+        self.hist["alpha_l"].append((s.alpha, g.test_error - self.eps_lin, _refined_se(g, "test_error")))
+        return g.test_error - self.eps_lin
+
+    def gap_at(self, a: float, s_near: BranchPoint, p_near: BranchPoint) -> float | None:
+        """:meth:`gap` of both branches solved at ``a`` (warm starts near ``s_near``, ``p_near``)."""
+        return self.gap(self.solve_at(a, self.sem_name, s_near), self.solve_at(a, "positional", p_near))
+
+    def last_se(self, root: str) -> float | None:
+        """The standard error of the last evaluation of the search for ``root``."""
+        return self.hist[root][-1][2]
+
+    def settle(self, f: Callable[[int], float | None], k: int, right: Callable[[float | None], bool]) -> int:
+        """Move the bracket ``[k, k+1]`` found on the coarse values until the refined values
+        ``f`` bracket the sign change (``right(v)``: the crossing lies to the right of ``v``)."""
+        seen = set()
+        while 0 <= k < len(self.grid) - 1 and k not in seen:
+            seen.add(k)
+            lo, hi = f(k), f(k + 1)
+            if lo is None or hi is None:
+                break
+            if right(hi) and right(lo) and k + 1 < len(self.grid) - 1:
+                k += 1
+            elif not right(lo) and not right(hi) and k > 0:
+                k -= 1
+            else:
+                break
+        return k
+
+    def alpha_c(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> float | None:
+        """Where the training errors of the two branches cross (docs/model.md (5.2))."""
+        grid, notes = self.grid, self.notes
+        alpha_c = None
+        n_notes = len(notes)  # (notes on alpha_c added below)
+        diff = [(s.train_loss - p.train_loss) if (s.exists and p.exists) else None for s, p in zip(sem, pos, strict=True)]
+        for k in range(len(grid) - 1):
+            d0, d1 = diff[k], diff[k + 1]
+            if d0 is None or d1 is None or not d0 > 0 >= d1:
+                continue
+            if self.settings.refine_order:
+                k = self.settle(lambda i: self.train_diff(sem[i], pos[i]), k, lambda v: v is not None and v > 0)
+            s_anchor, p_anchor = sem[k], pos[k]
+            dlo, dhi = self.train_diff(sem[k], pos[k]), self.train_diff(sem[k + 1], pos[k + 1])
+            if dlo is None and dhi is not None and dhi <= 0:
+                se = self.last_se("alpha_c")
+                notes.append(f"the refined training errors do not cross where both branches exist: the {self.sem_name} "
+                             f"branch is already lower at alpha = {grid[k + 1]:g} (difference {dhi:.2g}"
+                             + (f" +- {se:.1g}" if se is not None else "") + "), the lowest grid point where it "
+                             "exists, so alpha_c (if any) lies between its spinodal and there")
+                break
+            if dlo is None or dhi is None or not dlo > 0 >= dhi:
+                notes.append("the refined training errors do not cross on the coarse bracket")
+                break
+            alpha_c = _root(lambda a, s=s_anchor, p=p_anchor: self.train_diff_at(a, s, p), grid[k], grid[k + 1],
+                            dlo, dhi, self.xtol, noise=lambda: self.last_se("alpha_c"))
+            break
+        if alpha_c is None and len(notes) == n_notes:
+            notes.append("no crossing of the training errors on the alpha grid")
+        return alpha_c
+
+    def alpha_l(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> float | None:
+        """The smallest ``alpha`` above which the global minimum's test error stays below the
+        linear baseline (docs/model.md (5.4))."""
+        grid, notes = self.grid, self.notes
+        coarse_gap: list[float | None] = []
+        for s, p in zip(sem, pos, strict=True):
+            cands = [b for b in (s, p) if b.exists]
+            coarse_gap.append(min(cands, key=lambda b: b.train_loss).test_error - self.eps_lin if cands else None)
+        bad = [g is None or g >= 0 for g in coarse_gap]
+        last_bad = max((k for k in range(len(grid)) if bad[k]), default=None)
+        if last_bad is None:
+            notes.append("attention beats the linear baseline on the whole grid: alpha_l <= grid start")
+            return float(grid[0])
+        if last_bad < len(grid) - 1 and coarse_gap[last_bad] is not None:
+            k = last_bad
+            if self.settings.refine_order:
+                k = self.settle(lambda i: self.gap(sem[i], pos[i]), k, lambda v: v is not None and v >= 0)
+            s_near = sem[k + 1] if sem[k + 1].exists else sem[k]
+            p_near = pos[k + 1] if pos[k + 1].exists else pos[k]
+            # a jump of the global minimum at alpha_c can make the gap change sign discontinuously
+            glo, ghi = self.gap(sem[k], pos[k]), self.gap(sem[k + 1], pos[k + 1])
+            if glo is None or ghi is None:
+                # (a branch exists at grid[k] on the coarse rule: at last_bad, or where settle moved to)
+                glo, ghi = cast(float, coarse_gap[k]), coarse_gap[k + 1]
+            return _root(lambda a: self.gap_at(a, s_near, p_near), grid[k], grid[k + 1], glo, ghi, self.xtol,
+                         noise=lambda: self.last_se("alpha_l"))
+        if last_bad < len(grid) - 1:  # (no branch at grid[last_bad]: seen at lambda = 0, below alpha 1.2)
+            notes.append(f"the global minimum beats the linear baseline from alpha = {grid[last_bad + 1]:g} on, but "
+                         f"at alpha = {grid[last_bad]:g} neither the semantic nor the positional branch is found "
+                         "(the trivial branch is not followed): alpha_l not located")
+        else:
+            notes.append("the global minimum does not beat the linear baseline on the grid")
+        return None
+
+    def errors(self, alpha_c: float | None, alpha_l: float | None) -> dict[str, float | None]:
+        """The errors of ``alpha_c`` and ``alpha_l`` from the standard errors of the refined
+        evaluations nearest them (empty without refinement)."""
+        settings = self.settings
+        if not (settings.refine_order and self.refined):
+            return {}
+        errors = {"alpha_c": _root_error(self.hist["alpha_c"]) if alpha_c is not None else None,
+                  "alpha_l": _root_error(self.hist["alpha_l"]) if alpha_l is not None else None}
+        self.notes.append(f"alpha_c and alpha_l from points refined on {settings.refine_replicas} x "
+                          f"{settings.method} rules of order {settings.refine_order} (errors: their standard error)")
+        for name, val in (("alpha_c", alpha_c), ("alpha_l", alpha_l)):
+            if val is not None and errors[name] is None:
+                self.notes.append(f"no error estimate for {name}: fewer than two points near it refined "
+                                  "(see the branches' diagnostics)")
+        return errors
