@@ -14,8 +14,8 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import BranchPoint
 from attnphase.theory.channels import AttentionMap, ProxResult, escape_saddles, prox_batch, target_map
-from attnphase.theory.fixed_point import SolverSettings
-from attnphase.theory.quadrature import COPIES
+from attnphase.theory.fixed_point import SolverSettings, make_saddle
+from attnphase.theory.quadrature import COPIES, Rule
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
 #: sign copies of the fine rules by branch: ``theta`` is odd in ``theta`` under
@@ -45,14 +45,15 @@ def fine_copies(amap: AttentionMap, branch: str) -> str:
 #: instead of 1.37e-3, at the same cost; 1.3-1.6 do about as well; the causal and untied models
 #: and correlated tokens gain as much (8 seeds each). At ``L = 3`` and at rank 2 (``alpha =
 #: 1.5``) the scatter and the estimates were larger with it, so those keep the plain rule
-#: (docs/theory.md, session 16)
+#: (docs/theory.md)
 REFERENCE_TEACHER_SCALE = 1.4
 #: the attention variants measured to gain from it at ``L = 2``, rank 1
 SCALED_VARIANTS = ("tied", "causal", "untied", "untied-causal")
 
 
 def teacher_scale_for(spec: ModelSpec, settings: SolverSettings) -> float:
-    """The teacher-noise scale of the refinement's fine rules: ``settings.fine_teacher_scale``
+    """The teacher-noise scale of the refinement's fine rules (importance sampling,
+    docs/model.md (7.4)): ``settings.fine_teacher_scale``
     if set, else ``REFERENCE_TEACHER_SCALE`` for ``L = 2`` with student and teacher rank 1 (the
     variants of ``SCALED_VARIANTS``), else 1 (the plain rule)."""
     if settings.fine_teacher_scale is not None:
@@ -69,13 +70,13 @@ def _two_tokens_rank_one(spec: ModelSpec) -> bool:
 
 #: the attention variants measured to gain from the mirror pairing at ``L = 2``, rank 1 and
 #: uncorrelated tokens (untied: the semantic error grows 1.5x; ``L = 3``, rank 2 and correlated
-#: tokens: no gain or a loss; docs/theory.md, session 19)
+#: tokens: no gain or a loss; docs/theory.md)
 MIRRORED_VARIANTS = ("tied", "causal")
 
 
 def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:
     """Whether the refinement's fine QMC rules pair every node with its mirror
-    (:meth:`Saddle.mirror_nodes`): ``settings.mirror`` if set, else for ``L = 2`` with student and
+    (:meth:`Saddle.mirror_nodes`, docs/model.md (7.4)): ``settings.mirror`` if set, else for ``L = 2`` with student and
     teacher rank 1, uncorrelated tokens and the variants of ``MIRRORED_VARIANTS``, where it was
     measured to help (the jumps of the minimiser there are swaps of near-mirror minima)."""
     if settings.mirror is not None:
@@ -83,8 +84,35 @@ def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:
     return spec.variant in MIRRORED_VARIANTS and _two_tokens_rank_one(spec) and spec.uncorrelated
 
 
+def fine_union(spec: ModelSpec, alpha: float, settings: SolverSettings,
+               branch: str) -> tuple[list[Saddle], Saddle]:
+    """The fine rules of a refinement of ``branch`` at ``alpha`` and the saddle on their union
+    (each rule weighted ``1 / n``), docs/model.md (7.4).
+
+    QMC: ``settings.refine_replicas`` independent scrambles of order ``settings.refine_order``
+    (seeds ``settings.seed + 104729 k``), with the sign copies of :func:`fine_copies`, the teacher
+    scale of :func:`teacher_scale_for` and the mirror pairing of :func:`mirror_for`. They keep the
+    coarse point's symmetry zeros, which the fine rules impose: they keep only the sign flip under
+    which the branch's own overlap is odd, so a point going to the trivial branch still finds it
+    exactly. Gauss-Hermite: one product rule of that order."""
+    order = settings.refine_order
+    if settings.method == "qmc":
+        copies, scale = fine_copies(AttentionMap.from_spec(spec), branch), teacher_scale_for(spec, settings)
+        fine = [make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies,
+                            teacher_scale=scale, mirror=mirror_for(spec, settings))
+                for k in range(settings.refine_replicas)]
+    else:
+        fine = [make_saddle(spec, alpha, settings, order=order)]
+    n = len(fine)
+    x_all = np.concatenate([f.rule.x for f in fine])
+    union = Saddle(spec, alpha, Rule(x_all, np.concatenate([f.rule.w for f in fine]) / n, settings.method, order,
+                                     copies=fine[0].rule.copies, teacher_scale=fine[0].rule.teacher_scale),
+                   mirror=fine[0].mirror)
+    return fine, union
+
+
 def nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
-                  settings: SolverSettings) -> DataStep | None:
+                 settings: SolverSettings) -> DataStep | None:
     """The full multi-start data step of ``union`` at ``x0``, with the minima of the nodes it
     shares with the rules of the refinement that gave ``point`` taken from that refinement's full
     evaluation at the same point (``point._fine``), solved at the other nodes only; ``None`` where
@@ -93,9 +121,9 @@ def nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
     The scrambled Sobol sequence of one seed is extensible: the fine rule of order ``k`` is the
     first ``2^(k+c)`` points of every block of sign copies of the rule of order ``K > k`` with the
     same seed (``sobol_gaussian``), so a refinement raised from order ``k`` to ``K``
-    (:func:`_refine_to_target`) knows the minima of ``2^(k-K)`` of its nodes at its start, with the
-    same starts: the step equals the full evaluation bit for bit, at that fraction less (session 20:
-    ~0.1 s of the semantic branch's order 11 -> 13 at the reference case)."""
+    (the error target, :mod:`attnphase.theory.target`) knows the minima of ``2^(k-K)`` of its
+    nodes at its start, with the same starts: the step equals the full evaluation bit for bit, at
+    that fraction less (~0.1 s of the semantic branch's order 11 -> 13 at the reference case)."""
     prev = getattr(point, "_fine", None)
     if prev is None or point._op is None or not np.array_equal(point._op.to_vector(), x0):
         return None
