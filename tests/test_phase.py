@@ -1,4 +1,4 @@
-"""Phase diagrams (issue 4, item 4) through the sweep machinery, with stand-in physics.
+"""Phase diagrams through the sweep machinery, with stand-in physics.
 
 The theory and the simulator are replaced by cheap closed forms (same API), so these tests
 check the plumbing: one stored point per omega / grid point, the aggregation (semantic minus

@@ -66,7 +66,7 @@ def test_compare_theory_rows_include_the_mixed_branch_at_rank_two():
 
 @pytest.mark.parametrize("kw", [{"L": 3}, {"rank": 2}])
 def test_trivial_start_through_the_pole_of_v_agrees_with_continuation(kw):
-    """At L = 3 and r = 2, alpha = 1.5 the trivial start of THEORY.md 2.1 has ``V_hat`` below
+    """At L = 3 and r = 2, alpha = 1.5 the trivial start (docs/model.md (5.1)) has ``V_hat`` below
     ``-lambda / sigma^2`` (a locally concave loss): the weights step puts ``V`` past its pole,
     and the damped step in ``V`` used to leave the valid domain (the branch was then found only
     by continuation from alpha = 0.5). Damped in ``V^-1`` the direct start converges, to the

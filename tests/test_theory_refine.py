@@ -534,10 +534,10 @@ def test_refinement_falls_back_to_the_full_solver(monkeypatch):
 def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(monkeypatch):
     """L = 3, alpha = 3: each fine rule's own fixed point, from where the quasi-Newton stages of
     the union stopped, leaves m unresolved, so the branch is reported absent without the fallback
-    (the full solver's answer; measured at alpha = 1.5 in session 14: 8.5 s instead of 25 s for the
-    CLI solve). At alpha 1.5 and 2 whether the rules' solves all converge, and so which of the two
-    paths decides, changes with the rounding of the map (session 17: the data step's sums in
-    another order); the verdict, absent, does not.
+    (the full solver's answer; measured at alpha = 1.5: 8.5 s instead of 25 s for the CLI solve).
+    At alpha 1.5 and 2 whether the rules' solves all converge, and so which of the two paths
+    decides, changes with the rounding of the map (e.g. the data step's sums in another order);
+    the verdict, absent, does not.
     A branch that is resolved (L = 2, alpha 1.5: m 0.25) is not decided there: its refinement,
     made to fail, still gets the fallback."""
     import attnphase.theory.refinement as refinement

@@ -1,7 +1,7 @@
-"""End-to-end behaviour of the fixed-point solver and the theory CLI (issue 2).
+"""End-to-end behaviour of the fixed-point solver and the theory CLI.
 
-Cheap settings (QMC with 4 x 2^8 nodes) keep these fast; accuracy against THEORY.md's anchors
-is checked in the slow tests at the default order."""
+Cheap settings (QMC with 4 x 2^8 nodes) keep these fast; accuracy against the published values of
+the reference case is checked in the slow tests at the default order."""
 
 import json
 import subprocess
@@ -45,7 +45,7 @@ def test_omega_one_has_no_semantic_global_minimum():
 
 
 def test_large_alpha_is_reached_by_geometric_continuation():
-    """alpha = 50: the starts of THEORY.md 2.1 (tuned at alpha ~ 1; V falls like 1/alpha) do
+    """alpha = 50: the recommended starts (docs/model.md (5.1); tuned at alpha ~ 1; V falls like 1/alpha) do
     not converge on the trivial branch, nor did four equal continuation steps from alpha = 0.5;
     steps of at most a factor 1.5 reach it (it is a fixed point: exactly zero overlaps)."""
     t = solve_point(ModelSpec(omega=0.3), 50.0, "trivial", FAST)
@@ -104,7 +104,7 @@ def test_cli_solve_json_schema(capsys):
 
 def test_cli_solve_defaults_to_the_overlap_target():
     """``attnphase solve`` refines each branch until every overlap estimate is at most 1e-3 unless
-    told otherwise (issue 2's accuracy); ``--target-error 0`` is one refinement at --refine-order."""
+    told otherwise; ``--target-error 0`` is one refinement at --refine-order."""
     from attnphase.cli import build_parser
     from attnphase.cli.theory_cmds import settings_from_args
 
@@ -166,26 +166,27 @@ def test_bad_input_exits_2_with_one_line(args):
 
 @pytest.mark.slow
 def test_sanity_anchor_reference_case():
-    """THEORY.md 2.1 anchor at the default settings (positional at alpha = 1.0164, alpha_c, alpha_l)."""
+    """The published reference case at the default settings (positional at alpha = 1.0164, alpha_c,
+    alpha_l)."""
     spec = ModelSpec()
     p = solve_point(spec, 1.0164, "positional")
     assert p.m == pytest.approx(0.249, rel=0.04)
     assert p.q == pytest.approx(0.173, rel=0.04)
     assert p.test_error == pytest.approx(0.00337, rel=0.025)
     assert p.train_loss == pytest.approx(0.00219, rel=0.025)
-    # measured in session 1: alpha_c = 1.2766, alpha_l = 1.4859 at order 10 (order 8: 1.336, 1.530)
+    # measured: alpha_c = 1.2766, alpha_l = 1.4859 at order 10 (order 8: 1.336, 1.530)
     tr = find_transition(spec, np.linspace(0.8, 1.8, 6), SolverSettings(order=10, n_replicas=1, tol=1e-6,
                                                                         noise_tol=1e-4))
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55
-    # the shipped transition preset (2^8 x 4 nodes, refined on 4 x 2^10 x 4): measured in session 3
+    # the shipped transition preset (2^8 x 4 nodes, refined on 4 x 2^10 x 4): measured
     # alpha_c = 1.2547 +- 0.0065, alpha_l = 1.4940 +- 0.0045 (full order-12 solve: 1.2525, 1.490)
     from attnphase.theory.fixed_point import FAST as PRESET
 
     tr = find_transition(spec, settings=SolverSettings(**PRESET))
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33 and tr.errors["alpha_c"] < 0.02
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55 and tr.errors["alpha_l"] < 0.02
-    # semantic spinodal (session 6): on 2^14 x 4 nodes the branch drops from theta 0.23 (alpha 0.8)
+    # semantic spinodal: on 2^14 x 4 nodes the branch drops from theta 0.23 (alpha 0.8)
     # to 0.10 (0.75) and 0.018 (0.72); the preset gives 0.725-0.775 over three scrambles. Before
     # its probes were checked on the fine rules it reported 0.33, the end of a small-theta tail of
     # the coarse rule

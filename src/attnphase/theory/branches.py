@@ -44,17 +44,21 @@ def branches_for(spec: ModelSpec) -> tuple[str, ...]:
 
 
 def has_mixed(spec: ModelSpec) -> bool:
+    """The student has a ``mixed`` branch: tied, causal or untied attention of rank ``r >= 2``
+    (its fixed points are orbits under rotations of the student axes)."""
     return AttentionMap.from_spec(spec).rotation_invariant
 
 
 def semantic_side(spec: ModelSpec) -> str:
     """The branch that plays the semantic role in transitions and curves: ``semantic``, or
-    ``mixed`` at rank ``r >= 2`` (see :func:`find_transition`)."""
+    ``mixed`` at rank ``r >= 2`` (see :func:`attnphase.theory.transition.find_transition`)."""
     return MIXED if has_mixed(spec) else "semantic"
 
 
 def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
-    """Recommended starts of THEORY.md 2.1 (paper convention), generalised to any ``L, r, r*``.
+    """The recommended start of ``branch`` (docs/model.md (5.1); paper convention), tuned at
+    ``L = 2``, ``r = 1``, ``sigma = 0.5``, ``lambda = 0.01`` and generalised to any ``L, r, r*``;
+    ``F`` fields per token.
 
     ``mixed`` (rank >= 2): the first student direction semantic, the second positional."""
     L, rs = spec.L, spec.teacher_rank
@@ -90,8 +94,9 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
 
 
 def classify(op: OrderParams, sigma: float, mixed: bool = False) -> str:
-    """Name the branch a fixed point belongs to (semantic: ``theta != 0``; positional: ``m != 0``;
-    with ``mixed`` (rank >= 2, in the gauge of ``Saddle.gauge_fix``) both, ``mixed``)."""
+    """Name the branch a fixed point belongs to (docs/model.md (5.1); semantic: ``theta != 0``;
+    positional: ``m != 0``; with ``mixed`` (rank >= 2, in the gauge of ``Saddle.gauge_fix``) both,
+    ``mixed``; trivial: neither), each overlap counted as non-zero above ``CLASSIFY_TOL``."""
     theta = np.max(np.abs(op.theta)) / sigma**2
     m = np.max(np.abs(op.m))
     if mixed and theta > CLASSIFY_TOL and m > CLASSIFY_TOL:
@@ -109,8 +114,12 @@ _SOLVER_STATE = ("_op", "_jacobian", "_data", "_fine")
 
 @dataclass(frozen=True)
 class BranchPoint:
-    """One fixed point in user units (THEORY.md section 1: ``q = Q.Q/d``, ``theta = Q*.Q/d``,
-    ``m = pi_1.Q/d``; ``V`` in paper convention). Matrices for ``r > 1`` are in ``q_matrix`` etc."""
+    """One fixed point of one branch at one ``alpha``, in user units (docs/model.md (1.5):
+    ``q = Q.Q/d``, ``theta = Q*.Q/d``, ``m = pi_1.Q/d``; ``V`` in paper convention), with the
+    training error ``train_loss`` ((4.1)) and the test error ``test_error`` ((4.2)). Matrices for
+    ``r > 1`` are in ``q_matrix`` etc. ``exists``: the solve converged on this branch (``reason``
+    says why not otherwise); ``diagnostics``: how it was solved, refined and its error estimate.
+    Built complete: it is never changed after construction."""
 
     branch: str
     alpha: float
@@ -143,7 +152,7 @@ class BranchPoint:
 
     def to_dict(self) -> dict[str, Any]:
         """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state."""
-        d = asdict(replace(self, **dict.fromkeys(_SOLVER_STATE)))
+        d = asdict(replace(self, _op=None, _jacobian=None, _data=None, _fine=None))
         for key in _SOLVER_STATE:
             del d[key]
         return d
@@ -224,20 +233,24 @@ def solve_point(
     start: OrderParams | None = None,
     error_estimate: bool = True,
     jacobian: np.ndarray | None = None,
-    warm: Any = None,
+    warm: DataStep | None = None,
     draft: bool = False,
     thorough: bool = False,
     ramp: bool = True,
 ) -> BranchPoint:
-    """Fixed point of ``branch`` at ``alpha`` (THEORY.md 2.1-2.2).
+    """Fixed point of ``branch`` (docs/model.md (5.1)) at ``alpha`` on the solver's rule
+    (:func:`solve_fixed_point`, docs/model.md (7.2)), from the recommended start
+    (:func:`start_point`, first on the cheaper ``warmup_order`` rule) or from ``start`` (with its
+    ``jacobian`` and data step ``warm``: continuation).
 
     The integration error estimate (``diagnostics["error_estimate"]``, relative, per unknown) is
-    computed by :func:`error_estimate` from ``settings.n_replicas - 1`` independent rules.
+    computed by :func:`linear_response_estimate` from ``settings.n_replicas - 1`` independent rules.
     ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
     :func:`final_test_error`). A direct start that does not converge is retried by continuation
-    from the alphas of ``RAMP_FROM`` (:func:`continue_from`); with ``thorough`` (a single solve) also one that converged
-    to another branch: at ``L = 3``, ``omega = 0.3`` the positional start went trivial at
-    ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5 reaches it).
+    from the alphas of ``RAMP_FROM`` (:func:`continue_from`); with ``thorough`` (a single solve)
+    also one that converged to another branch: at ``L = 3``, ``omega = 0.3`` the positional start
+    went trivial at ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5
+    reaches it).
     Below ``lambda = LAM_RAMP[0]`` a continuation in the ridge follows (:func:`_lam_ramp`).
     ``ramp=False``: none of these (the first point of a continuation).
     """
@@ -259,26 +272,36 @@ def solve_point(
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
     point = to_point(spec, alpha, branch, sd, res, draft=draft)
     if ramp and direct and not point.exists and (not res.converged or thorough):
-        ramped, tried = None, []
-        for a0 in (a0 for a0 in RAMP_FROM if a0 < alpha):
-            tried.append(f"alpha = {a0:g}")
-            ramped = continue_from(spec, alpha, branch, settings, a0)
-            if ramped is not None:
-                break
-        if ramped is None and spec.lam < LAM_RAMP[0]:
-            tried.append(f"lambda = {LAM_RAMP[0]:g}")
-            ramped = _lam_ramp(spec, alpha, branch, settings, thorough)
-        if ramped is not None:
-            if not draft:
-                ramped = final_test_error(spec, ramped, settings)
-            point = replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": point.reason})
-        elif tried:
-            point = replace(point, reason=f"{point.reason} (nor by continuation from {' or '.join(tried)})")
+        point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft)
     if error_estimate and point.exists and settings.n_replicas > 1:
         assert point._op is not None  # (a point that exists has its order parameters)
         est = linear_response_estimate(spec, alpha, settings, point._op, point.test_error)
         point = replace(point, diagnostics={**point.diagnostics, "error_estimate": est})
     return point
+
+
+def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, failed: BranchPoint,
+                     thorough: bool, draft: bool) -> BranchPoint:
+    """``branch`` at ``alpha`` by continuation where the direct start gave ``failed``: in
+    ``alpha`` from each of ``RAMP_FROM`` below it (:func:`continue_from`), then in the ridge
+    (:func:`_lam_ramp`). The point reached says ``failed``'s reason under
+    ``diagnostics["direct_start"]``; where none arrives, ``failed`` with what was tried."""
+    ramped, tried = None, []
+    for a0 in (a0 for a0 in RAMP_FROM if a0 < alpha):
+        tried.append(f"alpha = {a0:g}")
+        ramped = continue_from(spec, alpha, branch, settings, a0)
+        if ramped is not None:
+            break
+    if ramped is None and spec.lam < LAM_RAMP[0]:
+        tried.append(f"lambda = {LAM_RAMP[0]:g}")
+        ramped = _lam_ramp(spec, alpha, branch, settings, thorough)
+    if ramped is not None:
+        if not draft:
+            ramped = final_test_error(spec, ramped, settings)
+        return replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": failed.reason})
+    if tried:
+        return replace(failed, reason=f"{failed.reason} (nor by continuation from {' or '.join(tried)})")
+    return failed
 
 
 #: where a direct start does not converge, the branch is continued from these alphas, in turn
@@ -289,14 +312,15 @@ RAMP_STEPS = 4
 RAMP_RATIO = 1.5
 
 
-def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, origin: float) -> BranchPoint | None:
+def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+                  origin: float) -> BranchPoint | None:
     """The branch continued from ``origin`` up to ``alpha`` (geometric steps, at least
     ``RAMP_STEPS`` and at most a factor ``RAMP_RATIO`` each), for a direct start that did not
-    converge (or, in a single solve, converged to another branch): the
-    starts of THEORY.md 2.1 were tuned for ``L = 2``, ``r = 1``; at ``L = 3`` or ``r = 2``,
+    converge (or, in a single solve, converged to another branch): the starts
+    (:func:`start_point`) were tuned for ``L = 2``, ``r = 1``; at ``L = 3`` or ``r = 2``,
     ``alpha = 1.5`` the trivial start left the valid domain while the branch is reached by
-    continuation (until the damped step in ``V^-1`` of session 13, which converges there
-    directly; at ``alpha = 50`` the direct start collapses to ``q = 0`` instead). The order
+    continuation (before the damped step in ``V^-1`` of :func:`solve_fixed_point`, which converges
+    there directly; at ``alpha = 50`` the direct start collapses to ``q = 0`` instead). The order
     parameters change on the scale of ``log alpha`` (``V`` falls like ``1/alpha``): with four
     equal steps from 0.5 to 50 the positional and trivial branches (omega
     0.3) were not reached, with factors of at most 1.5 (12 steps) both are. From ``alpha = 0.5``
@@ -310,7 +334,7 @@ def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
 
 
 def continue_through(last: BranchPoint, steps: list[tuple[ModelSpec, float]], branch: str,
-              settings: SolverSettings) -> BranchPoint | None:
+                     settings: SolverSettings) -> BranchPoint | None:
     """Continuation of ``branch`` from the point ``last`` through ``steps`` (model, alpha), each
     point started from the previous one (its Jacobian and minimisers); ``None`` if it is lost."""
     for sp, a in steps:
@@ -328,7 +352,7 @@ LAM_RAMP = (0.01, 0.003, 0.001, 0.0003)
 def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
               thorough: bool) -> BranchPoint | None:
     """The branch continued in the ridge from ``lambda = LAM_RAMP[0]`` (where the starts of
-    THEORY.md 2.1 were tuned) down to ``spec.lam``, for a direct start (and the continuations in
+    :func:`start_point` were tuned) down to ``spec.lam``, for a direct start (and the continuations in
     ``alpha``) that failed at a smaller ridge: ``V`` grows as ``lambda`` falls (trivial branch at
     ``alpha = 1``, ``omega = 0.3``: ``V`` 28.6, 66, 131, 245, 552 at ``lambda`` 0.01, 0.003,
     0.001, 3e-4, 0) and the start (``V = 14.6``) left the valid domain at ``lambda = 0``.
@@ -361,7 +385,7 @@ def _extrapolate(p1: BranchPoint, p2: BranchPoint, alpha: float) -> OrderParams 
 
 def follow_branch(
     spec: ModelSpec,
-    alphas: Sequence[float],
+    alphas: Sequence[float] | np.ndarray,
     branch: str,
     settings: SolverSettings | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -371,7 +395,7 @@ def follow_branch(
     Where the branch is lost (the warm start converges elsewhere) the direct start is tried
     once; points where neither gives the branch are returned with ``exists = False``.
     """
-    check_alpha(alphas)
+    check_alpha([float(a) for a in alphas])
     settings = settings or SolverSettings()
     out: list[BranchPoint] = []
     found: list[BranchPoint] = []  # the points where the branch exists, in order

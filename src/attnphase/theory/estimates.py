@@ -1,23 +1,27 @@
 """The linear-response estimate of the integration error of a fixed point (docs/model.md (7.3)).
 
 The fixed point of the solver's rule is compared, to first order, with those of independent
-rules (other QMC scrambles, or higher Gauss-Hermite orders): :func:`error_estimate`. Where a
+rules (other QMC scrambles, or higher Gauss-Hermite orders): :func:`linear_response_estimate`. Where a
 point is refined (:mod:`attnphase.theory.refinement`) the standard error over its fine rules
 replaces this estimate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.fixed_point import SolverSettings, make_saddle, warm_starts
-from attnphase.theory.saddle import OrderParams, Saddle
+from attnphase.theory.saddle import DataStep, OrderParams, Saddle
+
+#: the residual of :func:`_response` on a rule, in its units: ``resid(saddle, x, starts)``
+_Resid = Callable[..., tuple[np.ndarray, DataStep]]
 
 
-def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray):
+def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, _Resid]:
     """Linear response of the fixed-point residual ``r(x) = F(x) - x`` at ``x0`` on the rule of
     ``sd``: the free unknowns (exact symmetry zeros stay fixed), their scale, the Jacobian of
     ``r`` in relative units by forward differences (warm-started from the minima at ``x0``:
@@ -26,7 +30,7 @@ def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray):
     free = np.abs(x0) > 1e-10 * np.max(np.abs(x0))
     scale = np.abs(x0[free])
 
-    def resid(saddle: Saddle, x: np.ndarray, starts: np.ndarray | None = None):
+    def resid(saddle: Saddle, x: np.ndarray, starts: np.ndarray | None = None) -> tuple[np.ndarray, DataStep]:
         op = OrderParams.from_vector(x, L, F, rs)
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
         return (saddle.weights_step(ds.hats).to_vector() - x)[free] / scale, ds
@@ -43,8 +47,8 @@ def _response(sd: Saddle, settings: SolverSettings, x0: np.ndarray):
     return free, scale, J, resid
 
 
-def add_user_errors(est: dict[str, Any], sd: Saddle, op: OrderParams, samples: np.ndarray, se: bool) -> None:
-    """Relative errors of the summary scalars (:meth:`Saddle.user_scalars`) in the user-facing
+def user_errors(sd: Saddle, op: OrderParams, samples: np.ndarray, se: bool) -> dict[str, float]:
+    """Relative errors of the summary scalars (:meth:`Saddle.user_scalars`) under the user-facing
     keys ``q_user``, ``m_user``, ``theta_user``: from the order parameters ``samples`` of the
     independent rules, as a standard error of their mean (``se``) or as the root-mean-square
     deviation from ``op`` (linear response); 0 for an overlap that is zero by symmetry."""
@@ -55,8 +59,8 @@ def add_user_errors(est: dict[str, Any], sd: Saddle, op: OrderParams, samples: n
         err = np.std(vals, ddof=1, axis=0) / np.sqrt(len(vals))
     else:
         err = np.sqrt(np.mean((vals - center) ** 2, axis=0))
-    for key, c, e in zip(("q_user", "m_user", "theta_user"), center, err, strict=True):
-        est[key] = float(e / abs(c)) if abs(c) > 1e-9 else 0.0
+    return {key: float(e / abs(c)) if abs(c) > 1e-9 else 0.0
+            for key, c, e in zip(("q_user", "m_user", "theta_user"), center, err, strict=True)}
 
 
 def linear_response_estimate(spec: ModelSpec, alpha: float, settings: SolverSettings, op: OrderParams,
@@ -94,6 +98,6 @@ def linear_response_estimate(spec: ModelSpec, alpha: float, settings: SolverSett
     tests = [sd.test_error(OrderParams.from_vector(x0 + d, L, F, rs)) for d in D]
     out["test_error"] = float(np.sqrt(np.mean((np.asarray(tests) - test_error) ** 2)) / test_error)
     # the user-facing scalars
-    add_user_errors(out, sd, op, x0 + D, se=False)
+    out.update(user_errors(sd, op, x0 + D, se=False))
     out["method"] = f"linear response over {len(deltas)} extra {settings.method} rules"
     return out

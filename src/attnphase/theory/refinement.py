@@ -29,7 +29,7 @@ from attnphase.theory.branches import (
     solve_point,
 )
 from attnphase.theory.channels import ProxResult
-from attnphase.theory.estimates import add_user_errors
+from attnphase.theory.estimates import user_errors
 from attnphase.theory.fine_rules import fine_union, nested_first
 from attnphase.theory.fixed_point import (
     QuasiNewtonResult,
@@ -177,8 +177,7 @@ def _rules_unresolve(sd: Saddle, fine: list[Saddle], tried: list, branch: str,
     center = OrderParams.from_vector(X.mean(axis=0), sd.L, sd.F, sd.rs)
     if not is_valid(center):
         return None
-    est: dict[str, Any] = {}
-    add_user_errors(est, sd, center, X, se=True)
+    est = user_errors(sd, center, X, se=True)
     _, m_u, th_u = sd.user_scalars(center)
     vals = {"m": m_u, "theta": th_u}
     for key in keys:
@@ -374,11 +373,9 @@ def _fine_errors(sd: Saddle, x: np.ndarray, op: OrderParams, X: np.ndarray, step
     errors = {"train_loss": float(np.std(trains, ddof=1) / np.sqrt(n)),
               "test_error": float(np.std(tests, ddof=1) / np.sqrt(n)),
               **{nm: float(v) for nm, v in zip(op.names(), rel, strict=True)}}
-    est: dict[str, Any] = {nm: errors[nm] for nm in op.names()}
-    est["test_error"] = errors["test_error"] / test
-    est["train_loss"] = errors["train_loss"] / abs(train)
-    add_user_errors(est, sd, op, X, se=True)
-    est["method"] = f"standard error over {n} fine {method} rules (refinement)"
+    est: dict[str, Any] = {**{nm: errors[nm] for nm in op.names()}, "test_error": errors["test_error"] / test,
+                           "train_loss": errors["train_loss"] / abs(train), **user_errors(sd, op, X, se=True),
+                           "method": f"standard error over {n} fine {method} rules (refinement)"}
     return errors, est
 
 

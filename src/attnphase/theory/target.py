@@ -146,7 +146,7 @@ def coarse_absence(point: BranchPoint) -> str | None:
 #: decay of the refined test-error estimates with the number of nodes, ``N^-TARGET_DECAY``: the
 #: least-squares slope of log2(estimate) against the refinement order 11-15, pooled over 12 chains
 #: (L = 2 semantic and positional at alpha 1, L = 3 semantic and rank 2 semantic, positional and
-#: mixed at alpha 1.5, two seeds each) is 0.64, single chains 0.16-1.14 (docs/theory.md, session 15)
+#: mixed at alpha 1.5, two seeds each) is 0.64, single chains 0.16-1.14 (docs/theory.md)
 TARGET_DECAY = 0.64
 
 
@@ -201,4 +201,6 @@ def target_estimate(point: BranchPoint, on: str) -> float:
     (``TARGET_KEYS``; an overlap that is zero by symmetry has estimate 0); ``inf`` without one."""
     est = point.diagnostics.get("error_estimate") or {}
     vals = [est.get(k) for k in TARGET_KEYS[on]]
-    return math.inf if any(v is None for v in vals) else float(max(vals))
+    if any(v is None for v in vals):
+        return math.inf
+    return float(max(v for v in vals if v is not None))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -31,7 +32,9 @@ from attnphase.theory.saddle import linear_test_error
 
 @dataclass(frozen=True)
 class Transition:
-    """Transition points for one ``omega`` (THEORY.md 2.1 "Branches")."""
+    """Transition points of one model: ``alpha_c`` (docs/model.md (5.2)), the spinodals of the
+    semantic side and of the positional branch ((5.3)), ``alpha_l`` ((5.4)) and the linear
+    baseline's test error ((4.3)); ``notes`` say what could not be located and why."""
 
     alpha_c: float | None
     alpha_l: float | None
@@ -45,7 +48,7 @@ class Transition:
     replicas: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "alpha_c": self.alpha_c,
             "alpha_l": self.alpha_l,
             "spinodals": dict(self.spinodals),
@@ -255,7 +258,8 @@ def _refined_se(p: BranchPoint, key: str) -> float | None:
 def _root_error(hist: Sequence[tuple[float, float, float | None]]) -> float | None:
     """Error of a root located from evaluations ``(x, f(x), se of f)``: the standard error of
     ``f`` at the evaluation nearest the root over the local slope (through the two nearest)."""
-    pts = sorted({h[0]: h for h in hist if h[2] is not None}.values(), key=lambda h: abs(h[1]))[:2]
+    known = [(x, f, se) for x, f, se in hist if se is not None]
+    pts = sorted({h[0]: h for h in known}.values(), key=lambda h: abs(h[1]))[:2]
     if len(pts) < 2 or pts[0][0] == pts[1][0]:
         return None
     slope = (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
@@ -284,7 +288,7 @@ def find_transition(
     """
     settings = settings or SolverSettings()
     grid = np.asarray(alphas if alphas is not None else np.linspace(0.2, 2.4, 12), dtype=float)
-    check_alpha(grid)
+    check_alpha(grid.tolist())
     grid = np.sort(grid)
     search = _TransitionSearch(spec, settings, grid, xtol)
     if branches is not None:
@@ -540,8 +544,8 @@ class _TransitionSearch:
             if dlo is None or dhi is None or not dlo > 0 >= dhi:
                 notes.append("the refined training errors do not cross on the coarse bracket")
                 break
-            alpha_c = _root(lambda a, s=s_anchor, p=p_anchor: self.train_diff_at(a, s, p), grid[k], grid[k + 1],
-                            dlo, dhi, self.xtol, noise=lambda: self.last_se("alpha_c"))
+            alpha_c = _root(partial(self.train_diff_at, s_near=s_anchor, p_near=p_anchor), grid[k], grid[k + 1],
+                            dlo, dhi, self.xtol, noise=partial(self.last_se, "alpha_c"))
             break
         if alpha_c is None and len(notes) == n_notes:
             notes.append("no crossing of the training errors on the alpha grid")
@@ -571,8 +575,8 @@ class _TransitionSearch:
             if glo is None or ghi is None:
                 # (a branch exists at grid[k] on the coarse rule: at last_bad, or where settle moved to)
                 glo, ghi = cast(float, coarse_gap[k]), coarse_gap[k + 1]
-            return _root(lambda a: self.gap_at(a, s_near, p_near), grid[k], grid[k + 1], glo, ghi, self.xtol,
-                         noise=lambda: self.last_se("alpha_l"))
+            return _root(partial(self.gap_at, s_near=s_near, p_near=p_near), grid[k], grid[k + 1], glo, ghi,
+                         self.xtol, noise=partial(self.last_se, "alpha_l"))
         if last_bad < len(grid) - 1:  # (no branch at grid[last_bad]: seen at lambda = 0, below alpha 1.2)
             notes.append(f"the global minimum beats the linear baseline from alpha = {grid[last_bad + 1]:g} on, but "
                          f"at alpha = {grid[last_bad]:g} neither the semantic nor the positional branch is found "
