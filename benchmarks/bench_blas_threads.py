@@ -22,8 +22,10 @@ from threadpoolctl import threadpool_info
 
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
-from attnphase.theory.fixed_point import _warm_starts
-from attnphase.theory.phases import _make_saddle, fine_copies, solve_point
+from attnphase.theory.branches import solve_point
+from attnphase.theory.fine_rules import fine_copies
+from attnphase.theory.fixed_point import make_saddle as _make_saddle
+from attnphase.theory.fixed_point import warm_starts as _warm_starts
 from attnphase.theory.saddle import Saddle
 
 

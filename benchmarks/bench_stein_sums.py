@@ -19,7 +19,9 @@ import numpy as np
 
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
-from attnphase.theory.phases import _make_saddle, fine_copies, solve_point
+from attnphase.theory.branches import solve_point
+from attnphase.theory.fine_rules import fine_copies
+from attnphase.theory.fixed_point import make_saddle as _make_saddle
 from attnphase.theory.saddle import second_minimum, stein_sums
 
 

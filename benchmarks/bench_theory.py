@@ -32,7 +32,7 @@ from scipy.optimize import minimize
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.channels import default_starts, loss_numpy, prox_batch, target_map
-from attnphase.theory.fixed_point import _warm_starts
+from attnphase.theory.fixed_point import warm_starts as _warm_starts
 from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import OrderParams, Saddle
 

@@ -27,8 +27,12 @@ from scipy.optimize import least_squares
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import saddle as saddle_module
-from attnphase.theory.fixed_point import FAST, SolverSettings, _quasi_newton, _warm_starts, solve_fixed_point
-from attnphase.theory.phases import _make_saddle, _to_point, follow_branch, solve_point
+from attnphase.theory.branches import follow_branch, solve_point
+from attnphase.theory.branches import to_point as _to_point
+from attnphase.theory.fixed_point import FAST, SolverSettings, solve_fixed_point
+from attnphase.theory.fixed_point import make_saddle as _make_saddle
+from attnphase.theory.fixed_point import quasi_newton as _quasi_newton
+from attnphase.theory.fixed_point import warm_starts as _warm_starts
 from attnphase.theory.saddle import OrderParams
 
 SPEC = ModelSpec(omega=0.3, sigma=0.5, lam=0.01, variant="causal")

@@ -21,7 +21,8 @@ import numpy as np
 
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
-from attnphase.theory.phases import refine_point, solve_refined
+from attnphase.theory.refinement import refine_point
+from attnphase.theory.target import solve_refined
 
 CASES = [("L = 2", {}, 1.0, ("semantic", "positional")), ("L = 3", {"L": 3}, 1.5, ("semantic",)),
          ("r = 2", {"rank": 2}, 1.5, ("semantic", "positional", "mixed"))]

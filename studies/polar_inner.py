@@ -35,8 +35,9 @@ import numpy as np
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
 from attnphase.theory.channels import prox_batch, target_map
-from attnphase.theory.phases import _make_saddle, solve_refined
+from attnphase.theory.fixed_point import make_saddle as _make_saddle
 from attnphase.theory.quadrature import sobol_normal
+from attnphase.theory.target import solve_refined
 
 
 def rayleigh_gauss(n: int, n_disc: int = 3000, rmax: float = 14.0) -> tuple[np.ndarray, np.ndarray]:

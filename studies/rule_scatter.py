@@ -37,9 +37,11 @@ import numpy as np
 import attnphase.theory.quadrature as quadrature
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
-from attnphase.theory.phases import FINE_COPIES, _make_saddle, solve_refined
+from attnphase.theory.fine_rules import FINE_COPIES
+from attnphase.theory.fixed_point import make_saddle as _make_saddle
 from attnphase.theory.quadrature import Rule
 from attnphase.theory.saddle import Hats, OrderParams, Saddle
+from attnphase.theory.target import solve_refined
 
 #: Sobol coordinate of each Gaussian coordinate (xi_1, xi_2, eta_1, eta_2)
 ORDERS = {"base": [0, 1, 2, 3], "etafirst": [2, 3, 0, 1], "inter": [0, 2, 1, 3]}

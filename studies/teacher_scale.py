@@ -23,7 +23,7 @@ import numpy as np
 
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
-from attnphase.theory.phases import solve_refined
+from attnphase.theory.target import solve_refined
 
 KEYS = {"semantic": ("theta", "q", "test_error"), "positional": ("m", "q", "test_error"),
         "mixed": ("theta", "m", "test_error")}

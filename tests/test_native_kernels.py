@@ -12,10 +12,11 @@ import pytest
 
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings, native
+from attnphase.theory.branches import solve_point, start_point
 from attnphase.theory.channels import AttentionMap, c_prox_library, default_starts, prox_batch, target_map
 from attnphase.theory.geometries import written_out
-from attnphase.theory.phases import refine_point, solve_point, start_point
 from attnphase.theory.quadrature import sobol_gaussian
+from attnphase.theory.refinement import refine_point
 from attnphase.theory.saddle import Saddle, second_minimum, stein_sums
 
 needs_c = pytest.mark.skipif(native.common() is None, reason="the C kernels cannot be built here")

@@ -1,4 +1,4 @@
-"""Phase diagrams (issue 4, item 4) through the sweep machinery, with stand-in physics.
+"""Phase diagrams through the sweep machinery, with stand-in physics.
 
 The theory and the simulator are replaced by cheap closed forms (same API), so these tests
 check the plumbing: one stored point per omega / grid point, the aggregation (semantic minus
@@ -221,7 +221,7 @@ def test_null_alpha_c_always_comes_with_a_reason():
     note suppressed it."""
     from attnphase import ModelSpec
     from attnphase.theory import SolverSettings
-    from attnphase.theory.phases import find_transition
+    from attnphase.theory.transition import find_transition
 
     s = SolverSettings(order=7, tol=1e-6, noise_tol=1e-4, n_replicas=1, warmup_order=None)
     tr = find_transition(ModelSpec(omega=0.3, rank=2), alphas=[1.6, 1.8], settings=s)

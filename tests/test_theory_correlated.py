@@ -1,4 +1,4 @@
-"""Correlated tokens in the theory (THEORY.md 2.3) through whitening (``Saddle`` docstring).
+"""Correlated tokens in the theory (docs/model.md (6.3)) through whitening (``Saddle`` docstring).
 
 Checks: the whitened path reproduces the ordinary one at ``C = sigma^2 I``; the mixed-metric
 proximal problem is the whitened one in other coordinates and its minimum is global; the linear
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from attnphase.spec.problem import ModelSpec
+from attnphase.theory.branches import start_point
 from attnphase.theory.channels import AttentionMap, loss_numpy, objective_batch, prox_batch, target_map
 from attnphase.theory.fixed_point import FAST, SolverSettings, solve_fixed_point
-from attnphase.theory.phases import start_point
 from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import Saddle, linear_test_error, sym_sqrt
 
@@ -94,7 +94,7 @@ def test_correlated_linear_baseline_matches_monte_carlo():
 @pytest.mark.slow
 def test_correlated_theory_matches_simulation():
     """c = 0.3, alpha = 1.5, d = 1000: informed starts land within 7 % of the theory branch
-    (issue #5 acceptance; measured numbers in docs/theory.md)."""
+    (measured numbers in docs/theory.md)."""
     import torch
 
     from attnphase.sim.simulate import simulate

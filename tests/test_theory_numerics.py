@@ -531,7 +531,7 @@ def test_data_steps_hold_blas_at_one_thread_and_restore_it(monkeypatch):
     from threadpoolctl import threadpool_info, threadpool_limits
 
     import attnphase.theory.saddle as saddle_mod
-    from attnphase.theory.phases import start_point
+    from attnphase.theory.branches import start_point
 
     def blas_threads() -> list[int]:
         return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
@@ -562,7 +562,7 @@ def test_data_steps_hold_blas_at_one_thread_and_restore_it(monkeypatch):
 def test_compiled_stein_sums_equal_the_numpy_form(kw):
     """The data step's node sums by one numba pass equal the numpy form, at a point where nodes
     have second minima and the soft split (several widths, and none) is active."""
-    from attnphase.theory.phases import start_point
+    from attnphase.theory.branches import start_point
     from attnphase.theory.saddle import mirror_pairs, second_minimum, stein_sums
 
     spec = ModelSpec(omega=0.3, **kw)

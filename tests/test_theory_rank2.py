@@ -26,7 +26,7 @@ def test_mixed_branch_is_the_lowest_training_error_at_rank_two():
         assert p.exists and p.branch == b, (b, p.reason)
     mixed = pts[MIXED]
     assert mixed.train_loss < min(pts["semantic"].train_loss, pts["positional"].train_loss)
-    op = mixed.op
+    op = mixed._op
     assert op.theta[1, 0] == 0 and np.all(np.abs(op.m[:, 0]) < 1e-8) and abs(op.theta[0, 0]) > 0.01
     assert np.all(np.abs(op.m[:, 1]) > 0.01)
     # the summary scalars are rotation invariants: |theta|, |m_1| and tr q
@@ -67,18 +67,18 @@ def test_compare_theory_rows_include_the_mixed_branch_at_rank_two():
 
 @pytest.mark.parametrize("kw", [{"L": 3}, {"rank": 2}])
 def test_trivial_start_through_the_pole_of_v_agrees_with_continuation(kw):
-    """At L = 3 and r = 2, alpha = 1.5 the trivial start of THEORY.md 2.1 has ``V_hat`` below
+    """At L = 3 and r = 2, alpha = 1.5 the trivial start (docs/model.md (5.1)) has ``V_hat`` below
     ``-lambda / sigma^2`` (a locally concave loss): the weights step puts ``V`` past its pole,
     and the damped step in ``V`` used to leave the valid domain (the branch was then found only
     by continuation from alpha = 0.5). Damped in ``V^-1`` the direct start converges, to the
     point the continuation reaches."""
-    from attnphase.theory.phases import _ramp
+    from attnphase.theory.branches import continue_from
 
     spec = ModelSpec(omega=0.3, **kw)
     p = solve_point(spec, 1.5, "trivial", QUICK, error_estimate=False, ramp=False)
     assert p.exists and p.branch == "trivial", p.reason
     assert p.m == 0 and p.theta == 0 and p.q > 0.1
-    c = _ramp(spec, 1.5, "trivial", QUICK, 0.5)
+    c = continue_from(spec, 1.5, "trivial", QUICK, 0.5)
     assert c is not None and c.exists
     assert p.q == pytest.approx(c.q, rel=1e-5) and p.V == pytest.approx(c.V, rel=1e-5)
 

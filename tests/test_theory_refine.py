@@ -10,17 +10,12 @@ import pytest
 
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings, solve_point
-from attnphase.theory.fixed_point import solve_fixed_point
-from attnphase.theory.phases import (
-    FINE_COPIES,
-    _make_saddle,
-    _root,
-    mirror_for,
-    refine_point,
-    teacher_scale_for,
-)
+from attnphase.theory.fine_rules import FINE_COPIES, mirror_for, teacher_scale_for
+from attnphase.theory.fixed_point import make_saddle, solve_fixed_point
 from attnphase.theory.quadrature import Rule
+from attnphase.theory.refinement import refine_point
 from attnphase.theory.saddle import Saddle
+from attnphase.theory.transition import _root
 
 COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
                         refine_order=8, refine_replicas=2)
@@ -29,7 +24,7 @@ COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, nois
 def _union_saddle(spec: ModelSpec, alpha: float, s: SolverSettings, branch: str) -> Saddle:
     """The fine rule of refine_point built independently: the union of its scrambles (with the
     teacher scaling of the reference geometry, whose weights are the density ratio)."""
-    rules = [_make_saddle(spec, alpha, s, order=s.refine_order, seed=s.seed + 104729 * (k + 1),
+    rules = [make_saddle(spec, alpha, s, order=s.refine_order, seed=s.seed + 104729 * (k + 1),
                           copies=FINE_COPIES.get(branch, "signs"), teacher_scale=teacher_scale_for(spec, s)).rule
              for k in range(s.refine_replicas)]
     x = np.concatenate([r.x for r in rules])
@@ -51,9 +46,9 @@ def test_refined_point_is_the_fine_rule_fixed_point(branch):
     assert info["applied"], info
     assert info["nodes"] == 2 * 4 * 2**8
     sd = _union_saddle(spec, alpha, COARSE, branch)
-    exact = solve_fixed_point(sd, coarse.op, SolverSettings(tol=1e-8, noise_tol=1e-6))
+    exact = solve_fixed_point(sd, coarse._op, SolverSettings(tol=1e-8, noise_tol=1e-6))
     assert exact.converged
-    x, xr, xc = exact.op.to_vector(), ref.op.to_vector(), coarse.op.to_vector()
+    x, xr, xc = exact.op.to_vector(), ref._op.to_vector(), coarse._op.to_vector()
     big = np.abs(x) > 1e-8
     err_ref = np.max(np.abs(xr - x)[big] / np.abs(x[big]))
     err_coarse = np.max(np.abs(xc - x)[big] / np.abs(x[big]))
@@ -101,12 +96,13 @@ def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monk
     """A refinement that cannot converge (here: no evaluation budget) is said so, and the coarse
     point comes back with the linear-response error estimate of the coarse rule (the fallback to
     the full solver, given one iteration, fails too and says why)."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.refinement as refinement
+    from attnphase.theory.target import solve_refined
 
-    monkeypatch.setattr(ph, "REFINE_MAX_EVALS", 1)
-    monkeypatch.setattr(ph, "FALLBACK_MAX_ITER", 1)
+    monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
+    monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
     s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
-    p = ph.solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
+    p = solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
     assert p.exists and not p.diagnostics["refined"]["applied"]
     assert "did not converge" in p.diagnostics["refined"]["reason"]
     assert p.diagnostics["refined"]["fallback"].startswith("full solver from the coarse point: max_iter reached")
@@ -145,15 +141,15 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
     assert all(st.startswith("converged") for st in info["rule_solves"])
     xs = []
     for k in range(3):
-        sd = _make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1), copies=FINE_COPIES["semantic"],
+        sd = make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1), copies=FINE_COPIES["semantic"],
                           teacher_scale=teacher_scale_for(spec, s), mirror=mirror_for(spec, s))
-        res = solve_fixed_point(sd, ref.op, SolverSettings(tol=1e-8, noise_tol=1e-6))
+        res = solve_fixed_point(sd, ref._op, SolverSettings(tol=1e-8, noise_tol=1e-6))
         assert res.converged
         xs.append(res.op.to_vector())
     X = np.asarray(xs)
-    x = ref.op.to_vector()
+    x = ref._op.to_vector()
     se = np.std(X, ddof=1, axis=0) / np.sqrt(3) / np.abs(x).clip(1e-300)
-    for i, name in enumerate(ref.op.names()):
+    for i, name in enumerate(ref._op.names()):
         if abs(x[i]) > 1e-8:
             assert info["errors"][name] == pytest.approx(se[i], rel=0.1), name
 
@@ -183,7 +179,7 @@ def test_gauge_fix_picks_one_point_per_rotation_orbit(kind):
     # a point of the symmetric branch: no q, V coupling between the semantic, positional and other axes
     q, V = np.diag(np.diag(q)), np.diag(np.diag(V))
     op = _rotated(OrderParams(q, m, V, theta), 0.7)
-    sd = _make_saddle(ModelSpec(omega=0.3, rank=2), 1.0, SolverSettings(order=4))
+    sd = make_saddle(ModelSpec(omega=0.3, rank=2), 1.0, SolverSettings(order=4))
     g = sd.gauge_fix(op)
     for t in (0.3, 2.0, -1.1):
         assert np.allclose(sd.gauge_fix(_rotated(op, t)).to_vector(), g.to_vector(), atol=1e-12)
@@ -201,7 +197,7 @@ def test_gauge_fix_picks_one_point_per_rotation_orbit(kind):
         assert np.allclose(sd.gauge_fix(g).to_vector(), g.to_vector(), atol=1e-12)
     one = OrderParams(np.eye(1) * 0.2, np.array([[0.1], [-0.1]]), np.eye(1) * 3, np.array([[0.3]]))
     assert sd.gauge_fix(one) is one
-    sd_u = _make_saddle(ModelSpec(omega=0.3, variant="untied"), 1.0, SolverSettings(order=4))
+    sd_u = make_saddle(ModelSpec(omega=0.3, variant="untied"), 1.0, SolverSettings(order=4))
     assert sd_u.gauge_fix(op) is op
 
 
@@ -212,7 +208,7 @@ def test_rank_two_rule_makes_the_map_reflection_equivariant():
     from attnphase.theory.saddle import OrderParams
 
     spec = ModelSpec(omega=0.3, rank=2)
-    sd = _make_saddle(spec, 1.5, SolverSettings(order=8))
+    sd = make_saddle(spec, 1.5, SolverSettings(order=8))
     assert sd.rule.size == 4 * 2**8
     op = OrderParams(np.diag([0.03, 0.045]), np.array([[0.22, 0.0], [-0.22, 0.0]]), np.diag([17.0, 29.0]),
                      np.zeros((2, 1)))
@@ -252,7 +248,7 @@ def test_untied_rank_two_gauge_rotates_query_and_key_together(kind):
     if kind in ("semantic", "mixed"):
         theta[[0, 2], 0] = [0.25, 0.2]
     op = _rotated(OrderParams(q, m, V, theta), 0.7, 2)
-    sd = _make_saddle(ModelSpec(omega=0.3, rank=2, variant="untied"), 1.0, SolverSettings(order=4))
+    sd = make_saddle(ModelSpec(omega=0.3, rank=2, variant="untied"), 1.0, SolverSettings(order=4))
     g = sd.gauge_fix(op)
     for t in (0.3, 2.0, -1.1):
         assert np.allclose(sd.gauge_fix(_rotated(op, t, 2)).to_vector(), g.to_vector(), atol=1e-12)
@@ -273,7 +269,7 @@ def test_untied_rank_two_rule_makes_the_map_reflection_equivariant():
     from attnphase.theory.saddle import OrderParams
 
     spec = ModelSpec(omega=0.3, rank=2, variant="untied")
-    sd = _make_saddle(spec, 1.5, SolverSettings(order=8))
+    sd = make_saddle(spec, 1.5, SolverSettings(order=8))
     q = np.kron(np.array([[0.03, 0.02], [0.02, 0.035]]), np.eye(2)) + np.diag([0.01, 0.0, 0.01, 0.0])
     V = np.kron(np.array([[18.0, 2.0], [2.0, 22.0]]), np.eye(2))
     m = np.zeros((2, 4))
@@ -294,7 +290,7 @@ def test_rank_two_semantic_point_refines():
     ref = refine_point(spec, coarse, s, tol=1e-6)
     info = ref.diagnostics["refined"]
     assert info["applied"], info
-    assert np.all(np.abs(ref.op.m) < 1e-9) and ref.op.theta[1, 0] == 0  # (m = 0 up to rounding)
+    assert np.all(np.abs(ref._op.m) < 1e-9) and ref._op.theta[1, 0] == 0  # (m = 0 up to rounding)
     assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
 
 
@@ -304,7 +300,7 @@ def test_target_error_raises_the_refinement_order_until_met():
     and an unreachable target is reported as not met at ``max_refine_order`` (never silently)."""
     from dataclasses import replace
 
-    from attnphase.theory.phases import solve_refined
+    from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3)
     base = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
@@ -325,7 +321,7 @@ def test_target_on_the_overlaps_takes_their_largest_estimate():
     ``"all"`` takes the largest of both; an unknown name is refused."""
     from dataclasses import replace
 
-    from attnphase.theory.phases import solve_refined, target_estimate
+    from attnphase.theory.target import solve_refined, target_estimate
 
     spec = ModelSpec(omega=0.3)
     base = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
@@ -351,8 +347,7 @@ def test_target_on_the_overlaps_takes_their_largest_estimate():
     assert tgt["met"] == (last["estimate"] <= mid)
     with pytest.raises(ValueError, match="unknown target"):
         SolverSettings(target_on="theta")
-    from attnphase.theory.fixed_point import TARGET_ON
-    from attnphase.theory.phases import TARGET_KEYS
+    from attnphase.theory.fixed_point import TARGET_KEYS, TARGET_ON
 
     assert set(TARGET_KEYS) == set(TARGET_ON)  # (every accepted target has its estimates)
 
@@ -360,7 +355,7 @@ def test_target_on_the_overlaps_takes_their_largest_estimate():
 def test_orders_to_target_follow_the_measured_decay():
     """At N^-0.64 an estimate 4x the target needs 2^(2/0.64) = 8.7x the nodes (4 orders), 2x the
     target 2^(1/0.64) = 2.95x (2 orders: one gives 2^-0.64 = 0.64, not 1/2); at least one order."""
-    from attnphase.theory.phases import TARGET_DECAY, orders_to_target
+    from attnphase.theory.target import TARGET_DECAY, orders_to_target
 
     assert TARGET_DECAY == 0.64
     assert orders_to_target(4e-4, 1e-4) == 4 and orders_to_target(3.5e-4, 1e-4) == 3
@@ -374,7 +369,7 @@ def test_gauge_fix_without_signal_is_the_isotropic_point():
     become multiples of the identity."""
     from attnphase.theory.saddle import OrderParams
 
-    sd = _make_saddle(ModelSpec(omega=0.3, rank=2), 1.0, SolverSettings(order=4))
+    sd = make_saddle(ModelSpec(omega=0.3, rank=2), 1.0, SolverSettings(order=4))
     op = OrderParams(np.array([[0.2, 0.01], [0.01, 0.18]]), np.zeros((2, 2)), np.array([[35.8, 0.3], [0.3, 33.4]]),
                      np.zeros((2, 1)))
     g = sd.gauge_fix(op)
@@ -385,21 +380,22 @@ def test_gauge_fix_without_signal_is_the_isotropic_point():
 def test_returned_points_carry_the_default_order_test_error():
     """Intermediate points get a draft test error (low Gauss-Hermite order); what solve_refined
     returns, refined or not, carries the default-order value, and the draft is labelled."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.branches as branches
+    from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3)
     s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
-    p = ph.solve_refined(spec, 1.5, "positional", s)
-    sd = _make_saddle(spec, 1.5, s)
+    p = solve_refined(spec, 1.5, "positional", s)
+    sd = make_saddle(spec, 1.5, s)
     assert p.diagnostics["refined"]["applied"] and "draft_test_error" not in p.diagnostics
-    assert p.test_error == pytest.approx(sd.test_error(p.op), rel=1e-12)
+    assert p.test_error == pytest.approx(sd.test_error(p._op), rel=1e-12)
     coarse = p.diagnostics["refined"]["coarse"]
-    assert coarse["test_error_order"] == ph.DRAFT_TEST_ORDER
+    assert coarse["test_error_order"] == branches.DRAFT_TEST_ORDER
     draft = solve_point(spec, 1.5, "positional", s, error_estimate=False, draft=True)
     assert draft.diagnostics["draft_test_error"]
-    assert draft.test_error == pytest.approx(sd.test_error(draft.op, order=ph.DRAFT_TEST_ORDER), rel=1e-12)
-    final = ph._final_test_error(spec, draft, s)
-    assert final.test_error == pytest.approx(sd.test_error(draft.op), rel=1e-12)
+    assert draft.test_error == pytest.approx(sd.test_error(draft._op, order=branches.DRAFT_TEST_ORDER), rel=1e-12)
+    final = branches.final_test_error(spec, draft, s)
+    assert final.test_error == pytest.approx(sd.test_error(draft._op), rel=1e-12)
     assert "draft_test_error" not in final.diagnostics
 
 
@@ -407,16 +403,14 @@ def test_rank_two_mixed_point_refines_on_one_net_with_its_symmetry_zeros():
     """Rank 2, mixed: the fine rules are single nets (no sign copies, no reflections); the zeros
     the reflections gave (no positional overlap on the semantic axis, no coupling of the two
     axes) are imposed by the gauge, so they stay exact in the refined point."""
-    import attnphase.theory.phases as ph
-
-    assert ph.FINE_COPIES["mixed"] == "none"
+    assert FINE_COPIES["mixed"] == "none"
     spec = ModelSpec(omega=0.3, rank=2)
     s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
     coarse = solve_point(spec, 1.5, "mixed", s, error_estimate=False)
     assert coarse.exists and coarse.converged
     ref = refine_point(spec, coarse, s, tol=1e-6)
     assert ref.diagnostics["refined"]["applied"], ref.diagnostics["refined"]
-    op = ref.op
+    op = ref._op
     assert np.all(op.m[:, 0] == 0) and op.theta[1, 0] == 0 and op.q[0, 1] == 0 and op.V[0, 1] == 0
     assert abs(op.theta[0, 0]) > 0.01 and np.all(np.abs(op.m[:, 1]) > 0.01)
     assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
@@ -439,12 +433,12 @@ def test_symmetry_zeros_stay_exact(branch, zero):
     """The semantic m and the positional theta are zero by symmetry: exactly zero in the
     refined point and in every fine rule's own fixed point, so their error estimate is 0 (a
     rounding residue of 1e-11 once let the per-rule solves drift along m: estimate 3e7)."""
-    import attnphase.theory.phases as ph
+    from attnphase.theory.target import solve_refined
 
     s = SolverSettings(order=8, refine_order=11)  # the CLI's settings (where it was seen)
-    p = ph.solve_refined(ModelSpec(omega=0.3), 1.0, branch, s)
+    p = solve_refined(ModelSpec(omega=0.3), 1.0, branch, s)
     assert p.exists and p.diagnostics["refined"]["applied"]
-    assert np.all(getattr(p.op, zero) == 0.0)
+    assert np.all(getattr(p._op, zero) == 0.0)
     est = p.diagnostics["error_estimate"]
     assert all(v == 0.0 for k, v in est.items() if k.startswith(zero + "["))
     assert all(v < 0.1 for k, v in est.items() if isinstance(v, float))
@@ -464,7 +458,7 @@ def test_single_solve_continues_a_branch_its_start_missed():
 
 
 def _refined(branch: str, theta: float, m: float, est: dict | None, left_to: str | None = None):
-    from attnphase.theory.phases import BranchPoint
+    from attnphase.theory.branches import BranchPoint
 
     info = {"applied": left_to is None, "nodes": 16384, "replicas": 4,
             **({"left_to": left_to, "reason": "the refined point left the branch"} if left_to else {})}
@@ -475,7 +469,7 @@ def _refined(branch: str, theta: float, m: float, est: dict | None, left_to: str
 def test_a_branch_not_resolved_on_the_fine_rules_is_absent():
     """A refined point exists only if its refinement stays on the branch and the overlap that
     defines the branch is resolved from zero (RESOLVE_SE standard errors over the fine rules)."""
-    from attnphase.theory.phases import RESOLVE_SE, fine_absence, mark_unresolved
+    from attnphase.theory.refinement import RESOLVE_SE, fine_absence, mark_unresolved
 
     ok = _refined("semantic", 0.2, 0.0, {"theta_user": 0.9 / RESOLVE_SE, "m_user": 0.0, "q_user": 1e-3})
     assert fine_absence(ok) is None and mark_unresolved(ok) is ok
@@ -500,7 +494,7 @@ def test_coarse_tail_below_the_semantic_spinodal_is_not_a_branch():
     fixed points of finer rules: a single solve with refinement reports the branch absent, and
     keeps it at alpha 1 where it is resolved."""
     from attnphase.theory.fixed_point import FAST
-    from attnphase.theory.phases import solve_refined
+    from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3)
     s = SolverSettings(**{**FAST, "tol": 1e-6})
@@ -519,10 +513,11 @@ def test_refinement_falls_back_to_the_full_solver(monkeypatch):
     decides whether the branch is resolved. (The rules' own fixed points settle this point before
     the fallback, next test: that decision is switched off here. The plain Stein sums: with the
     mirror pairing the quasi-Newton stage goes to the trivial branch at once, no fallback.)"""
-    import attnphase.theory.phases as ph
-    from attnphase.theory.phases import fine_absence, solve_refined
+    import attnphase.theory.refinement as refinement
+    from attnphase.theory.refinement import fine_absence
+    from attnphase.theory.target import solve_refined
 
-    monkeypatch.setattr(ph, "UNRESOLVED_MARGIN", math.inf)
+    monkeypatch.setattr(refinement, "UNRESOLVED_MARGIN", math.inf)
     spec = ModelSpec(omega=0.3, L=3)
     p = solve_refined(spec, 1.5, "positional", SolverSettings(order=8, refine_order=11, mirror=False))
     info = p.diagnostics["refined"]
@@ -539,26 +534,27 @@ def test_refinement_falls_back_to_the_full_solver(monkeypatch):
 def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(monkeypatch):
     """L = 3, alpha = 3: each fine rule's own fixed point, from where the quasi-Newton stages of
     the union stopped, leaves m unresolved, so the branch is reported absent without the fallback
-    (the full solver's answer; measured at alpha = 1.5 in session 14: 8.5 s instead of 25 s for the
-    CLI solve). At alpha 1.5 and 2 whether the rules' solves all converge, and so which of the two
-    paths decides, changes with the rounding of the map (session 17: the data step's sums in
-    another order); the verdict, absent, does not.
+    (the full solver's answer; measured at alpha = 1.5: 8.5 s instead of 25 s for the CLI solve).
+    At alpha 1.5 and 2 whether the rules' solves all converge, and so which of the two paths
+    decides, changes with the rounding of the map (e.g. the data step's sums in another order);
+    the verdict, absent, does not.
     A branch that is resolved (L = 2, alpha 1.5: m 0.25) is not decided there: its refinement,
     made to fail, still gets the fallback."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.refinement as refinement
+    from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3, L=3)
-    p = ph.solve_refined(spec, 3.0, "positional", SolverSettings(order=8, refine_order=11))
+    p = solve_refined(spec, 3.0, "positional", SolverSettings(order=8, refine_order=11))
     info = p.diagnostics["refined"]
     assert not p.exists and "fallback" not in info, info
     assert "mean of the 4 rules' own fixed points) is not resolved from zero" in info["unresolved"]
     assert "no positional fixed point on the fine rules" in p.reason
     seen = []
-    monkeypatch.setattr(ph, "REFINE_MAX_EVALS", 1)
-    orig = ph._rules_unresolve
-    monkeypatch.setattr(ph, "_rules_unresolve", lambda *a, **k: seen.append(orig(*a, **k)) or seen[-1])
+    monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
+    orig = refinement._rules_unresolve
+    monkeypatch.setattr(refinement, "_rules_unresolve", lambda *a, **k: seen.append(orig(*a, **k)) or seen[-1])
     s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
-    r = ph.solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
+    r = solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
     assert seen == [None] and r.exists and "fallback" in r.diagnostics["refined"]
 
 
@@ -566,7 +562,8 @@ def test_a_branch_settled_unresolved_at_a_higher_order_is_reported_absent(monkey
     """Raising the order for ``target_error``: a refinement that settles the branch as not
     resolved before its fallback (no refined values) ends the search with that verdict, rather
     than as a failed refinement whose lower-order point is kept."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.target as target
+    from attnphase.theory.refinement import mark_unresolved
 
     why = "m = 0.0004 (mean of the 4 rules' own fixed points) is not resolved from zero on the fine rules"
     calls = []
@@ -575,29 +572,30 @@ def test_a_branch_settled_unresolved_at_a_higher_order_is_reported_absent(monkey
         calls.append(settings.refine_order)
         return replace(point, diagnostics={**point.diagnostics, "refined": {"applied": False, "unresolved": why}})
 
-    monkeypatch.setattr(ph, "refine_point", fake_refine)
+    monkeypatch.setattr(target, "refine_point", fake_refine)
     p = _refined("positional", 0.0, 0.05, {"m_user": 0.1, "test_error": 1e-3})
-    out = ph._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
+    out = target._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
     assert calls == [14]  # (1e-3 -> 1e-4 at N^-0.64: 6 orders up from 8)
     assert out.diagnostics["target"]["order"] == 14
-    marked = ph.mark_unresolved(out)
+    marked = mark_unresolved(out)
     assert not marked.exists and why in marked.reason
     # (a failed refinement without that verdict keeps the lower-order point, as before)
-    monkeypatch.setattr(ph, "refine_point", lambda spec, point, settings, tol=None, **kw: replace(
+    monkeypatch.setattr(target, "refine_point", lambda spec, point, settings, tol=None, **kw: replace(
         point, diagnostics={**point.diagnostics, "refined": {"applied": False, "reason": "did not converge"}}))
-    kept = ph._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
-    assert ph.mark_unresolved(kept).exists and kept.diagnostics["target"]["order"] == 8
+    kept = target._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
+    assert mark_unresolved(kept).exists and kept.diagnostics["target"]["order"] == 8
 
 
 @pytest.mark.slow
 def test_unconverged_rule_solves_decide_nothing(monkeypatch):
     """The decision before the fallback needs every fine rule's own solve to converge: with one
     Broyden step none does, and the same point goes to the fallback."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.refinement as refinement
+    from attnphase.theory.target import solve_refined
 
-    monkeypatch.setattr(ph, "UNRESOLVED_MAX_EVALS", 1)
-    monkeypatch.setattr(ph, "FALLBACK_MAX_ITER", 1)
-    q = ph.solve_refined(ModelSpec(omega=0.3, L=3), 3.0, "positional", SolverSettings(order=8, refine_order=11))
+    monkeypatch.setattr(refinement, "UNRESOLVED_MAX_EVALS", 1)
+    monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
+    q = solve_refined(ModelSpec(omega=0.3, L=3), 3.0, "positional", SolverSettings(order=8, refine_order=11))
     assert "unresolved" not in q.diagnostics["refined"] and "fallback" in q.diagnostics["refined"]
 
 
@@ -607,7 +605,7 @@ def test_failed_semantic_refinement_continues_the_branch_down_from_larger_alpha(
     trivial one; the branch continued down from 2 alpha on the rule one order below the fine
     rules refines, and lands where an independent continuation on that order does."""
     from attnphase.theory import follow_branch
-    from attnphase.theory.phases import solve_refined
+    from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3, variant="causal")
     s = SolverSettings(order=8, refine_order=10)
@@ -625,7 +623,9 @@ def test_failed_semantic_refinement_continues_the_branch_down_from_larger_alpha(
 def test_unrefined_point_whose_overlap_is_not_resolved_is_absent():
     """coarse_absence: a point kept from the coarse rule (refinement failed) whose defining overlap
     has a relative error estimate above 1/RESOLVE_SE does not count as a point of its branch."""
-    from attnphase.theory.phases import RESOLVE_SE, BranchPoint, coarse_absence
+    from attnphase.theory.branches import BranchPoint
+    from attnphase.theory.refinement import RESOLVE_SE
+    from attnphase.theory.target import coarse_absence
 
     def pt(branch, err_theta, err_m):
         return BranchPoint(branch, 1.0, True, "ok", m=0.1, theta=0.2,
@@ -644,7 +644,7 @@ def test_semantic_branch_the_coarse_rule_misses_is_continued_from_above(alpha, b
     """Causal student near the end of its semantic branch, where the coarse rule's branch has
     ended (1.65: the coarse start goes trivial) or nearly (1.7: theta 0.105, whose refinement goes
     trivial): the branch is still found, by continuation from 2 alpha, and refined."""
-    from attnphase.theory.phases import solve_refined
+    from attnphase.theory.target import solve_refined
 
     p = solve_refined(ModelSpec(omega=0.3, variant="causal"), alpha, "semantic",
                       SolverSettings(order=8, refine_order=10))
@@ -656,7 +656,7 @@ def test_semantic_branch_the_coarse_rule_misses_is_continued_from_above(alpha, b
 def test_semantic_point_below_the_end_of_the_branch_stays_absent():
     """Below the fold of the causal semantic branch (alpha 1.5) the second try is made and fails:
     the branch is absent, and the reason says what was tried."""
-    from attnphase.theory.phases import solve_refined
+    from attnphase.theory.target import solve_refined
 
     p = solve_refined(ModelSpec(omega=0.3, variant="causal"), 1.5, "semantic", SolverSettings(order=8, refine_order=10))
     assert not p.exists
@@ -685,7 +685,7 @@ def test_followed_semantic_branch_is_continued_below_the_coarse_rules_end():
     refined, and says so. The tied branch at omega = 0.3 keeps its points."""
     from attnphase.theory import follow_branch
     from attnphase.theory.fixed_point import FAST
-    from attnphase.theory.phases import refine_followed
+    from attnphase.theory.refinement import refine_followed
 
     s = SolverSettings(**FAST)
     spec = ModelSpec(omega=0.3, variant="causal")
@@ -703,12 +703,13 @@ def test_failed_semantic_refinement_still_falls_back_to_the_full_solver(monkeypa
     """A semantic point whose refinement fails and that has no finer rule to be continued on
     (refine order = order + 1) still gets the full-solver fallback (after the continuation from
     above was considered), and reports it."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.refinement as refinement
+    from attnphase.theory.target import solve_refined
 
-    monkeypatch.setattr(ph, "REFINE_MAX_EVALS", 1)
-    monkeypatch.setattr(ph, "FALLBACK_MAX_ITER", 1)
+    monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
+    monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
     s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
-    p = ph.solve_refined(ModelSpec(omega=0.3), 1.5, "semantic", s)
+    p = solve_refined(ModelSpec(omega=0.3), 1.5, "semantic", s)
     assert not p.diagnostics["refined"]["applied"]
     assert p.diagnostics["refined"]["fallback"].startswith("full solver from the coarse point: max_iter reached")
 
@@ -749,7 +750,7 @@ def test_mirror_pairing_is_used_where_it_was_measured_to_help():
         args = build_parser().parse_args(["solve", "--alpha", "1", "--omega", "0.3", "--mirror", flag])
         assert settings_from_args(args).mirror is want
     spec = ModelSpec(omega=0.3)
-    assert not _make_saddle(spec, 1.5, auto).mirror
+    assert not make_saddle(spec, 1.5, auto).mirror
     coarse = solve_point(spec, 1.5, "semantic", COARSE, error_estimate=False)
     assert refine_point(spec, coarse, COARSE).diagnostics["refined"]["mirror"] is True
     off = replace(COARSE, mirror=False)
@@ -759,7 +760,7 @@ def test_mirror_pairing_is_used_where_it_was_measured_to_help():
 def test_spinodal_bisection_reports_the_bracket_midpoint_without_rounding_noise():
     """The midpoint of the final bracket prints as the number it stands for (0.675, not
     0.6749999999999999), within the bracket that bisection leaves."""
-    from attnphase.theory.phases import _bisect, _bisect_bracket, _midpoint
+    from attnphase.theory.transition import _bisect, _bisect_bracket, _midpoint
 
     def exists(a: float) -> float | None:
         return 1.0 if a > 0.66 else None
@@ -777,25 +778,26 @@ def test_raising_the_order_reuses_the_minima_of_the_shared_nodes(branch, monkeyp
     order K > k with the same scrambles: a refinement raised from a refined point takes their
     minima from that point's full evaluation (``_nested_first``), which is the full evaluation at
     the point bit for bit, and so is the refined result; without the record it solves them again."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.refinement as refinement
     from attnphase.theory.saddle import OrderParams
+    from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3)
     s8 = SolverSettings(order=7, refine_order=8)
-    assert ph.solve_refined(spec, 1.0, branch, s8).fine is None  # (kept only on the way to a target)
-    p = ph.refine_point(spec, ph.solve_point(spec, 1.0, branch, s8), s8, tol=s8.tol, keep_fine=True)
-    assert p.fine is not None and p.fine[0].rule.size == 4 * 4 * 2**8
+    assert solve_refined(spec, 1.0, branch, s8)._fine is None  # (kept only on the way to a target)
+    p = refine_point(spec, solve_point(spec, 1.0, branch, s8), s8, tol=s8.tol, keep_fine=True)
+    assert p._fine is not None and p._fine[0].rule.size == 4 * 4 * 2**8
     st = SolverSettings(order=7, refine_order=10)
     seen = []
-    nested = ph._nested_first
-    monkeypatch.setattr(ph, "_nested_first", lambda *args: seen.append(nested(*args)) or seen[-1])
-    a = ph.refine_point(spec, p, st, tol=st.tol, keep_fine=True)
+    nested = refinement.nested_first
+    monkeypatch.setattr(refinement, "nested_first", lambda *args: seen.append(nested(*args)) or seen[-1])
+    a = refine_point(spec, p, st, tol=st.tol, keep_fine=True)
     assert seen and seen[0] is not None
-    union = a.fine[0]
-    full = union.data_step(OrderParams.from_vector(p.op.to_vector(), union.L, union.F, union.rs),
+    union = a._fine[0]
+    full = union.data_step(OrderParams.from_vector(p._op.to_vector(), union.L, union.F, union.rs),
                            switch_width=st.switch_width)
     for key in ("h", "value", "candidates", "candidate_values"):
         assert np.array_equal(getattr(seen[0].prox, key), getattr(full.prox, key)), key
-    b = ph.refine_point(spec, replace(p, fine=None), st, tol=st.tol)
-    assert np.array_equal(a.op.to_vector(), b.op.to_vector())
+    b = refine_point(spec, replace(p, _fine=None), st, tol=st.tol)
+    assert np.array_equal(a._op.to_vector(), b._op.to_vector())
     assert a.diagnostics["error_estimate"] == b.diagnostics["error_estimate"]

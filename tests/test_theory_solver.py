@@ -1,7 +1,7 @@
-"""End-to-end behaviour of the fixed-point solver and the theory CLI (issue 2).
+"""End-to-end behaviour of the fixed-point solver and the theory CLI.
 
-Cheap settings (QMC with 4 x 2^8 nodes) keep these fast; accuracy against THEORY.md's anchors
-is checked in the slow tests at the default order."""
+Cheap settings (QMC with 4 x 2^8 nodes) keep these fast; accuracy against the published values of
+the reference case is checked in the slow tests at the default order."""
 
 import json
 import subprocess
@@ -45,7 +45,7 @@ def test_omega_one_has_no_semantic_global_minimum():
 
 
 def test_large_alpha_is_reached_by_geometric_continuation():
-    """alpha = 50: the starts of THEORY.md 2.1 (tuned at alpha ~ 1; V falls like 1/alpha) do
+    """alpha = 50: the recommended starts (docs/model.md (5.1); tuned at alpha ~ 1; V falls like 1/alpha) do
     not converge on the trivial branch, nor did four equal continuation steps from alpha = 0.5;
     steps of at most a factor 1.5 reach it (it is a fixed point: exactly zero overlaps)."""
     t = solve_point(ModelSpec(omega=0.3), 50.0, "trivial", FAST)
@@ -104,7 +104,7 @@ def test_cli_solve_json_schema(capsys):
 
 def test_cli_solve_defaults_to_the_overlap_target():
     """``attnphase solve`` refines each branch until every overlap estimate is at most 1e-3 unless
-    told otherwise (issue 2's accuracy); ``--target-error 0`` is one refinement at --refine-order."""
+    told otherwise; ``--target-error 0`` is one refinement at --refine-order."""
     from attnphase.cli import build_parser
     from attnphase.cli.theory_cmds import settings_from_args
 
@@ -166,26 +166,27 @@ def test_bad_input_exits_2_with_one_line(args):
 
 @pytest.mark.slow
 def test_sanity_anchor_reference_case():
-    """THEORY.md 2.1 anchor at the default settings (positional at alpha = 1.0164, alpha_c, alpha_l)."""
+    """The published reference case at the default settings (positional at alpha = 1.0164, alpha_c,
+    alpha_l)."""
     spec = ModelSpec()
     p = solve_point(spec, 1.0164, "positional")
     assert p.m == pytest.approx(0.249, rel=0.04)
     assert p.q == pytest.approx(0.173, rel=0.04)
     assert p.test_error == pytest.approx(0.00337, rel=0.025)
     assert p.train_loss == pytest.approx(0.00219, rel=0.025)
-    # measured in session 1: alpha_c = 1.2766, alpha_l = 1.4859 at order 10 (order 8: 1.336, 1.530)
+    # measured: alpha_c = 1.2766, alpha_l = 1.4859 at order 10 (order 8: 1.336, 1.530)
     tr = find_transition(spec, np.linspace(0.8, 1.8, 6), SolverSettings(order=10, n_replicas=1, tol=1e-6,
                                                                         noise_tol=1e-4))
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55
-    # the shipped transition preset (2^8 x 4 nodes, refined on 4 x 2^10 x 4): measured in session 3
+    # the shipped transition preset (2^8 x 4 nodes, refined on 4 x 2^10 x 4): measured
     # alpha_c = 1.2547 +- 0.0065, alpha_l = 1.4940 +- 0.0045 (full order-12 solve: 1.2525, 1.490)
     from attnphase.theory.fixed_point import FAST as PRESET
 
     tr = find_transition(spec, settings=SolverSettings(**PRESET))
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33 and tr.errors["alpha_c"] < 0.02
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55 and tr.errors["alpha_l"] < 0.02
-    # semantic spinodal (session 6): on 2^14 x 4 nodes the branch drops from theta 0.23 (alpha 0.8)
+    # semantic spinodal: on 2^14 x 4 nodes the branch drops from theta 0.23 (alpha 0.8)
     # to 0.10 (0.75) and 0.018 (0.72); the preset gives 0.725-0.775 over three scrambles. Before
     # its probes were checked on the fine rules it reported 0.33, the end of a small-theta tail of
     # the coarse rule
@@ -198,14 +199,14 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
     reason (seen: omega = 0, alpha = 1, positional, error estimate 0.32)."""
     import dataclasses
 
-    import attnphase.theory.phases as ph
+    import attnphase.theory as theory
 
     def fake(spec, alpha, branch, settings):
         p = solve_point(spec, alpha, branch, FAST)
         info = {"applied": False, "reason": "refinement did not converge: no decrease (test)"}
         return dataclasses.replace(p, diagnostics={**p.diagnostics, "refined": info})
 
-    monkeypatch.setattr(ph, "solve_refined", fake)
+    monkeypatch.setattr(theory, "solve_refined", fake)  # (what the CLI calls)
     assert main(["solve", "--alpha", "1.0", "--omega", "0.3", "--branch", "positional"]) == 0
     out = capsys.readouterr().out
     row = next(ln for ln in out.splitlines() if ln.startswith("positional"))
@@ -216,7 +217,7 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
 def test_replicated_transition_combines_scrambles(monkeypatch):
     """Mean and standard error over scrambles, each scramble with its own seed; a scramble
     without alpha_c is left out of the mean and said so."""
-    import attnphase.theory.phases as ph
+    import attnphase.theory.transition as transition
 
     vals = {0: (1.30, 1.50), 1: (1.26, 1.48), 2: (None, 1.52)}
     seen = []
@@ -224,10 +225,10 @@ def test_replicated_transition_combines_scrambles(monkeypatch):
     def fake(spec, alphas=None, settings=None, progress=None):
         seen.append(settings.seed)
         ac, al = vals[settings.seed - 0]
-        return ph.Transition(ac, al, {"semantic": 0.4, "positional": None}, 0.002, ())
+        return transition.Transition(ac, al, {"semantic": 0.4, "positional": None}, 0.002, ())
 
-    monkeypatch.setattr(ph, "find_transition", fake)
-    tr = ph.find_transition_replicated(ModelSpec(), settings=SolverSettings(seed=0), replicas=3)
+    monkeypatch.setattr(transition, "find_transition", fake)
+    tr = transition.find_transition_replicated(ModelSpec(), settings=SolverSettings(seed=0), replicas=3)
     assert seen == [0, 1, 2]
     assert tr.alpha_c == pytest.approx(1.28) and tr.errors["alpha_c"] == pytest.approx(0.02)
     assert tr.alpha_l == pytest.approx(1.50) and tr.errors["alpha_l"] == pytest.approx(np.std([1.5, 1.48, 1.52], ddof=1) / np.sqrt(3))
@@ -332,11 +333,10 @@ def test_period_two_oscillation_is_broken_by_the_quasi_newton_stage():
     change 1.18 for all 300 iterations) and never reaches the Anderson or quasi-Newton stages.
     The alternating sign of the leading change triggers the quasi-Newton stage, which goes to
     ``m = 0``."""
-    from attnphase.theory.fixed_point import solve_fixed_point
-    from attnphase.theory.phases import _make_saddle
+    from attnphase.theory.fixed_point import make_saddle, solve_fixed_point
     from attnphase.theory.saddle import OrderParams
 
-    sd = _make_saddle(ModelSpec(omega=0.3, lam=5e-4), 2.0, FAST)
+    sd = make_saddle(ModelSpec(omega=0.3, lam=5e-4), 2.0, FAST)
     start = OrderParams(np.array([[0.26]]), np.array([[0.003], [-0.003]]), np.array([[52.0]]), np.zeros((1, 1)))
     res = solve_fixed_point(sd, start, FAST)
     assert res.converged, res.reason
@@ -373,10 +373,11 @@ def test_free_energy_of_a_singular_ridge_is_nan_not_an_exception():
     printed 'error: Singular matrix' for ``solve --lam 0 --alpha 2 --branch positional``."""
     import dataclasses
 
-    from attnphase.theory.phases import _make_saddle, start_point
+    from attnphase.theory.branches import start_point
+    from attnphase.theory.fixed_point import make_saddle
 
     spec = ModelSpec(omega=0.3, lam=0.0)
-    sd = _make_saddle(spec, 2.0, FAST)
+    sd = make_saddle(spec, 2.0, FAST)
     op = start_point(spec, "trivial", 1)
     ds = sd.data_step(op)
     ds = dataclasses.replace(ds, hats=dataclasses.replace(ds.hats, V_hat=np.zeros((1, 1))))
@@ -387,7 +388,8 @@ def test_transition_with_a_positional_branch_absent_at_the_grid_start():
     """`transition --lam 0`: the positional branch is found on the grid only from alpha = 1.8 on
     (since the damped step in ``V^-1``); the spinodal search assumed the branch starts at the grid
     start and stopped with 'max() arg is an empty sequence'. Now a note, and no spinodal."""
-    from attnphase.theory.phases import BranchPoint, find_transition
+    from attnphase.theory.branches import BranchPoint
+    from attnphase.theory.transition import find_transition
 
     g = [1.0, 1.5, 2.0]
     sem = [BranchPoint("semantic", a, False, "absent") for a in g]
@@ -403,7 +405,8 @@ def test_transition_with_a_positional_branch_absent_at_the_grid_start():
 def test_alpha_l_note_where_no_branch_is_found_below():
     """`curves --lam 0`: no semantic or positional point below alpha 1.2, the semantic one beats
     the linear baseline above; the note said the global minimum does not beat it on the grid."""
-    from attnphase.theory.phases import BranchPoint, find_transition
+    from attnphase.theory.branches import BranchPoint
+    from attnphase.theory.transition import find_transition
 
     g = [1.0, 1.5, 2.0]
     sem = [BranchPoint("semantic", 1.0, False, "absent")] + [
@@ -425,7 +428,7 @@ def test_followed_branch_ends_are_checked_as_a_single_solve_checks_them():
     spinodal was reported; the end checks now refine to tol as solve does, walk inward and report
     where the branch ends."""
     from attnphase.theory.fixed_point import FAST
-    from attnphase.theory.phases import solve_refined
+    from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.0)
     st = SolverSettings(**FAST)
@@ -434,3 +437,17 @@ def test_followed_branch_ends_are_checked_as_a_single_solve_checks_them():
     tr = find_transition(spec, np.linspace(0.2, 2.4, 12), st)
     assert tr.spinodals["positional"] is not None and 0.8 < tr.spinodals["positional"] < 2.4
     assert tr.alpha_c == pytest.approx(0.60, abs=0.03)
+
+
+def test_branch_point_keeps_the_solver_state_private():
+    """A solved point carries its order parameters, Jacobian and data step for warm starts, but
+    not as part of the result: they are private, out of ``repr``, comparisons and ``to_dict``."""
+    import dataclasses
+
+    p = solve_point(ModelSpec(omega=0.3), 1.5, "positional", FAST, error_estimate=False)
+    assert p.exists and p._op is not None and p._data is not None
+    d = p.to_dict()
+    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.diagnostics
+    assert d["diagnostics"] is not p.diagnostics  # (a copy)
+    assert "_op" not in repr(p) and "_data" not in repr(p)
+    assert p == dataclasses.replace(p, _op=None, _jacobian=None, _data=None)

@@ -237,8 +237,7 @@ def _transition_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from attnphase.theory import find_transition
-    from attnphase.theory.phases import combine_transitions
+    from attnphase.theory import combine_transitions, find_transition
 
     spec = model_spec(params)
     settings = _solver_settings(params)
@@ -287,7 +286,7 @@ def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
     if settings is not None:
         pts = follow_branch(spec, alphas, params["branch"], settings=settings)
         if getattr(settings, "refine_order", 0):  # each point carried to the fine rules
-            from attnphase.theory.phases import refine_followed
+            from attnphase.theory import refine_followed
 
             pts = refine_followed(spec, pts, settings)
     else:

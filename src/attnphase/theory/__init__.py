@@ -1,26 +1,37 @@
-"""The asymptotic (replica / state-evolution) solver of THEORY.md section 2.
+"""The asymptotic (replica / state-evolution) solver of the model (docs/model.md).
+
+Modules, in the order a solve goes through them: :mod:`~attnphase.theory.saddle` (the
+saddle-point equations on an integration rule), :mod:`~attnphase.theory.fixed_point` (their
+fixed point), :mod:`~attnphase.theory.branches` (the branches, solving one point and following a
+branch), :mod:`~attnphase.theory.estimates` (the linear-response error estimate),
+:mod:`~attnphase.theory.fine_rules` and :mod:`~attnphase.theory.refinement` (multi-fidelity
+refinement), :mod:`~attnphase.theory.target` (a single solve to the error target) and
+:mod:`~attnphase.theory.transition` (``alpha_c``, the spinodals and ``alpha_l``).
 
 Glossary (paper convention inside the solver, user units outside):
 ``q`` self overlap, ``m`` positional overlap, ``theta`` semantic overlap, ``V`` variance;
 ``q_hat, m_hat, theta_hat, V_hat`` their conjugates; ``alpha = n/d``.
 """
 
-from attnphase.theory.fixed_point import SolverSettings
-from attnphase.theory.phases import (
+from attnphase.theory.branches import (
     BRANCHES,
     MIXED,
     BranchPoint,
-    Transition,
     branches_for,
-    find_transition,
-    find_transition_replicated,
     follow_branch,
-    refine_followed,
     semantic_side,
     solve_point,
-    solve_refined,
 )
+from attnphase.theory.fixed_point import SolverSettings
+from attnphase.theory.refinement import refine_followed
 from attnphase.theory.saddle import OrderParams, linear_test_error
+from attnphase.theory.target import solve_refined
+from attnphase.theory.transition import (
+    Transition,
+    combine_transitions,
+    find_transition,
+    find_transition_replicated,
+)
 
 __all__ = [
     "BRANCHES",
@@ -30,6 +41,7 @@ __all__ = [
     "OrderParams",
     "SolverSettings",
     "Transition",
+    "combine_transitions",
     "find_transition",
     "find_transition_replicated",
     "follow_branch",

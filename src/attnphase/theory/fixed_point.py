@@ -1,25 +1,31 @@
-"""Fixed-point iteration ``x = F(x)`` of the self-consistent equations, with Anderson acceleration.
+"""Fixed-point iteration ``x = F(x)`` of the self-consistent equations (docs/model.md (7.2)).
 
-``F`` is the data step followed by the weights step (THEORY.md 2.2). The plain damped iteration is
-unstable on parts of the branches (THEORY.md 2.1, "Stability"), so the iteration is Anderson-
+``F`` is the data step (docs/model.md (3.1)-(3.4)) followed by the weights step ((2.1), (2.2)).
+The plain damped iteration is unstable on parts of the branches, so the iteration is Anderson-
 accelerated (type II, with damping and restarts) and every step is safeguarded: a candidate with a
 non-positive ``q`` or ``V`` is replaced by a strongly damped step. Convergence is declared when the
 relative change of *every* unknown is below ``tol``; the proximal problem is solved from the full
 multi-start set at the candidate fixed point before convergence is accepted, so a warm start that
 missed the global minimiser cannot fake convergence.
+
+The module also holds the solver's settings (:class:`SolverSettings`) and :func:`make_saddle`,
+the saddle-point equations on the integration rule that the settings name.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
 
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory.channels import AttentionMap
+from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
 log = logging.getLogger(__name__)
@@ -246,18 +252,18 @@ def _valid_step(x: np.ndarray, fx: np.ndarray, beta: float, L: int, F: int, rs: 
             P = (1.0 - beta) * np.linalg.inv(op.V) + beta * np.linalg.inv(fop.V)
             damped = OrderParams.from_vector(x + beta * (fx - x), L, F, rs)
             cand = damped.replace(V=np.linalg.inv(0.5 * (P + P.T)))
-            if _valid(cand):
+            if is_valid(cand):
                 return cand.to_vector()
         except np.linalg.LinAlgError:
             pass
     for shrink in (0.1, 0.01, 0.001):
         x_new = x + shrink * (fx - x)
-        if _valid(OrderParams.from_vector(x_new, L, F, rs)):
+        if is_valid(OrderParams.from_vector(x_new, L, F, rs)):
             break
     return x_new
 
 
-def _valid(op: OrderParams) -> bool:
+def is_valid(op: OrderParams) -> bool:
     if not (np.all(np.isfinite(op.q)) and np.all(np.isfinite(op.V)) and np.all(np.isfinite(op.m))):
         return False
     if not np.all(np.isfinite(op.theta)):
@@ -267,7 +273,7 @@ def _valid(op: OrderParams) -> bool:
     return bool(ev_q.min() >= 0 and ev_v.min() > 0)
 
 
-def _warm_starts(ds: DataStep) -> np.ndarray:
+def warm_starts(ds: DataStep) -> np.ndarray:
     """Previous global minimiser and the best *other* local minimum at each node (the global one
     again where there is none). Every start is then a point the full multi-start set reached,
     so at the same order parameters the warm-started map equals the full one (the soft split
@@ -276,8 +282,13 @@ def _warm_starts(ds: DataStep) -> np.ndarray:
     return np.stack([ds.prox.h, ds.second], axis=1)
 
 
-@dataclass
-class _QNResult:
+@dataclass(frozen=True)
+class QuasiNewtonResult:
+    """Outcome of :func:`quasi_newton`: the last point ``x`` (full vector), the data step ``ds``
+    there (see ``full_at``), its largest relative change ``rel`` under the map, the Broyden
+    Jacobian ``J`` (relative units of the start), the data steps spent, whether it converged and
+    a message saying how it ended."""
+
     x: np.ndarray
     ds: DataStep
     rel: float
@@ -289,14 +300,54 @@ class _QNResult:
     resid: float = float("inf")
     #: where ``ds`` was evaluated with the full multi-start set (None: ``ds`` is warm-started);
     #: a solve restarted *at that point* may be warm-started from ``ds`` (the warm-started map
-    #: then equals the full one, see ``_warm_starts``), anywhere else it may not
+    #: then equals the full one, see ``warm_starts``), anywhere else it may not
     full_at: np.ndarray | None = None
 
 
-def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
-                  warm: DataStep | None = None, max_evals: int = 20, confirm_full: bool = True,
-                  fd_jacobian: bool = False, first_full: DataStep | None = None) -> _QNResult | None:
-    """Newton's method on ``r(x) = F(x) - x`` in relative units, with Broyden updates.
+#: one evaluation of :class:`_Residual`: the residual (relative units), the data step, ``F(x)``
+_Evaluation = tuple[np.ndarray, DataStep, np.ndarray]
+
+
+class _Residual:
+    """The residual ``r(y) = (F(x) - x) / scale`` of the fixed-point map on ``saddle`` in the
+    relative units ``y = x / scale`` of the unknowns that are not zero at ``x0`` (exact symmetry
+    zeros stay zero), counting the data steps it spends."""
+
+    def __init__(self, saddle: Saddle, x0: np.ndarray, settings: SolverSettings) -> None:
+        self.saddle, self.x0, self.settings = saddle, x0, settings
+        self.free = np.abs(x0) > 1e-14
+        self.scale = np.maximum(np.abs(x0), 1e-3)[self.free]
+        self.evals = 0
+
+    def full_x(self, y: np.ndarray) -> np.ndarray:
+        """The full vector of unknowns at ``y``."""
+        x = np.zeros_like(self.x0)
+        x[self.free] = y * self.scale
+        return x
+
+    def __call__(self, y: np.ndarray, ref: DataStep | None, given: DataStep | None = None) -> _Evaluation | None:
+        """The residual at ``y``, the data step warm-started from the minima of ``ref`` (the full
+        multi-start set without one; ``given``: that data step, already at hand) and ``F(x)``;
+        ``None`` where ``x`` leaves the valid domain or ``F(x)`` is not finite."""
+        sd = self.saddle
+        x = self.full_x(y)
+        op = OrderParams.from_vector(x, sd.L, sd.F, sd.rs)
+        if not is_valid(op):
+            return None
+        self.evals += 1
+        starts = None if ref is None else warm_starts(ref)
+        ds = given if given is not None else sd.data_step(op, starts=starts, switch_width=self.settings.switch_width)
+        fx = sd.weights_step(ds.hats).to_vector()
+        if not np.all(np.isfinite(fx)):
+            return None
+        return (fx - x)[self.free] / self.scale, ds, fx
+
+
+def quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: np.ndarray | None = None,
+                 warm: DataStep | None = None, max_evals: int = 20, confirm_full: bool = True,
+                 fd_jacobian: bool = False, first_full: DataStep | None = None) -> QuasiNewtonResult | None:
+    """Newton's method on ``r(x) = F(x) - x`` in relative units, with Broyden updates: the
+    quasi-Newton stage of docs/model.md (7.2).
 
     The Jacobian is ``J0`` when given (the previous point of a continuation: it changes slowly
     along a branch, so a warm-started point converges in a few evaluations) and forward
@@ -309,33 +360,10 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
     multi-start data step at ``x0``, already at hand (it counts as the first evaluation).
     Returns ``None`` when the start is invalid.
     """
-    L, F, rs = saddle.L, saddle.F, saddle.rs
-    free = np.abs(x0) > 1e-14
-    nf = int(free.sum())
-    scale = np.maximum(np.abs(x0), 1e-3)[free]
-    evals = 0
-
-    def full_x(y: np.ndarray) -> np.ndarray:
-        x = np.zeros_like(x0)
-        x[free] = y * scale
-        return x
-
-    def evaluate(y: np.ndarray, ref: DataStep | None, given: DataStep | None = None):
-        nonlocal evals
-        x = full_x(y)
-        op = OrderParams.from_vector(x, L, F, rs)
-        if not _valid(op):
-            return None
-        evals += 1
-        starts = None if ref is None else _warm_starts(ref)
-        ds = given if given is not None else saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
-        fx = saddle.weights_step(ds.hats).to_vector()
-        if not np.all(np.isfinite(fx)):
-            return None
-        return (fx - x)[free] / scale, ds, fx
-
-    y = x0[free] / scale
-    nat = OrderParams.from_vector(x0, L, F, rs).natural_scale()
+    res = _Residual(saddle, x0, settings)
+    nf = int(res.free.sum())
+    y = x0[res.free] / res.scale
+    nat = OrderParams.from_vector(x0, saddle.L, saddle.F, saddle.rs).natural_scale()
     # the first evaluation is warm-started from a nearby solution on the same rule when given
     # (continuation), else from the full multi-start set
     if warm is not None and warm.prox.h.shape[0] != saddle.rule.size:
@@ -344,112 +372,140 @@ def _quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: 
         warm = None  # (the full evaluation at x0, assembled by the caller: evaluate takes it as it is)
     else:
         first_full = None
-    first = evaluate(y, warm, first_full)
-    full_at = full_x(y) if warm is None else None
-    if first is not None and warm is not None and _rel_change(first[2], full_x(y), nat) < settings.tol:
-        first = evaluate(y, None)  # a warm-started fixed point is confirmed with the full set
-        full_at = full_x(y)
+    first = res(y, warm, first_full)
+    full_at = res.full_x(y) if warm is None else None
+    if first is not None and warm is not None and _rel_change(first[2], res.full_x(y), nat) < settings.tol:
+        first = res(y, None)  # a warm-started fixed point is confirmed with the full set
+        full_at = res.full_x(y)
     if first is None:
         return None
     r, ref, fx = first
-    rel = _rel_change(fx, full_x(y), nat)
+    rel = _rel_change(fx, res.full_x(y), nat)
     if rel < settings.tol and not fd_jacobian:
-        return _QNResult(full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), evals, True, "converged",
-                         full_at=full_at)
+        return QuasiNewtonResult(res.full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), res.evals, True,
+                                 "converged", full_at=full_at)
     if J0 is not None and J0.shape == (nf, nf) and np.all(np.isfinite(J0)):
         J = J0.copy()
     else:
-        J = np.empty((nf, nf))
-        h = 1e-6
-        for j in range(nf):
-            yj = y.copy()
-            yj[j] += h
-            out = evaluate(yj, ref)
-            if out is None:
-                return _QNResult(full_x(y), ref, rel, np.eye(nf), evals, False, "invalid finite difference")
-            J[:, j] = (out[0] - r) / h
+        fd = _fd_jacobian(res, y, r, ref)
+        if fd is None:
+            return QuasiNewtonResult(res.full_x(y), ref, rel, np.eye(nf), res.evals, False, "invalid finite difference")
+        J = fd
     if rel < settings.tol:  # (fd_jacobian: converged at x0, Jacobian wanted)
-        return _QNResult(full_x(y), ref, rel, J, evals, True, "converged", full_at=full_x(y))
+        return QuasiNewtonResult(res.full_x(y), ref, rel, J, res.evals, True, "converged", full_at=res.full_x(y))
     if warm is not None or J0 is None:
         # residual of the warm-start map at the current point (the full one may differ slightly).
         # Not where the first evaluation was the full one and the Jacobian is inherited: the two
         # maps differ by <~1e-9 (relative units; minima whose Newton run stopped short of gtol,
-        # continued from there: session 18), which moves the first Broyden secant by ~1e-7 of a
-        # step of ~1e-2, while the evaluation costs a fine data step (session 20)
-        out = evaluate(y, ref)
+        # continued from there), which moves the first Broyden secant by ~1e-7 of a step of
+        # ~1e-2, while the evaluation costs a fine data step
+        out = res(y, ref)
         if out is None:
-            return _QNResult(full_x(y), ref, rel, J, evals, False, "invalid point")
+            return QuasiNewtonResult(res.full_x(y), ref, rel, J, res.evals, False, "invalid point")
         r = out[0]
+    return _broyden(res, y, r, ref, J, rel, full_at, nat, max_evals, confirm_full)
+
+
+def _fd_jacobian(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep) -> np.ndarray | None:
+    """The Jacobian of ``res`` at ``y`` (where it is ``r``) by forward differences, warm-started
+    from the minima of ``ref``; ``None`` where a step leaves the valid domain."""
+    nf = y.size
+    J = np.empty((nf, nf))
+    h = 1e-6
+    for j in range(nf):
+        yj = y.copy()
+        yj[j] += h
+        out = res(yj, ref)
+        if out is None:
+            return None
+        J[:, j] = (out[0] - r) / h
+    return J
+
+
+def _line_search(res: _Residual, y: np.ndarray, dy: np.ndarray, r: np.ndarray,
+                 ref: DataStep) -> tuple[float, _Evaluation | None]:
+    """The first of the steps ``dy, dy/2, dy/4, dy/8`` from ``y`` that does not increase the
+    residual's norm (beyond 1e-3 of it), and its evaluation (``None``: none did)."""
+    step = 1.0
+    for _ in range(4):
+        out = res(y + step * dy, ref)
+        if out is not None and np.linalg.norm(out[0]) < np.linalg.norm(r) * (1.0 + 1e-3) + 1e-15:
+            return step, out
+        step *= 0.5
+    return step, None
+
+
+def _broyden(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep, J: np.ndarray, rel: float,
+             full_at: np.ndarray | None, nat: np.ndarray, max_evals: int, confirm_full: bool) -> QuasiNewtonResult:
+    """The Broyden iteration of :func:`quasi_newton` from ``y`` (residual ``r``, Jacobian ``J``,
+    updated in place), until the full multi-start map confirms convergence or ``max_evals``
+    data steps are spent."""
+    settings = res.settings
     msg = "evaluation budget spent"
-    s_ = np.full(nf, np.inf)
-    while evals < max_evals:
+    s_ = np.full(y.size, np.inf)
+    while res.evals < max_evals:
         try:
             dy = -np.linalg.solve(J, r)
         except np.linalg.LinAlgError:
             msg = "singular Jacobian"
             break
-        step = 1.0
-        accepted = None
-        for _ in range(4):
-            out = evaluate(y + step * dy, ref)
-            if out is not None and np.linalg.norm(out[0]) < np.linalg.norm(r) * (1.0 + 1e-3) + 1e-15:
-                accepted = out
-                break
-            step *= 0.5
+        step, accepted = _line_search(res, y, dy, r, ref)
         stalled = accepted is None
         if stalled and float(np.max(np.abs(r))) > 10 * settings.tol:
             msg = "no decrease along the Newton direction"
             break
-        if not stalled:
+        if accepted is not None:
             s_ = step * dy
             r_new = accepted[0]
             J += np.outer(r_new - r - J @ s_, s_) / max(float(s_ @ s_), 1e-300)
             y = y + s_
             r = r_new
         if not confirm_full and float(np.max(np.abs(r))) < settings.tol:
-            return _QNResult(full_x(y), ref, float(np.max(np.abs(r))), J, evals, True, "converged (warm-started map)")
+            return QuasiNewtonResult(res.full_x(y), ref, float(np.max(np.abs(r))), J, res.evals, True,
+                                     "converged (warm-started map)")
         # at the noise floor of the map (no decrease possible) or below tol: full check
         if stalled or float(np.max(np.abs(s_))) < settings.tol or float(np.max(np.abs(r))) < settings.tol:
             # verify with the full multi-start set
-            out = evaluate(y, None)
+            out = res(y, None)
             if out is None:
                 msg = "invalid point"
                 break
             r_full, ref, fx = out
-            full_at = full_x(y)
-            rel = _rel_change(fx, full_x(y), nat)
+            full_at = res.full_x(y)
+            rel = _rel_change(fx, res.full_x(y), nat)
             if rel < settings.tol:
-                return _QNResult(full_x(y), ref, rel, J, evals, True, "converged", full_at=full_at)
+                return QuasiNewtonResult(res.full_x(y), ref, rel, J, res.evals, True, "converged", full_at=full_at)
             if stalled:
                 msg = f"stalled at relative change {rel:.1e}"
                 break
             r = r_full  # (the full map's residual: the warm-started one at y differs by <~1e-9, above)
-    return _QNResult(full_x(y), ref, rel, J, evals, False, msg, float(np.max(np.abs(r))), full_at)
+    return QuasiNewtonResult(res.full_x(y), ref, rel, J, res.evals, False, msg, float(np.max(np.abs(r))), full_at)
 
 
 def solve_fixed_point(
     saddle: Saddle,
     start: OrderParams,
     settings: SolverSettings,
-    on_iteration=None,
+    on_iteration: Callable[[int, float], None] | None = None,
     jacobian: np.ndarray | None = None,
     warm: DataStep | None = None,
 ) -> FixedPointResult:
-    """Solve ``x = F(x)`` from ``start``.
+    """Solve ``x = F(x)`` from ``start`` (docs/model.md (7.2)).
 
     With ``jacobian`` (relative units, from a nearby solution: continuation) a quasi-Newton
     solve is tried first, its first evaluation warm-started from ``warm`` (the data step of that
     solution, same rule) when given; convergence is always checked with the full start set.
     Otherwise, or if it fails, an Anderson-accelerated damped iteration runs until the relative
     change is below ``polish_below`` and the quasi-Newton stage (forward-difference Jacobian,
-    Broyden updates) finishes.
+    Broyden updates) finishes. ``on_iteration(iteration, relative change)`` is called after each
+    iteration of the damped one.
     """
     t0 = time.perf_counter()
     L, F, rs = saddle.L, saddle.F, saddle.rs
     x = start.to_vector()
     n_polish = 0
     if jacobian is not None:
-        qn = _quasi_newton(saddle, x, settings, J0=jacobian, warm=warm)
+        qn = quasi_newton(saddle, x, settings, J0=jacobian, warm=warm)
         if qn is not None:
             n_polish += qn.evals
             log.debug("quasi-Newton from the continuation Jacobian: %d evaluations, %s", qn.evals, qn.message)
@@ -459,32 +515,25 @@ def solve_fixed_point(
                     iterations=qn.evals, residual=qn.rel, reason="converged", seconds=time.perf_counter() - t0,
                     history=[qn.rel], jacobian=qn.J,
                 )
-    X: list[np.ndarray] = []  # iterates
-    R: list[np.ndarray] = []  # residuals F(x) - x
+    acc = _Anderson(settings, L, F, rs)
     history: list[float] = []
     ds: DataStep | None = None
-    op = start
     beta = 1.0 - settings.damping
-    best_res = np.inf
-    it = 0
-    converged = False
-    reason = "max_iter reached"
+    it = n_polished = n_rescued = 0
+    converged, reason = False, "max_iter reached"
     full_next = True
-    n_polished = 0
-    n_rescued = 0
-    signs: list[tuple[int, int]] = []
-    last_J: np.ndarray | None = None
+    signs: list[tuple[int, int]] = []  # the leading change of each iteration (period-2 cycles)
+    last_J: np.ndarray | None = None  # the Jacobian of the last polish
     ds_at_x = False  # the last data step was evaluated exactly at the returned x
     for it in range(1, settings.max_iter + 1):
         op = OrderParams.from_vector(x, L, F, rs)
-        if not _valid(op):
+        if not is_valid(op):
             reason = "order parameters left the valid domain (q or V not positive definite)"
             break
-        starts = None if (full_next or ds is None) else _warm_starts(ds)
+        starts = None if (full_next or ds is None) else warm_starts(ds)
         full = starts is None
         ds = saddle.data_step(op, starts=starts, switch_width=settings.switch_width)
-        if (float(np.max(np.abs(op.q))) < COLLAPSED_Q * saddle.s2
-                and float(np.max(np.abs(ds.prox.h))) > 1e-3 * np.sqrt(saddle.s2)):
+        if _collapsed(saddle, op, ds):
             reason = ("collapsed to q = 0, where the proximal minimisers are not zero (not a fixed point: "
                       "the Stein form of V_hat grows like q^-1/2 there)")
             break
@@ -498,9 +547,7 @@ def solve_fixed_point(
         if on_iteration is not None:
             on_iteration(it, rel)
         if rel < settings.tol and full:
-            converged = True
-            reason = "converged"
-            x = fx
+            converged, reason, x = True, "converged", fx
             break
         signs.append(_lead_sign(res, x))
         polish = rel < settings.polish_below and full and n_polished < settings.max_polish
@@ -511,31 +558,22 @@ def solve_fixed_point(
         if polish or rescue:
             if polish:
                 n_polished += 1
-                fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
-                qn = _quasi_newton(saddle, fx, settings, J0=last_J)
             else:
                 n_rescued += 1
                 beta *= 0.5
                 signs.clear()
-                qn = _quasi_newton(saddle, x, settings)
+            qn = _newton_stage(saddle, x, fx, settings, last_J if polish else None, polish)
             if qn is not None:
                 n_polish += qn.evals
-                log.debug("quasi-Newton (%s): %d evaluations, %s", "polish" if polish else "oscillation",
-                          qn.evals, qn.message)
                 if polish:
                     last_J = qn.J
                 if qn.ok:
-                    x = qn.x
-                    ds = qn.ds
-                    converged = True
-                    ds_at_x = True
-                    reason = "converged"
+                    x, ds, ds_at_x = qn.x, qn.ds, True
+                    converged, reason = True, "converged"
                     history.append(qn.rel)
                     break
-                x = qn.x
-                full_next = True
-                X.clear()
-                R.clear()
+                x, full_next = qn.x, True
+                acc.restart()
                 continue
         if full and n_polished >= settings.max_polish and rel < settings.noise_tol:
             # the discretised map is only smooth down to ~1e-7 on branches where many nodes
@@ -549,18 +587,68 @@ def solve_fixed_point(
             full_next = True  # verify with the full multi-start set
             continue
         full_next = it % settings.full_starts_every == 0 or rel < settings.polish_below
+        x = acc.step(x, res, fx, rel, beta)
+    op = OrderParams.from_vector(x, L, F, rs)
+    if converged and not ds_at_x and ds is not None:
+        ds = saddle.data_step(op, starts=warm_starts(ds), switch_width=settings.switch_width)
+    assert ds is not None
+    return FixedPointResult(op=op, data=ds, converged=converged, iterations=it + n_polish,
+                            residual=history[-1] if history else float("nan"), reason=reason,
+                            seconds=time.perf_counter() - t0, history=history, jacobian=last_J)
+
+
+def _collapsed(saddle: Saddle, op: OrderParams, ds: DataStep) -> bool:
+    """The iteration has collapsed to ``Q = 0`` where that is not a fixed point (see ``COLLAPSED_Q``)."""
+    return (float(np.max(np.abs(op.q))) < COLLAPSED_Q * saddle.s2
+            and float(np.max(np.abs(ds.prox.h))) > 1e-3 * np.sqrt(saddle.s2))
+
+
+def _newton_stage(saddle: Saddle, x: np.ndarray, fx: np.ndarray, settings: SolverSettings,
+                  J0: np.ndarray | None, polish: bool) -> QuasiNewtonResult | None:
+    """The quasi-Newton stage inside the damped iteration: to polish (from ``F(x) = fx``, its
+    symmetry zeros made exact in place, with the Jacobian ``J0`` of the last polish) or to break a
+    period-2 cycle (from ``x``, forward-difference Jacobian)."""
+    if polish:
+        fx[(np.abs(fx) < 1e-10) & (np.abs(x) < 1e-10)] = 0.0
+        qn = quasi_newton(saddle, fx, settings, J0=J0)
+    else:
+        qn = quasi_newton(saddle, x, settings)
+    if qn is not None:
+        log.debug("quasi-Newton (%s): %d evaluations, %s", "polish" if polish else "oscillation", qn.evals, qn.message)
+    return qn
+
+
+class _Anderson:
+    """Type-II Anderson acceleration of the damped iteration ``x <- x + beta (F(x) - x)``, with
+    restarts, and the safeguard that keeps every step in the valid domain (:func:`_valid_step`)."""
+
+    def __init__(self, settings: SolverSettings, L: int, F: int, rs: int) -> None:
+        self.settings, self.L, self.F, self.rs = settings, L, F, rs
+        self.X: list[np.ndarray] = []  # iterates
+        self.R: list[np.ndarray] = []  # residuals F(x) - x
+        self.best = np.inf
+
+    def restart(self) -> None:
+        """Forget the history (the best residual norm is kept)."""
+        self.X.clear()
+        self.R.clear()
+
+    def step(self, x: np.ndarray, res: np.ndarray, fx: np.ndarray, rel: float, beta: float) -> np.ndarray:
+        """The next iterate from ``x`` with residual ``res = fx - x`` (largest relative change
+        ``rel``): Anderson-mixed below ``settings.anderson_below``, damped by ``beta`` otherwise."""
+        L, F, rs = self.L, self.F, self.rs
+        X, R = self.X, self.R
         rn = float(np.linalg.norm(res / np.maximum(np.abs(x), 1e-3)))
-        if rn > 1e3 * best_res:  # diverging: restart acceleration
-            X.clear()
-            R.clear()
-        best_res = min(best_res, rn)
+        if rn > 1e3 * self.best:  # diverging: restart acceleration
+            self.restart()
+        self.best = min(self.best, rn)
         X.append(x.copy())
         R.append(res.copy())
-        if len(X) > settings.anderson + 1:
+        if len(X) > self.settings.anderson + 1:
             X.pop(0)
             R.pop(0)
         x_new = x + beta * res
-        if len(X) >= 2 and rel < settings.anderson_below:
+        if len(X) >= 2 and rel < self.settings.anderson_below:
             dX = np.stack([X[i + 1] - X[i] for i in range(len(X) - 1)], axis=1)
             dR = np.stack([R[i + 1] - R[i] for i in range(len(R) - 1)], axis=1)
             try:
@@ -568,33 +656,32 @@ def solve_fixed_point(
                 wts = 1.0 / np.maximum(np.abs(x), 1e-3)
                 gamma, *_ = np.linalg.lstsq(dR * wts[:, None], res * wts, rcond=1e-12)
                 cand = x + beta * res - (dX + beta * dR) @ gamma
-                if np.all(np.isfinite(cand)) and _valid(OrderParams.from_vector(cand, L, F, rs)):
+                if np.all(np.isfinite(cand)) and is_valid(OrderParams.from_vector(cand, L, F, rs)):
                     x_new = cand
                 else:
-                    X.clear()
-                    R.clear()
+                    self.restart()
             except np.linalg.LinAlgError:
-                X.clear()
-                R.clear()
-        if not _valid(OrderParams.from_vector(x_new, L, F, rs)):
+                self.restart()
+        if not is_valid(OrderParams.from_vector(x_new, L, F, rs)):
             x_new = _valid_step(x, fx, beta, L, F, rs)
-        x = x_new
-    op = OrderParams.from_vector(x, L, F, rs)
-    if converged and not ds_at_x:
-        ds = (
-            saddle.data_step(op, starts=_warm_starts(ds), switch_width=settings.switch_width)
-            if ds is not None
-            else ds
-        )
-    assert ds is not None
-    return FixedPointResult(
-        op=op,
-        data=ds,
-        converged=converged,
-        iterations=it + n_polish,
-        residual=history[-1] if history else float("nan"),
-        reason=reason,
-        seconds=time.perf_counter() - t0,
-        history=history,
-        jacobian=last_J,
-    )
+        return x_new
+
+
+def make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: int | None = None,
+                seed: int | None = None, copies: str = "signs", teacher_scale: float = 1.0,
+                mirror: bool = False) -> Saddle:
+    """The saddle-point equations of ``spec`` at ``alpha`` on the integration rule of ``settings``
+    (``order`` and ``seed`` override the settings' own).
+
+    ``copies``: which sign copies a QMC rule is made of (:func:`sobol_gaussian`; ``"signs"``
+    at rank >= 2 adds the reflections of the student axes); ``teacher_scale``: importance
+    sampling of the teacher noises (:func:`sobol_gaussian`); ``mirror``: the Stein sums pair
+    each node with its mirror (:meth:`Saddle.mirror_nodes`)."""
+    amap = AttentionMap.from_spec(spec)
+    F = amap.field_dim
+    dim = spec.L * (F + spec.teacher_rank)
+    axes = amap.rank if amap.rotation_invariant else 1
+    rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
+                     seed=settings.seed if seed is None else seed, axes=axes,
+                     copies=copies, teacher_scale=teacher_scale)
+    return Saddle(spec, alpha, rule, mirror=mirror)

@@ -1,4 +1,9 @@
-"""The two steps of the self-consistent equations (THEORY.md 2.2) and the errors at a fixed point.
+"""The two steps of the self-consistent equations and the errors at a fixed point (docs/model.md).
+
+The data step (:meth:`Saddle.data_step`, docs/model.md (3.1)-(3.4)), the weights step
+(:meth:`Saddle.weights_step`, (2.1), (2.2)), the free energy and training error
+(:meth:`Saddle.free_energy`, (4.1)), the test error (:meth:`Saddle.test_error`, (4.2)) and the
+linear baseline (:func:`linear_test_error`, (4.3)), on one integration rule ((7.1)).
 
 Paper convention inside: ``q = sigma^2 Q^T Q / d``, ``theta = sigma^2 Q^T Q* / d``,
 ``rho = sigma^2 I``, ``m_l = pi_l^T Q / d``. Shapes: ``q, V, q_hat, V_hat`` are F x F
@@ -56,7 +61,7 @@ def _f64(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class OrderParams:
-    """Order parameters ``(q, m, V, theta)`` in paper convention (THEORY.md 2.2)."""
+    """Order parameters ``(q, m, V, theta)`` in paper convention (docs/model.md (1.5))."""
 
     q: np.ndarray
     m: np.ndarray
@@ -138,13 +143,14 @@ class DataStep:
 
 
 class Saddle:
-    """Self-consistent equations of THEORY.md 2.2 for one ``(spec, alpha)`` and integration rule.
+    """Self-consistent equations (docs/model.md (2.1)-(3.4)) for one ``(spec, alpha)`` and
+    integration rule.
 
-    Correlated tokens (THEORY.md 2.3, covariance ``C`` across positions) are reduced to the
+    Correlated tokens (docs/model.md (6.3), covariance ``C`` across positions) are reduced to the
     uncorrelated equations by whitening: with ``P = C^{1/2}`` the whitened tokens
     ``x~ = P^{-1} x`` are i.i.d. ``N(0, 1)`` per position with positional Gram
     ``G~ = P^{-1} G P^{-1}``, and the fields are ``h = P h~``, ``h* = P h~*``. The equations of
-    THEORY.md 2.2 then hold for ``h~`` with ``sigma = 1``, ``G~`` and the loss
+    the uncorrelated case then hold for ``h~`` with ``sigma = 1``, ``G~`` and the loss
     ``ell(P h~; T(P h~*))``; the proximal problem is solved in ``h`` with the metric
     ``(P P^T)^{-1} (x) V^{-1}``. Order parameters are then natural units (``q = Q^T Q / d``) and
     ``m~ = P^{-1} m``. For ``C = sigma^2 I`` the ordinary paper-convention path is used.
@@ -192,7 +198,7 @@ class Saddle:
 
     # ------------------------------------------------------------------ fields
     def fields(self, op: OrderParams, xi: np.ndarray | None = None, eta: np.ndarray | None = None):
-        """Student prior means ``w`` and teacher fields ``h*`` at the nodes (THEORY.md 2.2)."""
+        """Student prior means ``w`` and teacher fields ``h*`` at the nodes (docs/model.md (3.1))."""
         xi = self.xi if xi is None else xi
         eta = self.eta if eta is None else eta
         qs, qis, qinv, R, Rs = self.field_maps(op)
@@ -221,7 +227,7 @@ class Saddle:
         return np.einsum("lk,n...ka->n...la", np.linalg.inv(self.mix), h)
 
     def from_paper(self, op: OrderParams) -> OrderParams:
-        """Paper-convention order parameters at ``sigma`` (THEORY.md 2.1) -> this saddle's units
+        """Paper-convention order parameters at ``sigma`` (docs/model.md (1.5)) -> this saddle's units
         (unchanged for uncorrelated tokens; whitened natural units otherwise)."""
         if self.mix is None:
             return op
@@ -229,7 +235,7 @@ class Saddle:
         return OrderParams(op.q / s2, np.linalg.solve(self.mix, op.m), op.V / s2, op.theta / s2)
 
     def user_units(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(q, m, theta)`` in the units of THEORY.md section 1 (``q = Q^T Q / d``,
+        """``(q, m, theta)`` in user units (docs/model.md (1.5): ``q = Q^T Q / d``,
         ``m_l = pi_l^T Q / d``, ``theta = Q*^T Q / d``)."""
         m = op.m if self.mix is None else self.mix @ op.m
         return op.q / self.s2, m, op.theta / self.s2
@@ -239,7 +245,8 @@ class Saddle:
     def data_step(
         self, op: OrderParams, starts: np.ndarray | None = None, switch_width: float = 0.0
     ) -> DataStep:
-        """Conjugates by the Stein forms of THEORY.md 2.2, from one global prox solve per node.
+        """Conjugates by the Stein forms (docs/model.md (3.3), (3.4)), from one global prox solve
+        per node (the proximal problem of (3.2)).
 
         With ``switch_width = tau > 0`` a node whose two lowest local minima have values
         ``M_1 <= M_2`` is split between them with fractions ``p = expit((M_2 - M_1)/tau)`` and
@@ -320,26 +327,26 @@ class Saddle:
         return op.m @ qis, qis @ op.theta @ np.linalg.inv(Rs)
 
     def mirror_nodes(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The mirror of every node and the share of the pair it carries (mirror pairing).
+        """The mirror of every node and the share of the pair it carries (mirror pairing,
+        docs/model.md (7.4)).
 
         At fixed teacher fields ``h*`` (hence fixed target ``T``) the loss is even in the student
         fields, so the proximal problem at ``-w`` is the mirror of the one at ``w``: its minima
         are ``-h``, its value the same, ``g -> -g``. The map ``(w, h*) -> (-w, h*)`` is, in the
         Gaussian variables, the affine involution ``xi' = -xi - 2 m q^{-1/2}``,
-        ``eta' = eta + 2 (xi + m q^{-1/2}) q^{-1/2} theta R^{-1/2}`` (fields of THEORY.md 2.2; in
+        ``eta' = eta + 2 (xi + m q^{-1/2}) q^{-1/2} theta R^{-1/2}`` (fields of docs/model.md (3.1); in
         the whitened variables for correlated tokens). For any such involution with unit
         Jacobian ``E[f] = E[(f(z) + r f(z')) / (1 + r)]``, ``r = phi(z') / phi(z)`` the ratio of
         the standard normal densities, whatever rule samples ``z``. A node then contributes
         ``(1 - s) f(z) + s f(z')`` with ``s = r / (1 + r)``, its mirror's ``f`` computed from
         the node's own minima: no proximal problem more (the data step does this in its compiled
         Stein sums, :func:`stein_sums`). Where the global minimiser jumps between near-mirror
-        minima (on a curve through ``w = 0``; teacher fields of opposite signs: docs/theory.md,
-        sessions 16 and 18) the odd part of the Stein integrands jumps; across ``w.mu = 0``
+        minima (on a curve through ``w = 0``; teacher fields of opposite signs: docs/theory.md)
+        the odd part of the Stein integrands jumps; across ``w.mu = 0``
         (``mu`` the mean of ``w`` given ``h*``) the pair weighs both sides equally, which removes
         that jump where the two curves meet and damps it near them. Measured at ``alpha = 1,
         omega = 0.3``: the scatter of the fixed point per fine rule (orders 11-13) falls 1.9-2.3x
-        for the positional ``q`` and ``m``, 1.8-1.9x for the semantic ``theta`` (docs/theory.md,
-        session 19).
+        for the positional ``q`` and ``m``, 1.8-1.9x for the semantic ``theta`` (docs/theory.md).
 
         Returns ``(xi', eta', s)``, or ``None`` where :meth:`mirror_map` has no mirror.
         """
@@ -348,7 +355,7 @@ class Saddle:
 
     # ------------------------------------------------------------------ weights step
     def weights_step(self, h: Hats) -> OrderParams:
-        """Closed-form ridge step of THEORY.md 2.2, in the gauge of :meth:`gauge_fix`."""
+        """Closed-form ridge step (docs/model.md (2.1), (2.2)), in the gauge of :meth:`gauge_fix`."""
         s2 = self.s2
         K = self.spec.lam * np.eye(self.F) + s2 * h.V_hat
         try:
@@ -377,7 +384,7 @@ class Saddle:
         """Canonical representative of the rotation orbit of ``op`` (student rank ``r >= 2``).
 
         With tied (or causal) attention the scores ``h h^T`` and the ridge are invariant under
-        ``Q -> Q U`` for orthogonal ``U`` (r x r), so the fixed points of THEORY.md 2.2 are orbits
+        ``Q -> Q U`` for orthogonal ``U`` (r x r), so the fixed points of the equations are orbits
         ``(U^T q U, m U, U^T V U, U^T theta)``; with untied keys/queries under ``Q -> Q U``,
         ``K -> K U`` together (``I_2 (x) U`` on the fields ``(h_Q, h_K)``, every stage below
         summing over the two blocks): the Jacobian of the fixed-point map is singular
@@ -479,7 +486,7 @@ class Saddle:
 
     # ------------------------------------------------------------------ errors
     def free_energy(self, op: OrderParams, ds: DataStep) -> float:
-        """``Phi`` of THEORY.md 2.2; the training error is ``eps_t = -Phi``."""
+        """The free energy ``Phi`` (docs/model.md (4.1)); the training error is ``eps_t = -Phi``."""
         h = ds.hats
         s2 = self.s2
         K = self.spec.lam * np.eye(self.F) + s2 * h.V_hat
@@ -500,7 +507,7 @@ class Saddle:
 
     @one_blas_thread
     def test_error(self, op: OrderParams, order: int = 10) -> float:
-        """``eps_g = E[ell(w; T(h*))]`` (THEORY.md 2.1) with a product Gauss-Hermite rule.
+        """``eps_g = E[ell(w; T(h*))]`` (docs/model.md (4.2)) with a product Gauss-Hermite rule.
 
         The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
         """
@@ -558,7 +565,7 @@ def mirror_pairs(xi: np.ndarray, eta: np.ndarray, cm: np.ndarray,
 def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1: np.ndarray, M2: np.ndarray,
                tau: float, Vinv: np.ndarray, xi: np.ndarray, eta: np.ndarray, compiled: bool = True,
                mirror: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The node sums of the Stein forms of THEORY.md 2.2 (before the factor ``alpha`` and the
+    """The node sums of the Stein forms of docs/model.md (3.3) (before the factor ``alpha`` and the
     maps ``R^{-1/2}``, ``q^{-1/2}``): with ``g_k = (h_k - w) V^{-1}`` at the global and second
     minimum and the split ``p = expit((M2 - M1) / tau)`` (``p = 1`` for ``tau = 0``), returns
     ``sum_n wt_n E_p[g]`` (L x F), ``sum_n wt_n sum_l E_p[g_l g_l^T]`` (F x F),
@@ -583,7 +590,7 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
         if lib is None:
             from attnphase.theory.jit import stein_sums_kernel as _stein_sums  # noqa: PLC0415
 
-            _stein_sums(*args, out_m, out_q, out_th, out_v)
+            _stein_sums(*args, out_m, out_q, out_th, out_v)  # type: ignore[call-arg]  # (a list unpacked into typed parameters)
         else:
             lib.stein_sums(N, L, F, R, *(native.ptr(a) if isinstance(a, np.ndarray) else a for a in args),
                            *(native.ptr(a) for a in (out_m, out_q, out_th, out_v)), C, native.threads_for(N, 4096))
@@ -644,7 +651,7 @@ def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray
 
 @one_blas_thread
 def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
-    """Linear positional baseline ``eps_g_lin = 1/2 E tr((T - ET) C (T - ET)^T)`` (THEORY.md 2.1).
+    """Linear positional baseline ``eps_g_lin = 1/2 E tr((T - ET) C (T - ET)^T)`` (docs/model.md (4.3)).
 
     ``B = E[T]`` is the population least-squares mixing; ``T`` depends only on the teacher
     fields ``h* ~ N(0, sigma^2 I)`` (``L * r*`` dimensions).

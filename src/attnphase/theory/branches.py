@@ -1,0 +1,431 @@
+"""The branches of fixed points and their continuation in ``alpha`` (docs/model.md (5.1)).
+
+* :data:`BRANCHES`, :data:`MIXED`, :func:`branches_for`: the branches the solver looks for;
+  :func:`start_point` their recommended starts, :func:`classify` the branch a fixed point is on;
+* :class:`BranchPoint`: one fixed point of one branch at one ``alpha`` (user units);
+* :func:`solve_point`: one branch at one ``alpha``, from the recommended start or a warm start,
+  with the continuations in ``alpha`` and in the ridge that rescue a direct start;
+* :func:`follow_branch`: continuation along a grid of ``alpha`` with warm starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.theory.channels import AttentionMap
+from attnphase.theory.estimates import linear_response_estimate
+from attnphase.theory.fixed_point import (
+    FixedPointResult,
+    SolverSettings,
+    is_valid,
+    make_saddle,
+    solve_fixed_point,
+)
+from attnphase.theory.saddle import DataStep, OrderParams, Saddle
+
+BRANCHES = ("semantic", "positional", "trivial")
+#: for tied attention of rank r >= 2: one student direction semantic, another positional (the
+#: state GD reaches at r = 2, docs/variants.md)
+MIXED = "mixed"
+#: threshold (user units) above which an overlap counts as non-zero when classifying a fixed point
+CLASSIFY_TOL = 1e-3
+
+
+def branches_for(spec: ModelSpec) -> tuple[str, ...]:
+    """The branches the solver looks for: :data:`BRANCHES`, and :data:`MIXED` at student rank
+    ``r >= 2`` (tied, causal or untied attention)."""
+    return (*BRANCHES, MIXED) if has_mixed(spec) else BRANCHES
+
+
+def has_mixed(spec: ModelSpec) -> bool:
+    """The student has a ``mixed`` branch: tied, causal or untied attention of rank ``r >= 2``
+    (its fixed points are orbits under rotations of the student axes)."""
+    return AttentionMap.from_spec(spec).rotation_invariant
+
+
+def semantic_side(spec: ModelSpec) -> str:
+    """The branch that plays the semantic role in transitions and curves: ``semantic``, or
+    ``mixed`` at rank ``r >= 2`` (see :func:`attnphase.theory.transition.find_transition`)."""
+    return MIXED if has_mixed(spec) else "semantic"
+
+
+def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
+    """The recommended start of ``branch`` (docs/model.md (5.1); paper convention), tuned at
+    ``L = 2``, ``r = 1``, ``sigma = 0.5``, ``lambda = 0.01`` and generalised to any ``L, r, r*``;
+    ``F`` fields per token.
+
+    ``mixed`` (rank >= 2): the first student direction semantic, the second positional."""
+    L, rs = spec.L, spec.teacher_rank
+    G = spec.G_array
+    s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
+    if branch == MIXED and F >= 2:
+        # each block of fields (tied: Q; untied: Q and K): axis 0 semantic, the query's axis 1
+        # positional (field index block * r + axis)
+        r = AttentionMap.from_spec(spec).rank
+        m = np.zeros((L, F))
+        m[:, 1] = 0.2 * G[:, 0]
+        theta = np.zeros((F, rs))
+        qd = np.full(F, 0.02 * s2)
+        for b in range(0, F, r):
+            theta[b, 0] = 0.35 * s2
+            qd[b] = 0.9 * s2
+        return OrderParams(np.diag(qd), m, 14.6 * np.eye(F), theta)
+    if branch == "positional":
+        q0, m0, V0, t0 = 0.02, 0.2, 14.6, 0.0
+    elif branch == "semantic":
+        q0, m0, V0, t0 = 0.9, 0.0, 14.6, 0.35
+    elif branch == "trivial":
+        q0, m0, V0, t0 = 0.02, 0.0, 14.6, 0.0
+    else:
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))} or all")
+    q = q0 * s2 * np.eye(F)
+    m = np.zeros((L, F))
+    m[:, 0] = m0 * G[:, 0]
+    theta = np.zeros((F, rs))
+    for a in range(F):
+        theta[a, a % rs] = t0 * s2
+    return OrderParams(q, m, V0 * np.eye(F), theta)
+
+
+def classify(op: OrderParams, sigma: float, mixed: bool = False) -> str:
+    """Name the branch a fixed point belongs to (docs/model.md (5.1); semantic: ``theta != 0``;
+    positional: ``m != 0``; with ``mixed`` (rank >= 2, in the gauge of ``Saddle.gauge_fix``) both,
+    ``mixed``; trivial: neither), each overlap counted as non-zero above ``CLASSIFY_TOL``."""
+    theta = np.max(np.abs(op.theta)) / sigma**2
+    m = np.max(np.abs(op.m))
+    if mixed and theta > CLASSIFY_TOL and m > CLASSIFY_TOL:
+        return MIXED
+    if theta > CLASSIFY_TOL:
+        return "semantic"
+    if m > CLASSIFY_TOL:
+        return "positional"
+    return "trivial"
+
+
+#: the private fields of :class:`BranchPoint` that hold the solver's state
+_SOLVER_STATE = ("_op", "_jacobian", "_data", "_fine")
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    """One fixed point of one branch at one ``alpha``, in user units (docs/model.md (1.5):
+    ``q = Q.Q/d``, ``theta = Q*.Q/d``, ``m = pi_1.Q/d``; ``V`` in paper convention), with the
+    training error ``train_loss`` ((4.1)) and the test error ``test_error`` ((4.2)). Matrices for
+    ``r > 1`` are in ``q_matrix`` etc. ``exists``: the solve converged on this branch (``reason``
+    says why not otherwise); ``diagnostics``: how it was solved, refined and its error estimate.
+    Built complete: it is never changed after construction."""
+
+    branch: str
+    alpha: float
+    exists: bool
+    reason: str
+    q: float = math.nan
+    m: float = math.nan
+    theta: float = math.nan
+    V: float = math.nan
+    train_loss: float = math.nan
+    test_error: float = math.nan
+    converged: bool = False
+    iterations: int = 0
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    q_matrix: tuple = ()
+    m_matrix: tuple = ()
+    theta_matrix: tuple = ()
+    # The solver's state at the point, kept for warm starts of nearby solves (not part of the
+    # result: left out of repr, comparisons and to_dict).
+    #: the order parameters in paper convention
+    _op: OrderParams | None = field(default=None, repr=False, compare=False)
+    #: Jacobian of the fixed-point residual at the solution (relative units)
+    _jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: the data step at the solution (its minimisers warm-start a nearby solve on the same rule)
+    _data: DataStep | None = field(default=None, repr=False, compare=False)
+    #: a refined point's fine rules: ``(union saddle, number of rules, its full data step at the
+    #: point)``, whose minima a refinement from here to finer rules of the same scrambles reuses
+    #: (:func:`attnphase.theory.fine_rules.nested_first`)
+    _fine: tuple[Saddle, int, DataStep] | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state."""
+        d = asdict(replace(self, _op=None, _jacobian=None, _data=None, _fine=None))
+        for key in _SOLVER_STATE:
+            del d[key]
+        return d
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of the CLI JSON schema."""
+        keys = ("q", "m", "theta", "V", "train_loss", "test_error", "converged", "iterations")
+        return {k: getattr(self, k) for k in keys}
+
+
+#: product Gauss-Hermite order of the test error of a point that is an intermediate result (a
+#: coarse point about to be refined, a step of a continuation ramp): at dimension 6 the default
+#: order 10 (10^6 nodes, ~0.9 s) cost 10-15 % of a rank-2 solve; order 6 (~0.04 s) is within
+#: ~2e-3 (relative) and is replaced by the default-order value wherever such a point is returned
+DRAFT_TEST_ORDER = 6
+
+
+def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedPointResult,
+             draft: bool = False) -> BranchPoint:
+    """The :class:`BranchPoint` of a fixed-point solve ``res`` on the rule of ``sd``, started on
+    ``branch``: it exists if the solve converged and the fixed point is classified as that branch
+    (:func:`classify`). ``draft``: the test error on the cheap ``DRAFT_TEST_ORDER`` rule."""
+    op = res.op
+    s2 = sd.s2
+    found = classify(op, float(np.sqrt(s2)), has_mixed(spec))
+    exists = res.converged and found == branch
+    if not res.converged:
+        reason = f"solver did not converge: {res.reason} (last relative change {res.residual:.2e})"
+    elif found != branch:
+        reason = f"the {branch} start converged to the {found} branch: no {branch} fixed point here"
+    else:
+        reason = "ok"
+    train = -sd.free_energy(op, res.data)
+    test = sd.test_error(op, order=DRAFT_TEST_ORDER) if draft else sd.test_error(op)
+    diag = {
+        "residual": res.residual,
+        "seconds": res.seconds,
+        "solver_reason": res.reason,
+        "quadrature": {"method": sd.rule.method, "order": sd.rule.order, "nodes": sd.rule.size},
+        "prox_max_grad": float(np.max(res.data.prox.grad_norm)),
+        "classified_as": found,
+        "V_hat": res.data.hats.V_hat.tolist(),
+        "q_hat": res.data.hats.q_hat.tolist(),
+        "m_hat": res.data.hats.m_hat.tolist(),
+        "theta_hat": res.data.hats.theta_hat.tolist(),
+        **({"draft_test_error": True} if draft else {}),
+    }
+    return BranchPoint(
+        branch=branch,
+        alpha=float(alpha),
+        exists=bool(exists),
+        reason=reason,
+        train_loss=float(train),
+        test_error=float(test),
+        converged=bool(res.converged),
+        iterations=int(res.iterations),
+        diagnostics=diag,
+        _jacobian=res.jacobian,
+        _data=res.data,
+        **overlap_fields(sd, op),
+    )
+
+
+def overlap_fields(sd: Saddle, op: OrderParams) -> dict[str, Any]:
+    """The :class:`BranchPoint` fields that come from the order parameters (user units)."""
+    qu, mu, tu = sd.user_units(op)
+    q, m, theta = sd.user_scalars(op)
+    return {"q": float(q), "m": float(m), "theta": float(theta), "V": float(op.V[0, 0]),
+            "q_matrix": tuple(map(tuple, qu.tolist())), "m_matrix": tuple(map(tuple, mu.tolist())),
+            "theta_matrix": tuple(map(tuple, tu.tolist())), "_op": op}
+
+
+def solve_point(
+    spec: ModelSpec,
+    alpha: float,
+    branch: str = "semantic",
+    settings: SolverSettings | None = None,
+    start: OrderParams | None = None,
+    error_estimate: bool = True,
+    jacobian: np.ndarray | None = None,
+    warm: DataStep | None = None,
+    draft: bool = False,
+    thorough: bool = False,
+    ramp: bool = True,
+) -> BranchPoint:
+    """Fixed point of ``branch`` (docs/model.md (5.1)) at ``alpha`` on the solver's rule
+    (:func:`solve_fixed_point`, docs/model.md (7.2)), from the recommended start
+    (:func:`start_point`, first on the cheaper ``warmup_order`` rule) or from ``start`` (with its
+    ``jacobian`` and data step ``warm``: continuation).
+
+    The integration error estimate (``diagnostics["error_estimate"]``, relative, per unknown) is
+    computed by :func:`linear_response_estimate` from ``settings.n_replicas - 1`` independent rules.
+    ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
+    :func:`final_test_error`). A direct start that does not converge is retried by continuation
+    from the alphas of ``RAMP_FROM`` (:func:`continue_from`); with ``thorough`` (a single solve)
+    also one that converged to another branch: at ``L = 3``, ``omega = 0.3`` the positional start
+    went trivial at ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5
+    reaches it).
+    Below ``lambda = LAM_RAMP[0]`` a continuation in the ridge follows (:func:`_lam_ramp`).
+    ``ramp=False``: none of these (the first point of a continuation).
+    """
+    check_alpha(alpha)
+    settings = settings or SolverSettings()
+    if branch not in branches_for(spec):
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))}")
+    sd = make_saddle(spec, alpha, settings)
+    direct = start is None
+    if start is None:
+        start = sd.from_paper(start_point(spec, branch, sd.F))
+        if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
+            sd0 = make_saddle(spec, alpha, settings, order=settings.warmup_order)
+            res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6))
+            if res0.converged:
+                start = res0.op
+                if jacobian is None:
+                    jacobian = res0.jacobian
+    res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
+    point = to_point(spec, alpha, branch, sd, res, draft=draft)
+    if ramp and direct and not point.exists and (not res.converged or thorough):
+        point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft)
+    if error_estimate and point.exists and settings.n_replicas > 1:
+        assert point._op is not None  # (a point that exists has its order parameters)
+        est = linear_response_estimate(spec, alpha, settings, point._op, point.test_error)
+        point = replace(point, diagnostics={**point.diagnostics, "error_estimate": est})
+    return point
+
+
+def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, failed: BranchPoint,
+                     thorough: bool, draft: bool) -> BranchPoint:
+    """``branch`` at ``alpha`` by continuation where the direct start gave ``failed``: in
+    ``alpha`` from each of ``RAMP_FROM`` below it (:func:`continue_from`), then in the ridge
+    (:func:`_lam_ramp`). The point reached says ``failed``'s reason under
+    ``diagnostics["direct_start"]``; where none arrives, ``failed`` with what was tried."""
+    ramped, tried = None, []
+    for a0 in (a0 for a0 in RAMP_FROM if a0 < alpha):
+        tried.append(f"alpha = {a0:g}")
+        ramped = continue_from(spec, alpha, branch, settings, a0)
+        if ramped is not None:
+            break
+    if ramped is None and spec.lam < LAM_RAMP[0]:
+        tried.append(f"lambda = {LAM_RAMP[0]:g}")
+        ramped = _lam_ramp(spec, alpha, branch, settings, thorough)
+    if ramped is not None:
+        if not draft:
+            ramped = final_test_error(spec, ramped, settings)
+        return replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": failed.reason})
+    if tried:
+        return replace(failed, reason=f"{failed.reason} (nor by continuation from {' or '.join(tried)})")
+    return failed
+
+
+#: where a direct start does not converge, the branch is continued from these alphas, in turn
+#: (see continue_from)
+RAMP_FROM = (0.5, 0.1)
+RAMP_STEPS = 4
+#: largest ratio of consecutive alphas of that continuation
+RAMP_RATIO = 1.5
+
+
+def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+                  origin: float) -> BranchPoint | None:
+    """The branch continued from ``origin`` up to ``alpha`` (geometric steps, at least
+    ``RAMP_STEPS`` and at most a factor ``RAMP_RATIO`` each), for a direct start that did not
+    converge (or, in a single solve, converged to another branch): the starts
+    (:func:`start_point`) were tuned for ``L = 2``, ``r = 1``; at ``L = 3`` or ``r = 2``,
+    ``alpha = 1.5`` the trivial start left the valid domain while the branch is reached by
+    continuation (before the damped step in ``V^-1`` of :func:`solve_fixed_point`, which converges
+    there directly; at ``alpha = 50`` the direct start collapses to ``q = 0`` instead). The order
+    parameters change on the scale of ``log alpha`` (``V`` falls like ``1/alpha``): with four
+    equal steps from 0.5 to 50 the positional and trivial branches (omega
+    0.3) were not reached, with factors of at most 1.5 (12 steps) both are. From ``alpha = 0.5``
+    the trivial branch of ``L >= 5`` was not reached either (the start left the valid domain at
+    0.5 and 1 while the branch continues smoothly from 0.2); from 0.1 it is. ``None`` if the
+    continuation does not arrive."""
+    n = max(RAMP_STEPS, int(np.ceil(abs(np.log(alpha / origin)) / np.log(RAMP_RATIO) - 1e-9)))
+    grid = np.geomspace(origin, alpha, n + 1)
+    first = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False)
+    return continue_through(first, [(spec, float(a)) for a in grid[1:]], branch, settings)
+
+
+def continue_through(last: BranchPoint, steps: list[tuple[ModelSpec, float]], branch: str,
+                     settings: SolverSettings) -> BranchPoint | None:
+    """Continuation of ``branch`` from the point ``last`` through ``steps`` (model, alpha), each
+    point started from the previous one (its Jacobian and minimisers); ``None`` if it is lost."""
+    for sp, a in steps:
+        if not last.exists:
+            return None
+        last = solve_point(sp, a, branch, settings, start=last._op, error_estimate=False,
+                           jacobian=last._jacobian, warm=last._data, draft=True)
+    return last if last.exists else None
+
+
+#: ridges of the continuation in lambda (see _lam_ramp), then the spec's own
+LAM_RAMP = (0.01, 0.003, 0.001, 0.0003)
+
+
+def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+              thorough: bool) -> BranchPoint | None:
+    """The branch continued in the ridge from ``lambda = LAM_RAMP[0]`` (where the starts of
+    :func:`start_point` were tuned) down to ``spec.lam``, for a direct start (and the continuations in
+    ``alpha``) that failed at a smaller ridge: ``V`` grows as ``lambda`` falls (trivial branch at
+    ``alpha = 1``, ``omega = 0.3``: ``V`` 28.6, 66, 131, 245, 552 at ``lambda`` 0.01, 0.003,
+    0.001, 3e-4, 0) and the start (``V = 14.6``) left the valid domain at ``lambda = 0``.
+    ``None`` if the continuation does not arrive."""
+    lams = [lam for lam in LAM_RAMP if lam > spec.lam] + [spec.lam]
+    first = solve_point(spec.replace(lam=lams[0]), alpha, branch, settings, error_estimate=False, draft=True,
+                        thorough=thorough)
+    return continue_through(first, [(spec.replace(lam=lam), alpha) for lam in lams[1:]], branch, settings)
+
+
+def final_test_error(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
+    """``point`` with its test error on the default rule, if it was computed as a draft."""
+    if not point.diagnostics.get("draft_test_error") or point._op is None:
+        return point
+    sd = make_saddle(spec, point.alpha, settings)
+    diag = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
+    return replace(point, test_error=float(sd.test_error(point._op)), diagnostics=diag)
+
+def _extrapolate(p1: BranchPoint, p2: BranchPoint, alpha: float) -> OrderParams | None:
+    """Linear extrapolation of the order parameters through two solved points (``None`` if the
+    result leaves the valid domain)."""
+    if p1._op is None or p2._op is None or p1.alpha == p2.alpha:
+        return None
+    x1, x2 = p1._op.to_vector(), p2._op.to_vector()
+    t = (alpha - p2.alpha) / (p2.alpha - p1.alpha)
+    L, F = p2._op.m.shape
+    op = OrderParams.from_vector(x2 + t * (x2 - x1), L, F, p2._op.theta.shape[1])
+    return op if is_valid(op) else None
+
+
+def follow_branch(
+    spec: ModelSpec,
+    alphas: Sequence[float] | np.ndarray,
+    branch: str,
+    settings: SolverSettings | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[BranchPoint]:
+    """Continuation of ``branch`` along ``alphas`` (warm start from the previous point).
+
+    Where the branch is lost (the warm start converges elsewhere) the direct start is tried
+    once; points where neither gives the branch are returned with ``exists = False``.
+    """
+    check_alpha([float(a) for a in alphas])
+    settings = settings or SolverSettings()
+    out: list[BranchPoint] = []
+    found: list[BranchPoint] = []  # the points where the branch exists, in order
+    for i, a in enumerate(alphas):
+        start, jac, warm = None, None, None
+        if found:
+            last = found[-1]
+            start, jac, warm = last._op, last._jacobian, last._data
+            if len(found) >= 2:  # secant predictor along the branch
+                start = _extrapolate(found[-2], last, a) or start
+        pt = solve_point(spec, a, branch, settings, start=start, error_estimate=False, jacobian=jac,
+                         warm=warm)
+        if not pt.exists and found:
+            pt2 = solve_point(spec, a, branch, settings, start=None, error_estimate=False)
+            if pt2.exists:
+                pt = pt2
+        out.append(pt)
+        if pt.exists:
+            found.append(pt)
+        if progress is not None:
+            progress(i + 1, len(alphas))
+    # points before the first one found (the direct start converged elsewhere there, e.g. the
+    # mixed start at the largest alpha): continued backwards from the first found point
+    first = next((i for i, p in enumerate(out) if p.exists), None)
+    if first:
+        last = out[first]
+        for i in range(first - 1, -1, -1):
+            pt = solve_point(spec, alphas[i], branch, settings, start=last._op, error_estimate=False,
+                             jacobian=last._jacobian, warm=last._data)
+            if not pt.exists:
+                break
+            out[i] = last = pt
+    return out

@@ -1,0 +1,206 @@
+"""A single solve on the multi-fidelity path, raised to the error target (docs/model.md (7.5)).
+
+:func:`solve_refined` solves one branch at one ``alpha`` on the solver's coarse rule, refines it
+(:func:`attnphase.theory.refinement.refine_point`) and, with ``settings.target_error``, raises the
+refinement order until the error estimate meets the target (:func:`orders_to_target`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory.branches import MIXED, BranchPoint, continue_from, final_test_error, solve_point
+from attnphase.theory.estimates import linear_response_estimate
+from attnphase.theory.fixed_point import TARGET_KEYS, SolverSettings
+from attnphase.theory.refinement import (
+    fine_absence,
+    is_refined,
+    left_branch,
+    mark_unresolved,
+    mid_rule_settings,
+    refine_point,
+    settled_unresolved,
+    unresolved_overlap,
+)
+
+
+def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) -> BranchPoint:
+    """One branch at one ``alpha`` by the multi-fidelity path: the fixed point on the solver's
+    (coarse) rule, then :func:`refine_point` to ``settings.tol`` on the fine rules, whose standard
+    error is the error estimate. Where the refinement does not converge the coarse point is
+    returned with the reason in ``diagnostics["refined"]`` and the linear-response error estimate
+    of the coarse rule (seen for ``rank = 2``: the coarse rule's ``m = 0`` semantic point is not a
+    fixed point of the fine rules, which drift to the mixed branch; docs/variants.md), unless the
+    overlap that defines the branch is not resolved there (:func:`coarse_absence`). Where the coarse
+    solve of a semantic or mixed point finds no point or its refinement fails, the branch is first
+    continued down from larger ``alpha`` on a finer rule (:func:`_refine_from_above`)."""
+    if not settings.refine_order:
+        return solve_point(spec, alpha, branch, settings, thorough=True)
+    coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
+    # (a semantic or mixed point whose refinement fails is first continued from above, the full-solver
+    # fallback comes after that: it never rescued such a point, and costs ~10 s where it fails)
+    above_first = branch in ("semantic", MIXED)
+    point = refine_point(spec, coarse, settings, tol=settings.tol, fallback=not above_first,
+                         keep_fine=bool(settings.target_error))
+    marked = mark_unresolved(point)  # (marked is not point: the fine rules do not confirm the branch)
+    if not is_refined(point) or marked is not point:
+        retry, tried = _refine_from_above(spec, alpha, branch, settings, point if marked is point else marked)
+        if retry is not None and mark_unresolved(retry[1]) is retry[1]:
+            coarse, point = retry
+            marked = point
+        elif above_first and point.exists and marked is point and not is_refined(point):
+            point = refine_point(spec, coarse, settings, tol=settings.tol)  # (now with the fallback)
+            if tried:
+                point = _with_retry(point, tried)
+            marked = mark_unresolved(point)
+        elif tried and (not marked.exists):
+            marked = replace(marked, reason=f"{marked.reason} (nor {tried})")
+            if not point.exists:
+                point = coarse = marked
+        elif tried:  # (marked is point here: a point the fine rules do not confirm was caught above)
+            point = marked = _with_retry(point, tried)
+    if marked is not point:
+        return marked
+    if not is_refined(point):
+        point = coarse = final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
+        if coarse.exists and settings.n_replicas > 1:
+            assert coarse._op is not None  # (a point that exists has its order parameters)
+            est = linear_response_estimate(spec, alpha, settings, coarse._op, coarse.test_error)
+            point = coarse = replace(coarse, diagnostics={**coarse.diagnostics, "error_estimate": est})
+            why = coarse_absence(point)
+            if why is not None:
+                return replace(point, exists=False, reason=f"{branch} branch not resolved: {why}")
+    if settings.target_error and coarse.exists:
+        # (a finer rule may no longer resolve the branch: the L = 3 positional point at
+        # alpha 1.5, omega 0.3 has m 0.058 / 0.014 / 0.005 on 2^8 x 4 / 2^11 x 4 / 2^12 x 4 nodes)
+        point = mark_unresolved(_refine_to_target(spec, point, settings))
+    return point
+
+
+#: branches that end towards small ``alpha`` (at a spinodal): where their refinement fails they are
+#: continued downward from ``RAMP_DOWN * alpha`` on a rule one order below the fine rules
+RAMP_DOWN = 2.0
+
+
+def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+                       failed: BranchPoint) -> tuple[tuple[BranchPoint, BranchPoint] | None, str]:
+    """A second try where the coarse solve of a semantic (or mixed) point found no point of the
+    branch or its refinement did not converge: the branch continued downward from
+    ``RAMP_DOWN * alpha`` on the rule one order below the fine rules (:func:`continue_from`), then
+    refined. Returns ((that point, its refinement), what was done) if the refinement converges,
+    else (``None``, what was tried).
+
+    Near the end of a branch the coarse rule can sit on a different part of it than the fine
+    rules: causal student, ``omega = 0.3``, ``alpha = 1.75``: ``theta`` = 0.202 on 2^8 x 4 nodes
+    (where the branch ends near 1.7) against 0.349 on 2^11 x 4 nodes (ending near 1.61), and the
+    refinement from 0.202 falls towards the trivial branch; the direct start on the finer rule
+    goes trivial too, while the branch continued from larger ``alpha`` is reached
+    (docs/variants.md)."""
+    mid_settings = mid_rule_settings(settings)
+    if branch not in ("semantic", MIXED) or mid_settings is None:
+        return None, ""
+    origin = RAMP_DOWN * alpha
+    how = f"continued down from alpha {origin:g} on order {mid_settings.order}"
+    mid = continue_from(spec, alpha, branch, mid_settings, origin)
+    if mid is None:
+        return None, f"{how}: the branch was lost on the way"
+    point = refine_point(spec, mid, settings, tol=settings.tol)
+    if not is_refined(point) and settled_unresolved(point) is None:
+        to = left_branch(point)
+        return None, f"{how} (theta {mid.theta:.3g}): " + (f"refined, it went to the {to} branch" if to else
+                                                          "its refinement did not converge either")
+    why = fine_absence(point)
+    if why is not None:
+        return None, f"{how} (theta {mid.theta:.3g}): not resolved on the fine rules ({why})"
+    if failed.exists or failed.diagnostics.get("refined"):
+        note = (f"the refinement of the coarse point (coarse theta {failed.theta:.3g}) failed "
+                f"({failed.diagnostics.get('refined', {}).get('reason')}); {how} instead")
+    else:
+        note = f"the coarse solve found no point of the branch ({failed.reason}); {how} instead"
+    return (mid, _with_retry(point, note)), note
+
+
+def _with_retry(point: BranchPoint, note: str) -> BranchPoint:
+    """``point`` with ``note`` (what the second try of :func:`solve_refined` did) as
+    ``diagnostics["refined"]["retry"]``."""
+    refined = {**point.diagnostics.get("refined", {}), "retry": note}
+    return replace(point, diagnostics={**point.diagnostics, "refined": refined})
+
+
+def coarse_absence(point: BranchPoint) -> str | None:
+    """Why an unrefined point (its refinement did not converge) does not resolve its branch: the
+    overlap that defines it has a relative error estimate (linear response on the solver's rule)
+    above ``1 / RESOLVE_SE``; ``None`` otherwise."""
+    bad = unresolved_overlap(point)
+    if bad is None:
+        return None
+    key, err = bad
+    return (f"its refinement did not converge and on the coarse rule {key} = {getattr(point, key):.3g} has a "
+            f"relative error estimate of {err:.2g}")
+
+
+#: decay of the refined test-error estimates with the number of nodes, ``N^-TARGET_DECAY``: the
+#: least-squares slope of log2(estimate) against the refinement order 11-15, pooled over 12 chains
+#: (L = 2 semantic and positional at alpha 1, L = 3 semantic and rank 2 semantic, positional and
+#: mixed at alpha 1.5, two seeds each) is 0.64, single chains 0.16-1.14 (docs/theory.md)
+TARGET_DECAY = 0.64
+
+
+def orders_to_target(err: float, target: float) -> int:
+    """Refinement orders (doublings of the nodes) to bring an error estimate ``err`` down to
+    ``target`` if it decays as ``N^-TARGET_DECAY``; at least 1."""
+    if not (math.isfinite(err) and err > target > 0):
+        return 1
+    return max(1, math.ceil(math.log2(err / target) / TARGET_DECAY - 1e-9))
+
+
+def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
+    """Raise the refinement order (each solve starts from the previous refined point) until the
+    relative error estimate of the test error (``settings.target_on``: or of the summary overlaps,
+    or of both: :func:`target_estimate`) is at most ``settings.target_error`` or
+    ``max_refine_order`` is reached; the history (order, the targeted estimate, the test error's,
+    nodes, and the seconds each refinement took) is in ``diagnostics["target"]``.
+
+    Each step goes to the order that the estimate's decay predicts, ``N^-TARGET_DECAY`` in the
+    number of nodes ``N`` (one order doubles ``N``), at least one order up: the intermediate
+    orders, skipped, would together cost about as much again as the last one."""
+    order = settings.refine_order
+    history: list[dict[str, Any]] = []
+
+    def estimate(p: BranchPoint, on: str = settings.target_on) -> float:
+        return target_estimate(p, on) if is_refined(p) else math.inf
+
+    err = estimate(point)
+    kept = order
+    history.append({"order": order, "estimate": err, "test_error_estimate": estimate(point, "test_error"),
+                    "nodes": point.diagnostics["refined"].get("nodes")})
+    while err > settings.target_error and order < settings.max_refine_order:
+        order = min(settings.max_refine_order, order + orders_to_target(err, settings.target_error))
+        t0 = time.perf_counter()
+        nxt = refine_point(spec, point, replace(settings, refine_order=order), tol=settings.tol, keep_fine=True)
+        e = estimate(nxt)
+        history.append({"order": order, "estimate": e, "test_error_estimate": estimate(nxt, "test_error"),
+                        "nodes": nxt.diagnostics["refined"].get("nodes"), "seconds": time.perf_counter() - t0})
+        if settled_unresolved(nxt) is not None:
+            point, kept = nxt, order  # (the branch is not resolved on these rules: mark_unresolved says so)
+            break
+        if not math.isfinite(e):
+            break  # (that refinement failed: keep the last refined point)
+        point, err, kept = nxt, e, order
+    return replace(point, _fine=None, diagnostics={**point.diagnostics, "target": {
+        "target_error": settings.target_error, "on": settings.target_on, "met": err <= settings.target_error,
+        "order": kept, "history": history}})
+
+
+def target_estimate(point: BranchPoint, on: str) -> float:
+    """The largest relative error estimate of ``point`` among the quantities ``on`` names
+    (``TARGET_KEYS``; an overlap that is zero by symmetry has estimate 0); ``inf`` without one."""
+    est = point.diagnostics.get("error_estimate") or {}
+    vals = [est.get(k) for k in TARGET_KEYS[on]]
+    if any(v is None for v in vals):
+        return math.inf
+    return float(max(v for v in vals if v is not None))

@@ -1,0 +1,602 @@
+"""The transition points of one model (docs/model.md (5.2)-(5.4)).
+
+:func:`find_transition` follows the semantic and the positional branch on a grid of ``alpha``
+and locates ``alpha_c`` (equal training errors, (5.2)), the spinodals (where a branch stops
+existing, (5.3)) and ``alpha_l`` (the global minimum's test error crosses the linear baseline,
+(5.4)) by bisection and regula falsi with warm starts, on refined points where the settings ask
+for refinement. :func:`find_transition_replicated` and :func:`combine_transitions` repeat it
+over independent QMC scrambles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, cast
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.theory.branches import BranchPoint, follow_branch, semantic_side, solve_point
+from attnphase.theory.fixed_point import SolverSettings
+from attnphase.theory.refinement import (
+    fine_absence,
+    is_confirmed,
+    mark_unresolved,
+    mid_rule_walker,
+    refine_point,
+)
+from attnphase.theory.saddle import linear_test_error
+
+
+@dataclass(frozen=True)
+class Transition:
+    """Transition points of one model: ``alpha_c`` (docs/model.md (5.2)), the spinodals of the
+    semantic side and of the positional branch ((5.3)), ``alpha_l`` ((5.4)) and the linear
+    baseline's test error ((4.3)); ``notes`` say what could not be located and why."""
+
+    alpha_c: float | None
+    alpha_l: float | None
+    spinodals: dict[str, float | None]
+    linear_test_error: float
+    notes: tuple[str, ...] = ()
+    grid: dict[str, list] = field(default_factory=dict)
+    #: integration-error estimate (standard error over independent QMC scrambles; empty for one)
+    errors: dict[str, float | None] = field(default_factory=dict)
+    #: the transition of each scramble when several were combined
+    replicas: tuple[dict[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "alpha_c": self.alpha_c,
+            "alpha_l": self.alpha_l,
+            "spinodals": dict(self.spinodals),
+            "linear_test_error": self.linear_test_error,
+            "notes": list(self.notes),
+        }
+        if self.errors:
+            d["errors"] = dict(self.errors)
+            d["replicas"] = list(self.replicas)
+        return d
+
+
+def combine_transitions(runs: Sequence[dict[str, Any]], seed0: int = 0) -> dict[str, Any]:
+    """Combine :meth:`Transition.to_dict` results of independent QMC scrambles (seeds
+    ``seed0, seed0 + 1, ...``): the mean of each point, its standard error under ``errors`` and
+    every scramble under ``replicas``. A scramble missing a point is left out of that mean."""
+    runs = list(runs)
+    if len(runs) == 1:
+        return dict(runs[0])
+
+    def combine(vals: list[float | None]) -> tuple[float | None, float | None]:
+        got = [float(v) for v in vals if v is not None]
+        if not got:
+            return None, None
+        mean = float(np.mean(got))
+        se = float(np.std(got, ddof=1) / np.sqrt(len(got))) if len(got) > 1 else None
+        return mean, se
+
+    a_c, e_c = combine([r.get("alpha_c") for r in runs])
+    a_l, e_l = combine([r.get("alpha_l") for r in runs])
+    spin: dict[str, float | None] = {}
+    errs: dict[str, float | None] = {"alpha_c": e_c, "alpha_l": e_l}
+    for b in ("semantic", "positional"):
+        spin[b], errs[f"spinodal_{b}"] = combine([r.get("spinodals", {}).get(b) for r in runs])
+    notes = [f"mean of {len(runs)} QMC scrambles (seeds {seed0}..{seed0 + len(runs) - 1}); "
+             "errors are standard errors over them"]
+    for k, r in enumerate(runs):
+        notes += [f"scramble {k}: {n}" for n in r.get("notes", [])]
+        if r.get("alpha_c") is None and a_c is not None:
+            notes.append(f"scramble {k} found no alpha_c; the mean uses the others")
+    return {"alpha_c": a_c, "alpha_l": a_l, "spinodals": spin,
+            "linear_test_error": runs[0].get("linear_test_error"), "notes": notes, "errors": errs,
+            "replicas": runs}
+
+
+def find_transition_replicated(
+    spec: ModelSpec,
+    alphas: Sequence[float] | None = None,
+    settings: SolverSettings | None = None,
+    replicas: int = 3,
+    progress: Callable[[int, int], None] | None = None,
+) -> Transition:
+    """:func:`find_transition` on ``replicas`` independently scrambled QMC rules (seeds
+    ``settings.seed + k``), combined by :func:`combine_transitions`.
+
+    At the fast preset (2^8 x 4 nodes) ``alpha_c(0.3)`` scatters by ~0.04 between scrambles
+    (measured: 1.336, 1.254, 1.283), because the two training errors cross at a shallow angle; the
+    standard error is the honest uncertainty of the reported value.
+    """
+    settings = settings or SolverSettings()
+    if replicas < 1:
+        raise ValueError("replicas must be >= 1")
+    runs = []
+    for k in range(replicas):
+        def prog(i: int, n: int, k: int = k) -> None:
+            if progress is not None:
+                progress(k * n + i, replicas * n)
+
+        runs.append(find_transition(spec, alphas, replace(settings, seed=settings.seed + k), progress=prog))
+    if replicas == 1:
+        return runs[0]
+    d = combine_transitions([r.to_dict() for r in runs], settings.seed)
+    return Transition(d["alpha_c"], d["alpha_l"], d["spinodals"], runs[0].linear_test_error,
+                      tuple(d["notes"]), runs[0].grid, d["errors"], tuple(d["replicas"]))
+
+
+def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
+    """Bisection for a sign change of ``f`` on ``[lo, hi]`` (``f(lo) = flo``); ``None`` values
+    (branch absent) are treated as the side where the branch does not exist; returns the
+    :func:`_midpoint` of the final bracket."""
+    return _midpoint(*_bisect_bracket(f, lo, hi, flo, xtol))
+
+
+def _midpoint(lo: float, hi: float) -> float:
+    """Midpoint of a bisection bracket, to 12 significant digits: ``0.675``, not the
+    ``0.6749999999999999`` of a bracket whose end is a grid value minus the grid step
+    (``0.7 - 0.05 = 0.6499999999999999``)."""
+    return float(f"{0.5 * (lo + hi):.12g}")
+
+
+def _bisect_bracket(f: Callable[[float], float | None], lo: float, hi: float, flo: float,
+                    xtol: float) -> tuple[float, float]:
+    """The final bracket ``(lo, hi)`` of :func:`_bisect` (``lo`` on the side of ``flo``)."""
+    for _ in range(60):
+        if abs(hi - lo) < xtol:
+            break
+        mid = 0.5 * (lo + hi)
+        fm = f(mid)
+        if fm is not None and np.sign(fm) == np.sign(flo):
+            lo, flo = mid, fm
+        else:
+            hi = mid
+    return lo, hi
+
+
+
+def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, probe: SolverSettings,
+                    anchor: BranchPoint, absent: float, grid: np.ndarray) -> float | None:
+    """The end of ``branch`` (semantic side) where the fine rules hold it below the point
+    ``absent`` at which the coarse rule lost it, else ``None``.
+
+    The branch is continued down from ``anchor`` by :func:`mid_rule_walker` (probes with the
+    probe budget). Seen for the causal student at ``omega = 0.3``: the coarse rule's semantic
+    branch ends near 1.7-1.78, the fine rules' near 1.61 (docs/variants.md). Where the coarse
+    rule ends the branch too late (its small-``theta`` tail, "Spinodals" in docs/theory.md) the
+    first check fails and nothing changes.
+    """
+    walk = mid_rule_walker(spec, branch, settings, anchor, probe, PROBE_REFINE_EVALS)
+    if walk is None:
+        return None
+
+    def exists(a: float) -> float | None:
+        return None if walk(a) is None else 1.0
+
+    if exists(absent) is None:
+        return None
+    step = float(np.min(np.diff(grid))) if len(grid) > 1 else 0.2
+    present, a = absent, absent - step
+    while a > 0 and exists(a) is not None:
+        present, a = a, a - step
+    if a <= 0:
+        return None  # (the branch continues to alpha -> 0 on that rule: leave the coarse answer)
+    return _bisect(exists, present, a, 1.0, SPINODAL_XTOL)
+
+
+def _root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, fhi: float | None,
+          xtol: float, noise: Callable[[], float | None] | None = None) -> float:
+    """Sign change of ``f`` on ``[lo, hi]`` by the Illinois variant of regula falsi (bisection
+    where ``f`` is ``None``, i.e. a branch is absent, treated as the ``hi`` side). The training-
+    error and test-error differences are smooth in ``alpha``, so this needs 2-4 solves where
+    bisection needs 6-8. ``noise()`` (optional): the standard error of the last ``f`` value; the
+    search stops once the secant step to the root is below that error in ``x`` units (``f`` is
+    then indistinguishable from zero within the integration error)."""
+    side = 0
+    true = {lo: flo, hi: fhi}  # f without the Illinois down-weighting
+    for _ in range(60):
+        if abs(hi - lo) < xtol:
+            break
+        if fhi is None or fhi == flo:
+            m = 0.5 * (lo + hi)
+        else:
+            m = hi - fhi * (hi - lo) / (fhi - flo)
+            pad = 0.02 * (hi - lo)
+            m = min(max(m, lo + pad), hi - pad)
+        fm = f(m)
+        if fm is None:
+            hi, fhi = m, None
+            side = 0
+            continue
+        true[m] = fm
+        if fm == 0.0:
+            return m
+        se = noise() if noise is not None else None
+        if se is not None:
+            # stop once the secant's distance to the root is below the noise of f in x units
+            other = (hi, true.get(hi)) if np.sign(fm) == np.sign(flo) else (lo, true.get(lo))
+            if other[1] is not None and other[0] != m and other[1] != fm:
+                slope = (other[1] - fm) / (other[0] - m)
+                if abs(fm / slope) < max(xtol, se / abs(slope)):
+                    return float(m - fm / slope)
+        if np.sign(fm) == np.sign(flo):
+            lo, flo = m, fm
+            if side == -1 and fhi is not None:
+                fhi *= 0.5
+            side = -1
+        else:
+            hi, fhi = m, fm
+            if side == 1:
+                flo *= 0.5
+            side = 1
+        if fhi is not None and abs(fm) < 1e-12 * max(abs(flo), abs(fhi)):
+            break
+    if fhi is not None and fhi != flo:
+        return float(hi - fhi * (hi - lo) / (fhi - flo))
+    return 0.5 * (lo + hi)
+
+
+#: relative gap of the coarse training errors above which the global minimum is taken from the
+#: coarse rule without refining both branches (the 2^8 x 4 rule scatters by <= 1.5 %, measured)
+GLOBAL_MARGIN = 0.05
+#: iteration budget of a spinodal probe (a solve that decides whether a branch exists at one alpha)
+SPINODAL_PROBE_ITER = 60
+#: bisection tolerance of the spinodals: two probes on the default grid (spacing 0.2), i.e. the
+#: spinodal to +- 0.025. A probe is solved on the coarse rule and, with refinement, counts only if
+#: its refined point stays on the branch (fine_absence), which costs 2-3 s per probe near a
+#: spinodal; the spinodal itself moves by a few hundredths between fine rules
+SPINODAL_XTOL = 0.06
+#: fine data steps of a spinodal probe's refinement (a refinement near the spinodal took 16)
+PROBE_REFINE_EVALS = 8
+
+
+def _refined_se(p: BranchPoint, key: str) -> float | None:
+    """Standard error of ``key`` over the fine rules of a refined point (``None`` otherwise)."""
+    return p.diagnostics.get("refined", {}).get("errors", {}).get(key)
+
+
+def _root_error(hist: Sequence[tuple[float, float, float | None]]) -> float | None:
+    """Error of a root located from evaluations ``(x, f(x), se of f)``: the standard error of
+    ``f`` at the evaluation nearest the root over the local slope (through the two nearest)."""
+    known = [(x, f, se) for x, f, se in hist if se is not None]
+    pts = sorted({h[0]: h for h in known}.values(), key=lambda h: abs(h[1]))[:2]
+    if len(pts) < 2 or pts[0][0] == pts[1][0]:
+        return None
+    slope = (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
+    return float(abs(pts[0][2] / slope)) if slope != 0 else None
+
+
+def find_transition(
+    spec: ModelSpec,
+    alphas: Sequence[float] | None = None,
+    settings: SolverSettings | None = None,
+    xtol: float = 5e-3,
+    progress: Callable[[int, int], None] | None = None,
+    branches: tuple[list[BranchPoint], list[BranchPoint]] | None = None,
+) -> Transition:
+    """``alpha_c`` (docs/model.md (5.2)), the spinodals ((5.3)) and ``alpha_l`` ((5.4)) by
+    continuation on a grid, then bisection.
+
+    The semantic branch is followed downward from the largest ``alpha`` and the positional
+    branch upward from the smallest, so each is tracked as far as it exists (its spinodal).
+    For tied attention of rank ``r >= 2`` the semantic side is the ``mixed`` branch (one
+    direction semantic, the other positional: the state GD reaches, and the lowest training
+    error of the three at large ``alpha``); its spinodal is reported under ``semantic``.
+    ``branches``: the two branches already followed on this grid (semantic side, positional),
+    e.g. by the curves command. With ``settings.refine_order`` the points that decide
+    ``alpha_c``, ``alpha_l`` and the spinodals are refined (:func:`refine_point`).
+    """
+    settings = settings or SolverSettings()
+    grid = np.asarray(alphas if alphas is not None else np.linspace(0.2, 2.4, 12), dtype=float)
+    check_alpha(grid.tolist())
+    grid = np.sort(grid)
+    search = _TransitionSearch(spec, settings, grid, xtol)
+    if branches is not None:
+        sem, pos = list(branches[0]), list(branches[1])
+    else:
+        tick = _Ticker(progress, 2 * len(grid))
+        sem = follow_branch(spec, grid[::-1], search.sem_name, settings, progress=tick)[::-1]
+        pos = follow_branch(spec, grid, "positional", settings, progress=tick)
+    search.check_inner_ends(sem, pos)
+    spinodals = {"semantic": search.semantic_spinodal(sem), "positional": search.positional_spinodal(pos)}
+    alpha_c = search.alpha_c(sem, pos)
+    alpha_l = search.alpha_l(sem, pos)
+    errors = search.errors(alpha_c, alpha_l)
+    grid_data = {
+        "alpha": grid.tolist(),
+        "semantic_train": [p.train_loss if p.exists else None for p in sem],
+        "positional_train": [p.train_loss if p.exists else None for p in pos],
+        "semantic_test": [p.test_error if p.exists else None for p in sem],
+        "positional_test": [p.test_error if p.exists else None for p in pos],
+    }
+    return Transition(alpha_c, alpha_l, spinodals, search.eps_lin, tuple(search.notes), grid_data, errors)
+
+
+class _Ticker:
+    """The progress of the two continuations of :func:`find_transition`, counted over both."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self, i: int, n: int) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+class _TransitionSearch:
+    """The steps of :func:`find_transition` on one grid, and what they share: the points solved
+    so far on each branch (warm starts), the refined points (refined once each), the evaluations
+    of the two root searches (their errors) and the notes."""
+
+    def __init__(self, spec: ModelSpec, settings: SolverSettings, grid: np.ndarray, xtol: float) -> None:
+        self.spec, self.settings, self.grid, self.xtol = spec, settings, grid, xtol
+        self.sem_name = semantic_side(spec)
+        self.eps_lin = linear_test_error(spec)
+        self.notes: list[str] = [] if self.sem_name == "semantic" else ["rank >= 2: the semantic side is the mixed branch"]
+        # a spinodal probe that has not converged within this budget counts as "branch absent" (near
+        # a spinodal the map's Jacobian becomes singular and a failing solve would otherwise run
+        # the full max_iter)
+        self.probe = replace(settings, max_iter=min(settings.max_iter, SPINODAL_PROBE_ITER), max_polish=1)
+        #: the points of each branch where it exists, the warm starts of the solves at new alphas
+        self.solved: dict[str, list[BranchPoint]] = {}
+        #: refined points by (branch, alpha), and by ("exact", branch, alpha) those refined to tol
+        self.refined: dict[tuple, BranchPoint] = {}
+        #: evaluations (alpha, value, its standard error) of the two root searches
+        self.hist: dict[str, list[tuple[float, float, float | None]]] = {"alpha_c": [], "alpha_l": []}
+
+    # --- solving and refining points ---
+
+    def solve_at(self, a: float, branch: str, near: BranchPoint, s: SolverSettings | None = None) -> BranchPoint:
+        """``branch`` at ``a``, warm-started (order parameters and Jacobian) from the nearest
+        solved point of the branch (``near`` if there is none)."""
+        pool = self.solved[branch] or [near]
+        best = min(pool, key=lambda p: abs(p.alpha - a))
+        pt = solve_point(self.spec, a, branch, self.settings if s is None else s, start=best._op, error_estimate=False,
+                         jacobian=best._jacobian, warm=best._data)
+        if pt.exists:
+            self.solved[branch].append(pt)
+        return pt
+
+    def fine(self, p: BranchPoint) -> BranchPoint:
+        """``p`` refined (:func:`refine_point`, to ``REFINE_TOL``) where the settings ask for it."""
+        if not self.settings.refine_order or not p.exists or "refined" in p.diagnostics:
+            return p  # (a point given already refined, e.g. by the curves command, is kept)
+        key = (p.branch, p.alpha)
+        if key not in self.refined:
+            self.refined[key] = refine_point(self.spec, p, self.settings)
+        return self.refined[key]
+
+    def settled(self, p: BranchPoint) -> BranchPoint:
+        """``p`` refined to ``settings.tol`` as a single solve is (:func:`refine_point` with its
+        fallback), for the checks of a followed branch's inner end. The quick refinement (to
+        ``REFINE_TOL``) is not enough there: at ``omega = 0`` it carried the positional point at
+        the grid's end (``alpha = 2.4``, coarse ``m = 0.070``) to ``m = -0.0032``, resolved from
+        zero by the teacher-scaled fine rules, and stopped, so the branch was taken to reach the
+        grid's end; refined to ``tol`` it is not resolved."""
+        if not p.exists or not self.settings.refine_order or "refined" in p.diagnostics:
+            return self.fine(p)
+        key = ("exact", p.branch, p.alpha)
+        if key not in self.refined:
+            self.refined[key] = refine_point(self.spec, p, self.settings, tol=self.settings.tol)
+        return self.refined[key]
+
+    def on_fine(self, p: BranchPoint) -> bool:
+        """The branch exists at ``p`` on the fine rules too (see :func:`fine_absence`)."""
+        return p.exists and fine_absence(self.settled(p)) is None
+
+    def probe_exists(self, a: float, branch: str, anchor: BranchPoint) -> float | None:
+        """1 where ``branch`` exists at ``a`` (a probe of the spinodal search), else ``None``. As
+        a coarse probe that has not converged in its budget, a probe whose refinement has not
+        converged in ``PROBE_REFINE_EVALS`` counts as "branch absent"."""
+        pt = self.solve_at(a, branch, anchor, self.probe)
+        if not pt.exists or not self.settings.refine_order:
+            return 1.0 if pt.exists else None
+        r = refine_point(self.spec, pt, self.settings, max_evals=PROBE_REFINE_EVALS, retry=False)
+        if is_confirmed(r):
+            return 1.0
+        self.solved[branch] = [q for q in self.solved[branch] if q is not pt]  # (no warm start from it)
+        return None
+
+    # --- the spinodals ---
+
+    def check_inner_ends(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> None:
+        """Check the inner ends of the followed branches on the fine rules (the coarse rule can
+        continue a branch past its spinodal, :func:`fine_absence`), marking the points there that
+        the fine rules do not confirm (in place); then the warm-start pools."""
+        n = len(self.grid)
+        lo = next((k for k in range(n) if all(p.exists for p in sem[k:])), n)
+        while lo < n and not self.on_fine(sem[lo]):
+            sem[lo] = mark_unresolved(self.settled(sem[lo]))
+            lo += 1
+        hi = max((k for k in range(n) if all(p.exists for p in pos[: k + 1])), default=-1)
+        while hi >= 0 and not self.on_fine(pos[hi]):
+            pos[hi] = mark_unresolved(self.settled(pos[hi]))
+            hi -= 1
+        self.solved = {self.sem_name: [p for p in sem if p.exists], "positional": [p for p in pos if p.exists]}
+
+    def semantic_spinodal(self, sem: list[BranchPoint]) -> float | None:
+        """The lowest ``alpha`` where the semantic side exists (docs/model.md (5.3)): bisection
+        between the grid points where the followed branch ends, then, where the fine rules hold
+        it further down, :func:`_spinodal_below`."""
+        grid, ok = self.grid, [p.exists for p in sem]
+        if not any(ok) or all(ok):
+            return None
+        i = next((k for k in range(len(grid)) if ok[k] and all(ok[k:])), None)
+        if i is None:
+            self.notes.append(f"the {self.sem_name} branch is not found at the grid end (alpha = {grid[-1]:g})")
+            return None
+        if i == 0:
+            return None
+        anchor = sem[i]
+        present, absent = _bisect_bracket(lambda a: self.probe_exists(a, self.sem_name, anchor),
+                                          grid[i], grid[i - 1], 1.0, SPINODAL_XTOL)
+        coarse_end = _midpoint(present, absent)
+        below = _spinodal_below(self.spec, self.sem_name, self.settings, self.probe, anchor, absent, grid)
+        if below is None:
+            return coarse_end
+        # (the lowest followed point may already be one continued on the finer rule, handed over by
+        # curves: what ended near the bisection are the coarse-rule probes below it)
+        self.notes.append(f"probes on the coarse rule end the {self.sem_name} branch near alpha "
+                          f"{coarse_end:.3g}; on the rule one order below the fine rules it "
+                          f"continues to {below:.3g} (confirmed on the fine rules), which is reported")
+        return below
+
+    def positional_spinodal(self, pos: list[BranchPoint]) -> float | None:
+        """The largest ``alpha`` where the positional branch exists (docs/model.md (5.3)), by
+        bisection between the grid points where the followed branch ends."""
+        grid, ok = self.grid, [p.exists for p in pos]
+        if not any(ok) or all(ok):
+            return None
+        j = max((k for k in range(len(grid)) if ok[k] and all(ok[: k + 1])), default=None)
+        if j is None:  # (seen at lambda = 0: no positional point at the grid start, some further up)
+            found = ", ".join(f"{grid[k]:g}" for k in range(len(grid)) if ok[k])
+            self.notes.append(f"the positional branch is not found at the grid start (alpha = {grid[0]:g}), only "
+                              f"at alpha = {found}: no spinodal reported for it")
+            return None
+        if j == len(grid) - 1:
+            return None
+        anchor = pos[j]
+        return _bisect(lambda a: self.probe_exists(a, "positional", anchor), grid[j], grid[j + 1], 1.0, SPINODAL_XTOL)
+
+    # --- alpha_c and alpha_l: bracketed on the grid, then located by regula falsi on refined points
+    # (the training errors re-evaluated variationally on finer rules, so the shallow crossing of the
+    # two training errors is located to the fine rules' accuracy, not the coarse one's) ---
+
+    def train_diff(self, s: BranchPoint, p: BranchPoint) -> float | None:
+        """Training error of the semantic side minus the positional one's, on refined points
+        where the settings ask for refinement (``None`` where a branch is absent)."""
+        if not (s.exists and p.exists):
+            return None
+        fs, fp = self.fine(s), self.fine(p)
+        v = fs.train_loss - fp.train_loss
+        es, ep = _refined_se(fs, "train_loss"), _refined_se(fp, "train_loss")
+        self.hist["alpha_c"].append((s.alpha, v, None if es is None or ep is None else float(np.hypot(es, ep))))
+        return v
+
+    def train_diff_at(self, a: float, s_near: BranchPoint, p_near: BranchPoint) -> float | None:
+        """:meth:`train_diff` of both branches solved at ``a`` (warm starts near ``s_near``, ``p_near``)."""
+        return self.train_diff(self.solve_at(a, self.sem_name, s_near), self.solve_at(a, "positional", p_near))
+
+    def global_point(self, s: BranchPoint, p: BranchPoint) -> BranchPoint | None:
+        """The global minimum of the two branches (lowest training error), refined where the
+        coarse rule does not decide it."""
+        cands = [b for b in (s, p) if b.exists]
+        if len(cands) == 2 and abs(s.train_loss - p.train_loss) > GLOBAL_MARGIN * max(s.train_loss, p.train_loss):
+            cands = [min(cands, key=lambda b: b.train_loss)]  # unambiguous on the coarse rule
+        cands = [self.fine(b) for b in cands]
+        return min(cands, key=lambda b: b.train_loss) if cands else None
+
+    def gap(self, s: BranchPoint, p: BranchPoint) -> float | None:
+        """Test error of the global minimum minus the linear baseline (``None``: no branch)."""
+        g = self.global_point(s, p)
+        if g is None:
+            return None
+        self.hist["alpha_l"].append((s.alpha, g.test_error - self.eps_lin, _refined_se(g, "test_error")))
+        return g.test_error - self.eps_lin
+
+    def gap_at(self, a: float, s_near: BranchPoint, p_near: BranchPoint) -> float | None:
+        """:meth:`gap` of both branches solved at ``a`` (warm starts near ``s_near``, ``p_near``)."""
+        return self.gap(self.solve_at(a, self.sem_name, s_near), self.solve_at(a, "positional", p_near))
+
+    def last_se(self, root: str) -> float | None:
+        """The standard error of the last evaluation of the search for ``root``."""
+        return self.hist[root][-1][2]
+
+    def settle(self, f: Callable[[int], float | None], k: int, right: Callable[[float | None], bool]) -> int:
+        """Move the bracket ``[k, k+1]`` found on the coarse values until the refined values
+        ``f`` bracket the sign change (``right(v)``: the crossing lies to the right of ``v``)."""
+        seen = set()
+        while 0 <= k < len(self.grid) - 1 and k not in seen:
+            seen.add(k)
+            lo, hi = f(k), f(k + 1)
+            if lo is None or hi is None:
+                break
+            if right(hi) and right(lo) and k + 1 < len(self.grid) - 1:
+                k += 1
+            elif not right(lo) and not right(hi) and k > 0:
+                k -= 1
+            else:
+                break
+        return k
+
+    def alpha_c(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> float | None:
+        """Where the training errors of the two branches cross (docs/model.md (5.2))."""
+        grid, notes = self.grid, self.notes
+        alpha_c = None
+        n_notes = len(notes)  # (notes on alpha_c added below)
+        diff = [(s.train_loss - p.train_loss) if (s.exists and p.exists) else None for s, p in zip(sem, pos, strict=True)]
+        for k in range(len(grid) - 1):
+            d0, d1 = diff[k], diff[k + 1]
+            if d0 is None or d1 is None or not d0 > 0 >= d1:
+                continue
+            if self.settings.refine_order:
+                k = self.settle(lambda i: self.train_diff(sem[i], pos[i]), k, lambda v: v is not None and v > 0)
+            s_anchor, p_anchor = sem[k], pos[k]
+            dlo, dhi = self.train_diff(sem[k], pos[k]), self.train_diff(sem[k + 1], pos[k + 1])
+            if dlo is None and dhi is not None and dhi <= 0:
+                se = self.last_se("alpha_c")
+                notes.append(f"the refined training errors do not cross where both branches exist: the {self.sem_name} "
+                             f"branch is already lower at alpha = {grid[k + 1]:g} (difference {dhi:.2g}"
+                             + (f" +- {se:.1g}" if se is not None else "") + "), the lowest grid point where it "
+                             "exists, so alpha_c (if any) lies between its spinodal and there")
+                break
+            if dlo is None or dhi is None or not dlo > 0 >= dhi:
+                notes.append("the refined training errors do not cross on the coarse bracket")
+                break
+            alpha_c = _root(partial(self.train_diff_at, s_near=s_anchor, p_near=p_anchor), grid[k], grid[k + 1],
+                            dlo, dhi, self.xtol, noise=partial(self.last_se, "alpha_c"))
+            break
+        if alpha_c is None and len(notes) == n_notes:
+            notes.append("no crossing of the training errors on the alpha grid")
+        return alpha_c
+
+    def alpha_l(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> float | None:
+        """The smallest ``alpha`` above which the global minimum's test error stays below the
+        linear baseline (docs/model.md (5.4))."""
+        grid, notes = self.grid, self.notes
+        coarse_gap: list[float | None] = []
+        for s, p in zip(sem, pos, strict=True):
+            cands = [b for b in (s, p) if b.exists]
+            coarse_gap.append(min(cands, key=lambda b: b.train_loss).test_error - self.eps_lin if cands else None)
+        bad = [g is None or g >= 0 for g in coarse_gap]
+        last_bad = max((k for k in range(len(grid)) if bad[k]), default=None)
+        if last_bad is None:
+            notes.append("attention beats the linear baseline on the whole grid: alpha_l <= grid start")
+            return float(grid[0])
+        if last_bad < len(grid) - 1 and coarse_gap[last_bad] is not None:
+            k = last_bad
+            if self.settings.refine_order:
+                k = self.settle(lambda i: self.gap(sem[i], pos[i]), k, lambda v: v is not None and v >= 0)
+            s_near = sem[k + 1] if sem[k + 1].exists else sem[k]
+            p_near = pos[k + 1] if pos[k + 1].exists else pos[k]
+            # a jump of the global minimum at alpha_c can make the gap change sign discontinuously
+            glo, ghi = self.gap(sem[k], pos[k]), self.gap(sem[k + 1], pos[k + 1])
+            if glo is None or ghi is None:
+                # (a branch exists at grid[k] on the coarse rule: at last_bad, or where settle moved to)
+                glo, ghi = cast(float, coarse_gap[k]), coarse_gap[k + 1]
+            return _root(partial(self.gap_at, s_near=s_near, p_near=p_near), grid[k], grid[k + 1], glo, ghi,
+                         self.xtol, noise=partial(self.last_se, "alpha_l"))
+        if last_bad < len(grid) - 1:  # (no branch at grid[last_bad]: seen at lambda = 0, below alpha 1.2)
+            notes.append(f"the global minimum beats the linear baseline from alpha = {grid[last_bad + 1]:g} on, but "
+                         f"at alpha = {grid[last_bad]:g} neither the semantic nor the positional branch is found "
+                         "(the trivial branch is not followed): alpha_l not located")
+        else:
+            notes.append("the global minimum does not beat the linear baseline on the grid")
+        return None
+
+    def errors(self, alpha_c: float | None, alpha_l: float | None) -> dict[str, float | None]:
+        """The errors of ``alpha_c`` and ``alpha_l`` from the standard errors of the refined
+        evaluations nearest them (empty without refinement)."""
+        settings = self.settings
+        if not (settings.refine_order and self.refined):
+            return {}
+        errors = {"alpha_c": _root_error(self.hist["alpha_c"]) if alpha_c is not None else None,
+                  "alpha_l": _root_error(self.hist["alpha_l"]) if alpha_l is not None else None}
+        self.notes.append(f"alpha_c and alpha_l from points refined on {settings.refine_replicas} x "
+                          f"{settings.method} rules of order {settings.refine_order} (errors: their standard error)")
+        for name, val in (("alpha_c", alpha_c), ("alpha_l", alpha_l)):
+            if val is not None and errors[name] is None:
+                self.notes.append(f"no error estimate for {name}: fewer than two points near it refined "
+                                  "(see the branches' diagnostics)")
+        return errors
