@@ -24,8 +24,7 @@ from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
 from attnphase.theory.branches import solve_point
 from attnphase.theory.fine_rules import fine_copies
-from attnphase.theory.fixed_point import make_saddle as _make_saddle
-from attnphase.theory.fixed_point import warm_starts as _warm_starts
+from attnphase.theory.fixed_point import make_saddle, warm_starts
 from attnphase.theory.saddle import Saddle
 
 
@@ -38,11 +37,11 @@ def main() -> None:
     blas = [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
     print(f"BLAS threads of this process: {blas}")
     point = solve_point(spec, 1.0, "semantic", st, error_estimate=False, draft=True, thorough=True)
-    amap = _make_saddle(spec, 1.0, st).amap
+    amap = make_saddle(spec, 1.0, st).amap
     one, many = Saddle.data_step, Saddle.data_step.__wrapped__
     for k in (int(v) for v in a.orders.split(",")):
-        f = _make_saddle(spec, 1.0, st, order=k, seed=104729, copies=fine_copies(amap, "semantic"), teacher_scale=1.4)
-        starts = _warm_starts(f.data_step(point.op, switch_width=st.switch_width))
+        f = make_saddle(spec, 1.0, st, order=k, seed=104729, copies=fine_copies(amap, "semantic"), teacher_scale=1.4)
+        starts = warm_starts(f.data_step(point.order_params, switch_width=st.switch_width))
         t: dict[tuple[str, str], list[float]] = {}
         for _ in range(2):
             for name, step in (("one", one), ("default", many)):
@@ -50,7 +49,7 @@ def main() -> None:
                     time.sleep(0.5)  # (OpenBLAS workers spin ~0.1 s after a threaded call: let them sleep)
                     for _ in range(a.repeats):  # back to back, as the iterations of a solve
                         t0 = time.perf_counter()
-                        step(f, point.op, starts=s, switch_width=st.switch_width)
+                        step(f, point.order_params, starts=s, switch_width=st.switch_width)
                         t.setdefault((name, kind), []).append(time.perf_counter() - t0)
         med = {key: statistics.median(v) for key, v in t.items()}
         print(f"order {k} ({f.rule.size} nodes): " + "; ".join(

@@ -21,7 +21,7 @@ from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
 from attnphase.theory.branches import solve_point
 from attnphase.theory.fine_rules import fine_copies
-from attnphase.theory.fixed_point import make_saddle as _make_saddle
+from attnphase.theory.fixed_point import make_saddle
 from attnphase.theory.saddle import second_minimum, stein_sums
 
 
@@ -34,13 +34,13 @@ def main() -> None:
     spec, st = ModelSpec(omega=0.3, rank=a.rank), SolverSettings(order=8)
     branch = "mixed" if a.rank >= 2 else "semantic"
     point = solve_point(spec, 1.5, branch, st, error_estimate=False, draft=True, thorough=True)
-    amap = _make_saddle(spec, 1.5, st).amap
+    amap = make_saddle(spec, 1.5, st).amap
     for k in (int(v) for v in a.orders.split(",")):
-        f = _make_saddle(spec, 1.5, st, order=k, seed=104729, copies=fine_copies(amap, branch))
-        ds = f.data_step(point.op, switch_width=st.switch_width)
+        f = make_saddle(spec, 1.5, st, order=k, seed=104729, copies=fine_copies(amap, branch))
+        ds = f.data_step(point.order_params, switch_width=st.switch_width)
         second, M2 = second_minimum(ds.prox)
         args = (f.rule.w, ds.w, f.unmix(ds.prox.h), f.unmix(second), ds.prox.value, M2, st.switch_width,
-                np.linalg.inv(point.op.V), f.xi, f.eta)
+                np.linalg.inv(point.order_params.V), f.xi, f.eta)
         t: dict[bool, list[float]] = {True: [], False: []}
         out = {}
         for _ in range(a.repeats):

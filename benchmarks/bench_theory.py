@@ -32,7 +32,7 @@ from scipy.optimize import minimize
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.channels import default_starts, loss_numpy, prox_batch, target_map
-from attnphase.theory.fixed_point import warm_starts as _warm_starts
+from attnphase.theory.fixed_point import warm_starts
 from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import OrderParams, Saddle
 
@@ -102,7 +102,7 @@ def main() -> None:
         ds = sd.data_step(op)
         full.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        sd.data_step(op, starts=_warm_starts(ds))
+        sd.data_step(op, starts=warm_starts(ds))
         warm.append(time.perf_counter() - t0)
     # the proximal kernel alone: the one written out on scalars in C (attnphase.theory.native.codegen)
     # against the generic numba one (loops over L and F), same nodes and starts, same process

@@ -27,12 +27,15 @@ from scipy.optimize import least_squares
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import saddle as saddle_module
-from attnphase.theory.branches import follow_branch, solve_point
-from attnphase.theory.branches import to_point as _to_point
-from attnphase.theory.fixed_point import FAST, SolverSettings, solve_fixed_point
-from attnphase.theory.fixed_point import make_saddle as _make_saddle
-from attnphase.theory.fixed_point import quasi_newton as _quasi_newton
-from attnphase.theory.fixed_point import warm_starts as _warm_starts
+from attnphase.theory.branches import follow_branch, solve_point, to_point
+from attnphase.theory.fixed_point import (
+    FAST,
+    SolverSettings,
+    make_saddle,
+    quasi_newton,
+    solve_fixed_point,
+    warm_starts,
+)
 from attnphase.theory.saddle import OrderParams
 
 SPEC = ModelSpec(omega=0.3, sigma=0.5, lam=0.01, variant="causal")
@@ -53,23 +56,23 @@ def main(order: int) -> None:
     t0 = time.time()
     sem = solve_point(spec, 2.0, "semantic", S, error_estimate=False)
     pos = solve_point(spec, 2.0, "positional", S, error_estimate=False)
-    sd = _make_saddle(spec, 2.0, S)
-    res = solve_fixed_point(sd, sem.op.replace(m=0.02 * pos.op.m), S)
+    sd = make_saddle(spec, 2.0, S)
+    res = solve_fixed_point(sd, sem.order_params.replace(m=0.02 * pos.order_params.m), S)
     xs, als = [res.op.to_vector()], [2.0]
     alphas = [1.9, 1.85, 1.8, 1.75, 1.7] + [round(1.69 - 0.01 * i, 2) for i in range(30)]
     for a in alphas:
-        sd = _make_saddle(spec, a, S)
+        sd = make_saddle(spec, a, S)
         x0 = xs[-1] if len(xs) < 2 else xs[-1] + (xs[-1] - xs[-2]) * (a - als[-1]) / (als[-1] - als[-2])
         res = solve_fixed_point(sd, OrderParams.from_vector(x0, sd.L, sd.F, sd.rs), S)
         q, m, th = user(sd, res.op)
         if res.converged and abs(th) > 1e-3:
-            p = _to_point(spec, a, "semantic", sd, res, {})
+            p = to_point(spec, a, "semantic", sd, res)
             print(f"alpha {a}: theta {th:.4f} m {m:.4f} q {q:.4f} train {p.train_loss:.6f} "
                   f"test {p.test_error:.6f} ({res.iterations} it, {time.time() - t0:.0f} s)", flush=True)
             xs.append(res.op.to_vector())
             als.append(a)
             continue
-        qn = _quasi_newton(sd, x0, S, max_evals=40)
+        qn = quasi_newton(sd, x0, S, max_evals=40)
         if qn is not None and qn.ok:
             op = OrderParams.from_vector(qn.x, sd.L, sd.F, sd.rs)
             q, m, th = user(sd, op)
@@ -87,14 +90,14 @@ def residual(order: int) -> None:
     t0 = time.time()
     x = None
     for a in (2.0, 1.9, 1.8, 1.7, 1.65, 1.62):  # the m = 0 branch by continuation
-        sd = _make_saddle(spec, a, S)
-        start = (solve_point(spec, a, "semantic", S, error_estimate=False).op if x is None
+        sd = make_saddle(spec, a, S)
+        start = (solve_point(spec, a, "semantic", S, error_estimate=False).order_params if x is None
                  else OrderParams.from_vector(x, sd.L, sd.F, sd.rs))
         x = solve_fixed_point(sd, start, S).op.to_vector()
     assert x is not None
     free = np.abs(x) > 1e-14
     for a in (1.62, 1.6, 1.58, 1.55, 1.5):
-        sd = _make_saddle(spec, a, S)
+        sd = make_saddle(spec, a, S)
         op162 = OrderParams.from_vector(x, sd.L, sd.F, sd.rs)
         q, _, th = user(sd, op162)
         gd = op162.replace(theta=op162.theta * 0.32 / th, q=op162.q * 0.23 / q).to_vector()
@@ -106,7 +109,7 @@ def residual(order: int) -> None:
                 xx[free] = y
                 op = OrderParams.from_vector(xx, sd.L, sd.F, sd.rs)
                 try:
-                    fx = sd.weights_step(sd.data_step(op, starts=_warm_starts(ref), switch_width=1e-5).hats).to_vector()
+                    fx = sd.weights_step(sd.data_step(op, starts=warm_starts(ref), switch_width=1e-5).hats).to_vector()
                 except (ValueError, np.linalg.LinAlgError):
                     fx = np.full_like(xx, np.nan)
                 out = (fx - xx)[free] / np.maximum(np.abs(xx[free]), 1e-3)
@@ -138,11 +141,11 @@ def local(order: int) -> None:
     for g, b in zip(runs["global"], runs["basin of w"], strict=True):
         line = f"alpha {g.alpha}: theta global {abs(g.theta):.4f} / basin of w {abs(b.theta):.4f}"
         if g.exists:  # nodes whose basin-of-w minimum is not the global one, at the global fixed point
-            sd = _make_saddle(SPEC, g.alpha, S)
-            w, hstar, *_ = sd.fields(g.op)
+            sd = make_saddle(SPEC, g.alpha, S)
+            w, hstar, *_ = sd.fields(g.order_params)
             T = saddle_module.target_map(hstar, SPEC)
-            full = glob(w, T, g.op.V, sd.C, sd.amap)
-            one = glob(w, T, g.op.V, sd.C, sd.amap, starts=np.ascontiguousarray(w[:, None]))
+            full = glob(w, T, g.order_params.V, sd.C, sd.amap)
+            one = glob(w, T, g.order_params.V, sd.C, sd.amap, starts=np.ascontiguousarray(w[:, None]))
             differ = np.max(np.abs(full.h - one.h), axis=(1, 2)) > 1e-6
             line += f"; nodes where they differ: {int(differ.sum())} of {differ.size}"
         print(line if g.exists or b.exists else f"alpha {g.alpha}: no semantic point either way", flush=True)

@@ -35,7 +35,7 @@ import numpy as np
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
 from attnphase.theory.channels import prox_batch, target_map
-from attnphase.theory.fixed_point import make_saddle as _make_saddle
+from attnphase.theory.fixed_point import make_saddle
 from attnphase.theory.quadrature import sobol_normal
 from attnphase.theory.target import solve_refined
 
@@ -63,8 +63,8 @@ class Positional:
 
     def __init__(self, alpha: float) -> None:
         self.spec = ModelSpec(omega=0.3)
-        self.op = solve_refined(self.spec, alpha, "positional", SolverSettings(order=8, refine_order=11)).op
-        sd = _make_saddle(self.spec, alpha, SolverSettings(order=4), order=4)
+        self.op = solve_refined(self.spec, alpha, "positional", SolverSettings(order=8, refine_order=11)).order_params
+        sd = make_saddle(self.spec, alpha, SolverSettings(order=4), order=4)
         self.sd = sd
         self.s = float(np.sqrt(self.op.q[0, 0]))
         self.m = self.op.m[:, 0].copy()

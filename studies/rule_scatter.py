@@ -38,7 +38,7 @@ import attnphase.theory.quadrature as quadrature
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings
 from attnphase.theory.fine_rules import FINE_COPIES
-from attnphase.theory.fixed_point import make_saddle as _make_saddle
+from attnphase.theory.fixed_point import make_saddle
 from attnphase.theory.quadrature import Rule
 from attnphase.theory.saddle import Hats, OrderParams, Saddle
 from attnphase.theory.target import solve_refined
@@ -59,7 +59,7 @@ def main() -> None:
     a = ap.parse_args()
     spec = ModelSpec(omega=0.3)
     st = SolverSettings(order=8, refine_order=12)
-    op = solve_refined(spec, a.alpha, a.branch, st).op
+    op = solve_refined(spec, a.alpha, a.branch, st).order_params
     x = op.to_vector()
     L, F, rs = spec.L, 1, 1
     copies = FINE_COPIES[a.branch]
@@ -69,7 +69,7 @@ def main() -> None:
         cols = np.argsort(ORDERS[perm])
         quadrature.sobol_normal = lambda d, n, s: sobol_normal(d, n, s)[:, cols] if d == 4 else sobol_normal(d, n, s)
         try:
-            return _make_saddle(spec, a.alpha, st, order=order, seed=seed, copies=copies, teacher_scale=scale,
+            return make_saddle(spec, a.alpha, st, order=order, seed=seed, copies=copies, teacher_scale=scale,
                                 mirror=mirror)
         finally:
             quadrature.sobol_normal = sobol_normal

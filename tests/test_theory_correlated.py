@@ -94,7 +94,7 @@ def test_correlated_linear_baseline_matches_monte_carlo():
 @pytest.mark.slow
 def test_correlated_theory_matches_simulation():
     """c = 0.3, alpha = 1.5, d = 1000: informed starts land within 7 % of the theory branch
-    (measured numbers in docs/theory.md)."""
+    (measured numbers in docs/solver.md)."""
     import torch
 
     from attnphase.sim.simulate import simulate

@@ -26,7 +26,7 @@ def test_mixed_branch_is_the_lowest_training_error_at_rank_two():
         assert p.exists and p.branch == b, (b, p.reason)
     mixed = pts[MIXED]
     assert mixed.train_loss < min(pts["semantic"].train_loss, pts["positional"].train_loss)
-    op = mixed._op
+    op = mixed.order_params
     assert op.theta[1, 0] == 0 and np.all(np.abs(op.m[:, 0]) < 1e-8) and abs(op.theta[0, 0]) > 0.01
     assert np.all(np.abs(op.m[:, 1]) > 0.01)
     # the summary scalars are rotation invariants: |theta|, |m_1| and tr q

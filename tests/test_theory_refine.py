@@ -46,9 +46,9 @@ def test_refined_point_is_the_fine_rule_fixed_point(branch):
     assert info["applied"], info
     assert info["nodes"] == 2 * 4 * 2**8
     sd = _union_saddle(spec, alpha, COARSE, branch)
-    exact = solve_fixed_point(sd, coarse._op, SolverSettings(tol=1e-8, noise_tol=1e-6))
+    exact = solve_fixed_point(sd, coarse.order_params, SolverSettings(tol=1e-8, noise_tol=1e-6))
     assert exact.converged
-    x, xr, xc = exact.op.to_vector(), ref._op.to_vector(), coarse._op.to_vector()
+    x, xr, xc = exact.op.to_vector(), ref.order_params.to_vector(), coarse.order_params.to_vector()
     big = np.abs(x) > 1e-8
     err_ref = np.max(np.abs(xr - x)[big] / np.abs(x[big]))
     err_coarse = np.max(np.abs(xc - x)[big] / np.abs(x[big]))
@@ -143,13 +143,13 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
     for k in range(3):
         sd = make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1), copies=FINE_COPIES["semantic"],
                           teacher_scale=teacher_scale_for(spec, s), mirror=mirror_for(spec, s))
-        res = solve_fixed_point(sd, ref._op, SolverSettings(tol=1e-8, noise_tol=1e-6))
+        res = solve_fixed_point(sd, ref.order_params, SolverSettings(tol=1e-8, noise_tol=1e-6))
         assert res.converged
         xs.append(res.op.to_vector())
     X = np.asarray(xs)
-    x = ref._op.to_vector()
+    x = ref.order_params.to_vector()
     se = np.std(X, ddof=1, axis=0) / np.sqrt(3) / np.abs(x).clip(1e-300)
-    for i, name in enumerate(ref._op.names()):
+    for i, name in enumerate(ref.order_params.names()):
         if abs(x[i]) > 1e-8:
             assert info["errors"][name] == pytest.approx(se[i], rel=0.1), name
 
@@ -290,7 +290,7 @@ def test_rank_two_semantic_point_refines():
     ref = refine_point(spec, coarse, s, tol=1e-6)
     info = ref.diagnostics["refined"]
     assert info["applied"], info
-    assert np.all(np.abs(ref._op.m) < 1e-9) and ref._op.theta[1, 0] == 0  # (m = 0 up to rounding)
+    assert np.all(np.abs(ref.order_params.m) < 1e-9) and ref.order_params.theta[1, 0] == 0  # (m = 0 up to rounding)
     assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
 
 
@@ -388,14 +388,14 @@ def test_returned_points_carry_the_default_order_test_error():
     p = solve_refined(spec, 1.5, "positional", s)
     sd = make_saddle(spec, 1.5, s)
     assert p.diagnostics["refined"]["applied"] and "draft_test_error" not in p.diagnostics
-    assert p.test_error == pytest.approx(sd.test_error(p._op), rel=1e-12)
+    assert p.test_error == pytest.approx(sd.test_error(p.order_params), rel=1e-12)
     coarse = p.diagnostics["refined"]["coarse"]
     assert coarse["test_error_order"] == branches.DRAFT_TEST_ORDER
     draft = solve_point(spec, 1.5, "positional", s, error_estimate=False, draft=True)
     assert draft.diagnostics["draft_test_error"]
-    assert draft.test_error == pytest.approx(sd.test_error(draft._op, order=branches.DRAFT_TEST_ORDER), rel=1e-12)
+    assert draft.test_error == pytest.approx(sd.test_error(draft.order_params, order=branches.DRAFT_TEST_ORDER), rel=1e-12)
     final = branches.final_test_error(spec, draft, s)
-    assert final.test_error == pytest.approx(sd.test_error(draft._op), rel=1e-12)
+    assert final.test_error == pytest.approx(sd.test_error(draft.order_params), rel=1e-12)
     assert "draft_test_error" not in final.diagnostics
 
 
@@ -410,7 +410,7 @@ def test_rank_two_mixed_point_refines_on_one_net_with_its_symmetry_zeros():
     assert coarse.exists and coarse.converged
     ref = refine_point(spec, coarse, s, tol=1e-6)
     assert ref.diagnostics["refined"]["applied"], ref.diagnostics["refined"]
-    op = ref._op
+    op = ref.order_params
     assert np.all(op.m[:, 0] == 0) and op.theta[1, 0] == 0 and op.q[0, 1] == 0 and op.V[0, 1] == 0
     assert abs(op.theta[0, 0]) > 0.01 and np.all(np.abs(op.m[:, 1]) > 0.01)
     assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
@@ -438,7 +438,7 @@ def test_symmetry_zeros_stay_exact(branch, zero):
     s = SolverSettings(order=8, refine_order=11)  # the CLI's settings (where it was seen)
     p = solve_refined(ModelSpec(omega=0.3), 1.0, branch, s)
     assert p.exists and p.diagnostics["refined"]["applied"]
-    assert np.all(getattr(p._op, zero) == 0.0)
+    assert np.all(getattr(p.order_params, zero) == 0.0)
     est = p.diagnostics["error_estimate"]
     assert all(v == 0.0 for k, v in est.items() if k.startswith(zero + "["))
     assert all(v < 0.1 for k, v in est.items() if isinstance(v, float))
@@ -734,7 +734,7 @@ def test_teacher_scale_is_used_where_it_was_measured_to_help():
 def test_mirror_pairing_is_used_where_it_was_measured_to_help():
     """The fine rules pair the mirror nodes by default for the tied and causal students at L = 2,
     rank 1, uncorrelated tokens, and not for the untied student, L = 3, rank 2 or correlated
-    tokens (no gain or a loss there, docs/theory.md); an explicit setting wins, the coarse rule
+    tokens (no gain or a loss there, docs/solver.md); an explicit setting wins, the coarse rule
     never pairs, and the refined point records what its fine rules did."""
     from attnphase.cli import build_parser
     from attnphase.cli.theory_cmds import settings_from_args
@@ -794,10 +794,10 @@ def test_raising_the_order_reuses_the_minima_of_the_shared_nodes(branch, monkeyp
     a = refine_point(spec, p, st, tol=st.tol, keep_fine=True)
     assert seen and seen[0] is not None
     union = a._fine[0]
-    full = union.data_step(OrderParams.from_vector(p._op.to_vector(), union.L, union.F, union.rs),
+    full = union.data_step(OrderParams.from_vector(p.order_params.to_vector(), union.L, union.F, union.rs),
                            switch_width=st.switch_width)
     for key in ("h", "value", "candidates", "candidate_values"):
         assert np.array_equal(getattr(seen[0].prox, key), getattr(full.prox, key)), key
     b = refine_point(spec, replace(p, _fine=None), st, tol=st.tol)
-    assert np.array_equal(a._op.to_vector(), b._op.to_vector())
+    assert np.array_equal(a.order_params.to_vector(), b.order_params.to_vector())
     assert a.diagnostics["error_estimate"] == b.diagnostics["error_estimate"]

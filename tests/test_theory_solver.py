@@ -199,14 +199,14 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
     reason (seen: omega = 0, alpha = 1, positional, error estimate 0.32)."""
     import dataclasses
 
-    import attnphase.theory as theory
+    import attnphase.api as api
 
     def fake(spec, alpha, branch, settings):
         p = solve_point(spec, alpha, branch, FAST)
         info = {"applied": False, "reason": "refinement did not converge: no decrease (test)"}
         return dataclasses.replace(p, diagnostics={**p.diagnostics, "refined": info})
 
-    monkeypatch.setattr(theory, "solve_refined", fake)  # (what the CLI calls)
+    monkeypatch.setattr(api, "solve_refined", fake)  # (what attnphase.solve, and so the CLI, calls)
     assert main(["solve", "--alpha", "1.0", "--omega", "0.3", "--branch", "positional"]) == 0
     out = capsys.readouterr().out
     row = next(ln for ln in out.splitlines() if ln.startswith("positional"))
@@ -445,7 +445,7 @@ def test_branch_point_keeps_the_solver_state_private():
     import dataclasses
 
     p = solve_point(ModelSpec(omega=0.3), 1.5, "positional", FAST, error_estimate=False)
-    assert p.exists and p._op is not None and p._data is not None
+    assert p.exists and p.order_params is not None and p._data is not None
     d = p.to_dict()
     assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.diagnostics
     assert d["diagnostics"] is not p.diagnostics  # (a copy)

@@ -53,14 +53,14 @@ def _add_backend_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _fast_solver() -> list[str]:
-    """The theory solver's quick preset (``attnphase.theory.fixed_point.FAST``) as ``--solver``
-    items: phase-diagram and demo use it unless ``--solver`` overrides a setting. One QMC
-    scramble per transition (``alpha_c`` scatters by ~0.04 between scrambles);
-    ``--solver n_replicas=3`` stores the mean of three with its standard error (3x the time:
-    10 omegas took 8 min instead of 2.6 min on 2 cores)."""
-    from attnphase.theory.fixed_point import FAST
+    """The solver's ``"fast"`` preset (``SolverSettings.PRESETS``) as ``--solver`` items:
+    phase-diagram and demo use it unless ``--solver`` overrides a setting. One QMC scramble per
+    transition (``alpha_c`` scatters by ~0.04 between scrambles); ``--solver n_replicas=3`` stores
+    the mean of three with its standard error (3x the time: 10 omegas took 8 min instead of
+    2.6 min on 2 cores)."""
+    from attnphase.theory import SolverSettings
 
-    return [f"{k}={v}" for k, v in FAST.items() if v is not None]
+    return [f"{k}={v}" for k, v in SolverSettings.PRESETS["fast"].items()]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

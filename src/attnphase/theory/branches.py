@@ -150,6 +150,11 @@ class BranchPoint:
     #: (:func:`attnphase.theory.fine_rules.nested_first`)
     _fine: tuple[Saddle, int, DataStep] | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def order_params(self) -> OrderParams | None:
+        """The fixed point's order parameters in paper convention (``None`` where the branch is absent)."""
+        return self._op
+
     def to_dict(self) -> dict[str, Any]:
         """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state."""
         d = asdict(replace(self, _op=None, _jacobian=None, _data=None, _fine=None))
@@ -274,8 +279,8 @@ def solve_point(
     if ramp and direct and not point.exists and (not res.converged or thorough):
         point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft)
     if error_estimate and point.exists and settings.n_replicas > 1:
-        assert point._op is not None  # (a point that exists has its order parameters)
-        est = linear_response_estimate(spec, alpha, settings, point._op, point.test_error)
+        assert point.order_params is not None  # (a point that exists has its order parameters)
+        est = linear_response_estimate(spec, alpha, settings, point.order_params, point.test_error)
         point = replace(point, diagnostics={**point.diagnostics, "error_estimate": est})
     return point
 
@@ -340,7 +345,7 @@ def continue_through(last: BranchPoint, steps: list[tuple[ModelSpec, float]], br
     for sp, a in steps:
         if not last.exists:
             return None
-        last = solve_point(sp, a, branch, settings, start=last._op, error_estimate=False,
+        last = solve_point(sp, a, branch, settings, start=last.order_params, error_estimate=False,
                            jacobian=last._jacobian, warm=last._data, draft=True)
     return last if last.exists else None
 
@@ -365,21 +370,21 @@ def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettin
 
 def final_test_error(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
     """``point`` with its test error on the default rule, if it was computed as a draft."""
-    if not point.diagnostics.get("draft_test_error") or point._op is None:
+    if not point.diagnostics.get("draft_test_error") or point.order_params is None:
         return point
     sd = make_saddle(spec, point.alpha, settings)
     diag = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
-    return replace(point, test_error=float(sd.test_error(point._op)), diagnostics=diag)
+    return replace(point, test_error=float(sd.test_error(point.order_params)), diagnostics=diag)
 
 def _extrapolate(p1: BranchPoint, p2: BranchPoint, alpha: float) -> OrderParams | None:
     """Linear extrapolation of the order parameters through two solved points (``None`` if the
     result leaves the valid domain)."""
-    if p1._op is None or p2._op is None or p1.alpha == p2.alpha:
+    if p1.order_params is None or p2.order_params is None or p1.alpha == p2.alpha:
         return None
-    x1, x2 = p1._op.to_vector(), p2._op.to_vector()
+    x1, x2 = p1.order_params.to_vector(), p2.order_params.to_vector()
     t = (alpha - p2.alpha) / (p2.alpha - p1.alpha)
-    L, F = p2._op.m.shape
-    op = OrderParams.from_vector(x2 + t * (x2 - x1), L, F, p2._op.theta.shape[1])
+    L, F = p2.order_params.m.shape
+    op = OrderParams.from_vector(x2 + t * (x2 - x1), L, F, p2.order_params.theta.shape[1])
     return op if is_valid(op) else None
 
 
@@ -403,7 +408,7 @@ def follow_branch(
         start, jac, warm = None, None, None
         if found:
             last = found[-1]
-            start, jac, warm = last._op, last._jacobian, last._data
+            start, jac, warm = last.order_params, last._jacobian, last._data
             if len(found) >= 2:  # secant predictor along the branch
                 start = _extrapolate(found[-2], last, a) or start
         pt = solve_point(spec, a, branch, settings, start=start, error_estimate=False, jacobian=jac,
@@ -423,7 +428,7 @@ def follow_branch(
     if first:
         last = out[first]
         for i in range(first - 1, -1, -1):
-            pt = solve_point(spec, alphas[i], branch, settings, start=last._op, error_estimate=False,
+            pt = solve_point(spec, alphas[i], branch, settings, start=last.order_params, error_estimate=False,
                              jacobian=last._jacobian, warm=last._data)
             if not pt.exists:
                 break

@@ -22,7 +22,7 @@ from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 #: ``eta -> -eta`` when ``m = 0``, ``m_hat`` odd in ``m`` under ``xi -> -xi`` when ``theta = 0``; the
 #: zeros of the other overlap are imposed (Saddle.data_step). At equal nodes the conjugates
 #: scatter 1.2-1.6x less than with all four copies (semantic and positional, alpha 1, omega 0.3;
-#: trivial, no copies: ~2x), docs/theory.md. Rank >= 2: no reflections either (the zeros they
+#: trivial, no copies: ~2x), docs/solver.md. Rank >= 2: no reflections either (the zeros they
 #: gave are imposed by Saddle.gauge_fix); the mixed branch has no overlap that must stay odd
 #: (one net); 1.5-3.5x less scatter than the 8 copies of signs and reflections (r = 2). Untied
 #: keys/queries of rank >= 2 keep all copies (fine_copies)
@@ -45,7 +45,7 @@ def fine_copies(amap: AttentionMap, branch: str) -> str:
 #: instead of 1.37e-3, at the same cost; 1.3-1.6 do about as well; the causal and untied models
 #: and correlated tokens gain as much (8 seeds each). At ``L = 3`` and at rank 2 (``alpha =
 #: 1.5``) the scatter and the estimates were larger with it, so those keep the plain rule
-#: (docs/theory.md)
+#: (docs/solver.md)
 REFERENCE_TEACHER_SCALE = 1.4
 #: the attention variants measured to gain from it at ``L = 2``, rank 1
 SCALED_VARIANTS = ("tied", "causal", "untied", "untied-causal")
@@ -70,7 +70,7 @@ def _two_tokens_rank_one(spec: ModelSpec) -> bool:
 
 #: the attention variants measured to gain from the mirror pairing at ``L = 2``, rank 1 and
 #: uncorrelated tokens (untied: the semantic error grows 1.5x; ``L = 3``, rank 2 and correlated
-#: tokens: no gain or a loss; docs/theory.md)
+#: tokens: no gain or a loss; docs/solver.md)
 MIRRORED_VARIANTS = ("tied", "causal")
 
 
@@ -125,7 +125,7 @@ def nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
     nodes at its start, with the same starts: the step equals the full evaluation bit for bit, at
     that fraction less (~0.1 s of the semantic branch's order 11 -> 13 at the reference case)."""
     prev = getattr(point, "_fine", None)
-    if prev is None or point._op is None or not np.array_equal(point._op.to_vector(), x0):
+    if prev is None or point.order_params is None or not np.array_equal(point.order_params.to_vector(), x0):
         return None
     old, n_old, ds = prev
     new_rule, old_rule = union.rule, old.rule

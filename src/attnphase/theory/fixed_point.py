@@ -167,11 +167,11 @@ class SolverSettings:
             raise ValueError("target_error needs refine_replicas >= 2 (the error estimate)")
 
 
-#: quick settings for curves, transitions and phase diagrams: branches followed on 2^8 x 4 nodes
-#: (tol 1e-6; about 1-2 % integration error on the overlaps), the points that locate alpha_c and
-#: alpha_l refined on 4 x 2^10 x 4 nodes (see ``refine_point``); use the defaults for single points
-FAST = {"order": 8, "tol": 1e-6, "noise_tol": 1e-4, "n_replicas": 1, "warmup_order": None,
-        "refine_order": 10}
+#: the ``"fast"`` preset as keywords, with no separate warm-up rule (``warmup_order=None``: the
+#: solve starts on its own rule, which changes results only at orders above 8): branches followed
+#: on 2^8 x 4 nodes (tol 1e-6; about 1-2 % integration error on the overlaps), the points that
+#: locate alpha_c and alpha_l refined on 4 x 2^10 x 4 nodes (see ``refine_point``)
+FAST: Mapping[str, Any] = MappingProxyType({**SolverSettings.PRESETS["fast"], "warmup_order": None})
 
 
 @dataclass

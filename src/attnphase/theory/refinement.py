@@ -241,11 +241,11 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     order = settings.refine_order
     if order == 0 or not point.exists or getattr(point, "_op", None) is None or getattr(point, "_data", None) is None:
         return point  # (nothing to refine: off, absent, or a point without its solver state)
-    assert point._op is not None
+    assert point.order_params is not None
     sd = make_saddle(spec, point.alpha, settings)
     fine, union = fine_union(spec, point.alpha, settings, point.branch)
     n = len(fine)
-    x0 = point._op.to_vector()
+    x0 = point.order_params.to_vector()
     info = _refinement_record(settings, union, n, point)
     exact = tol is not None
     qs = _stage_settings(settings, tol)
@@ -256,7 +256,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
         if why is not None:
             return _not_refined(point, {**info, "applied": False, "unresolved": why,
                                         "reason": "refinement did not converge: " + qn.message})
-        fb, info["fallback"] = _fallback_refine(union, point._op, settings, qs)
+        fb, info["fallback"] = _fallback_refine(union, point.order_params, settings, qs)
         if fb is not None:
             qn = fb
             x_units = qn.x
@@ -524,7 +524,7 @@ def mid_rule_walker(spec: ModelSpec, branch: str, settings: SolverSettings, anch
 
     def walk(a: float) -> BranchPoint | None:
         if not found:
-            first = solve_point(spec, anchor.alpha, branch, mid_set, start=anchor._op, error_estimate=False,
+            first = solve_point(spec, anchor.alpha, branch, mid_set, start=anchor.order_params, error_estimate=False,
                                 draft=True, ramp=False)
             if not first.exists:
                 return None

@@ -31,8 +31,7 @@ from attnphase.theory.channels import (
     rugged,
     target_map,
 )
-from attnphase.theory.quadrature import Rule, gauss_hermite
-from attnphase.theory.quadrature import check_size as _check_size
+from attnphase.theory.quadrature import Rule, check_size, gauss_hermite
 from attnphase.theory.threads import one_blas_thread
 
 
@@ -341,12 +340,12 @@ class Saddle:
         ``(1 - s) f(z) + s f(z')`` with ``s = r / (1 + r)``, its mirror's ``f`` computed from
         the node's own minima: no proximal problem more (the data step does this in its compiled
         Stein sums, :func:`stein_sums`). Where the global minimiser jumps between near-mirror
-        minima (on a curve through ``w = 0``; teacher fields of opposite signs: docs/theory.md)
+        minima (on a curve through ``w = 0``; teacher fields of opposite signs: docs/solver.md)
         the odd part of the Stein integrands jumps; across ``w.mu = 0``
         (``mu`` the mean of ``w`` given ``h*``) the pair weighs both sides equally, which removes
         that jump where the two curves meet and damps it near them. Measured at ``alpha = 1,
         omega = 0.3``: the scatter of the fixed point per fine rule (orders 11-13) falls 1.9-2.3x
-        for the positional ``q`` and ``m``, 1.8-1.9x for the semantic ``theta`` (docs/theory.md).
+        for the positional ``q`` and ``m``, 1.8-1.9x for the semantic ``theta`` (docs/solver.md).
 
         Returns ``(xi', eta', s)``, or ``None`` where :meth:`mirror_map` has no mirror.
         """
@@ -517,7 +516,7 @@ class Saddle:
                 np.ascontiguousarray(self.amap.mask), float(self.spec.omega), _f64(self.spec.A_array),
                 bool(self.spec.causal_target), _f64(self.C))
         if self.dim <= 6:  # (the product rule's nodes are decoded in the kernel, not stored)
-            _check_size(order**self.dim, f"a Gauss-Hermite rule of order {order} in {self.dim} dimensions")
+            check_size(order**self.dim, f"a Gauss-Hermite rule of order {order} in {self.dim} dimensions")
             t, wt = np.polynomial.hermite_e.hermegauss(order)
             X, W, n = np.empty((0, self.dim)), np.empty(0), order**self.dim
         else:
@@ -527,9 +526,9 @@ class Saddle:
         n_chunks = max(1, min(n, 8 * native.kernel_threads()))
         lib = native.common()
         if lib is None:
-            from attnphase.theory.jit import test_loss_sum_kernel as _test_loss_sum  # noqa: PLC0415
+            from attnphase.theory.jit import test_loss_sum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
 
-            return float(_test_loss_sum(X, W, t, wt, *args, n_chunks))
+            return float(test_loss_sum_kernel(X, W, t, wt, *args, n_chunks))
         m, qs_, B, Rs_, mix, M, mask, omega, A, causal, C = args
         mask = np.ascontiguousarray(mask, dtype=np.uint8)
         P = native.ptr
@@ -571,7 +570,7 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
     ``sum_n wt_n E_p[g]`` (L x F), ``sum_n wt_n sum_l E_p[g_l g_l^T]`` (F x F),
     ``sum_n wt_n sum_l E_p[g_l eta_l^T]`` (F x r*) and ``sum_n wt_n sum_l E_p[g_l xi_l^T]`` (F x F),
     ``E_p[f] = p f(g1) + (1 - p) f(g2)``. ``compiled``: one numba pass over the nodes
-    (``jit._stein_sums`` or its C twin, :mod:`attnphase.theory.native`; parallel, fixed chunks); otherwise numpy (the reference it is tested
+    (``jit.stein_sums_kernel`` or its C twin, :mod:`attnphase.theory.native`; parallel, fixed chunks); otherwise numpy (the reference it is tested
     against; 2x the time of the whole warm-started data step at 65536 nodes, rank 2).
     ``mirror = (cm, B)`` (:meth:`Saddle.mirror_map`): every node is paired with its mirror
     (:func:`mirror_pairs`), whose minima are ``-h_k`` and whose ``g`` is ``-g``: each sum is
@@ -588,9 +587,9 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
                                                             mirror is not None, _f64(cm), _f64(B)]
         lib = native.common()
         if lib is None:
-            from attnphase.theory.jit import stein_sums_kernel as _stein_sums  # noqa: PLC0415
+            from attnphase.theory.jit import stein_sums_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
 
-            _stein_sums(*args, out_m, out_q, out_th, out_v)  # type: ignore[call-arg]  # (a list unpacked into typed parameters)
+            stein_sums_kernel(*args, out_m, out_q, out_th, out_v)  # type: ignore[call-arg]  # (a list unpacked into typed parameters)
         else:
             lib.stein_sums(N, L, F, R, *(native.ptr(a) if isinstance(a, np.ndarray) else a for a in args),
                            *(native.ptr(a) for a in (out_m, out_q, out_th, out_v)), C, native.threads_for(N, 4096))
@@ -639,9 +638,9 @@ def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray
     vals = np.ascontiguousarray(prox.candidate_values, dtype=np.float64)
     lib = native.common()
     if lib is None:
-        from attnphase.theory.jit import second_minimum_kernel as _second_minimum_kernel  # noqa: PLC0415
+        from attnphase.theory.jit import second_minimum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
 
-        _second_minimum_kernel(best, cand, vals, float(distinct), h2, v2)
+        second_minimum_kernel(best, cand, vals, float(distinct), h2, v2)
     else:
         lib.second_minimum_kernel(N, S, n, *(native.ptr(a) for a in (best, cand, vals)), float(distinct),
                                   native.ptr(h2), native.ptr(v2), native.threads_for(N, 16384))

@@ -68,8 +68,8 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     if not is_refined(point):
         point = coarse = final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
         if coarse.exists and settings.n_replicas > 1:
-            assert coarse._op is not None  # (a point that exists has its order parameters)
-            est = linear_response_estimate(spec, alpha, settings, coarse._op, coarse.test_error)
+            assert coarse.order_params is not None  # (a point that exists has its order parameters)
+            est = linear_response_estimate(spec, alpha, settings, coarse.order_params, coarse.test_error)
             point = coarse = replace(coarse, diagnostics={**coarse.diagnostics, "error_estimate": est})
             why = coarse_absence(point)
             if why is not None:
@@ -146,7 +146,7 @@ def coarse_absence(point: BranchPoint) -> str | None:
 #: decay of the refined test-error estimates with the number of nodes, ``N^-TARGET_DECAY``: the
 #: least-squares slope of log2(estimate) against the refinement order 11-15, pooled over 12 chains
 #: (L = 2 semantic and positional at alpha 1, L = 3 semantic and rank 2 semantic, positional and
-#: mixed at alpha 1.5, two seeds each) is 0.64, single chains 0.16-1.14 (docs/theory.md)
+#: mixed at alpha 1.5, two seeds each) is 0.64, single chains 0.16-1.14 (docs/solver.md)
 TARGET_DECAY = 0.64
 
 

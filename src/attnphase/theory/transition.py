@@ -163,7 +163,7 @@ def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, prob
     The branch is continued down from ``anchor`` by :func:`mid_rule_walker` (probes with the
     probe budget). Seen for the causal student at ``omega = 0.3``: the coarse rule's semantic
     branch ends near 1.7-1.78, the fine rules' near 1.61 (docs/variants.md). Where the coarse
-    rule ends the branch too late (its small-``theta`` tail, "Spinodals" in docs/theory.md) the
+    rule ends the branch too late (its small-``theta`` tail, "Known limitations" in docs/solver.md) the
     first check fails and nothing changes.
     """
     walk = mid_rule_walker(spec, branch, settings, anchor, probe, PROBE_REFINE_EVALS)
@@ -352,7 +352,7 @@ class _TransitionSearch:
         solved point of the branch (``near`` if there is none)."""
         pool = self.solved[branch] or [near]
         best = min(pool, key=lambda p: abs(p.alpha - a))
-        pt = solve_point(self.spec, a, branch, self.settings if s is None else s, start=best._op, error_estimate=False,
+        pt = solve_point(self.spec, a, branch, self.settings if s is None else s, start=best.order_params, error_estimate=False,
                          jacobian=best._jacobian, warm=best._data)
         if pt.exists:
             self.solved[branch].append(pt)
