@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import attnphase.cli.theory_cmds  # noqa: F401  (imported before fake_physics patches attnphase.theory, so its names stay real)
 import attnphase.theory
 from attnphase.cli import main
 from attnphase.sweeps import ResultStore
