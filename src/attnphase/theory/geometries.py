@@ -21,7 +21,7 @@ import numpy as np
 
 def score_form(variant: str, rank: int) -> np.ndarray:
     """``M`` of the scores ``s_lj = h_l^T M h_j``: ``I_r`` (tied keys and queries), or
-    ``[[0, I_r], [0, 0]]`` on fields ``h_l = (hQ_l, hK_l)`` (untied: ``s = hQ hK^T``)."""
+    ``[[0, I_r], [0, 0]]`` on fields ``h_l = (hQ_l, hK_l)`` (untied: ``s = hQ hK^T``; docs/model.md (1.3), (6.1))."""
     if variant.startswith("untied"):
         M = np.zeros((2 * rank, 2 * rank))
         M[:rank, rank:] = np.eye(rank)
@@ -30,7 +30,7 @@ def score_form(variant: str, rank: int) -> np.ndarray:
 
 
 def score_mask(variant: str, L: int) -> np.ndarray:
-    """The scores a token attends to, ``(L, L)`` booleans: all, or ``j <= l`` (causal)."""
+    """The scores a token attends to, ``(L, L)`` booleans: all, or ``j <= l`` (causal; docs/model.md (6.2))."""
     if variant in ("causal", "untied-causal"):
         return np.tril(np.ones((L, L), dtype=np.bool_))
     return np.ones((L, L), dtype=np.bool_)
