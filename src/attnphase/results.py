@@ -9,7 +9,6 @@ solver's caches (warm starts, Jacobians, the fine rules) stay on the internal ``
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnphase._json import jsonable
 from attnphase.spec.problem import ModelSpec
 
 if TYPE_CHECKING:
@@ -43,18 +43,6 @@ def frozen(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, np.floating):
         return float(obj)
-    return obj
-
-
-def plain(obj: Any) -> Any:
-    """The JSON value of a record made by :func:`frozen`: dicts and lists, and ``None`` for a
-    non-finite number (as the commands print it)."""
-    if isinstance(obj, Mapping):
-        return {k: plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
     return obj
 
 
@@ -144,7 +132,7 @@ class BranchResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The branch's entry under ``branches`` in ``attnphase solve --json``."""
-        return plain({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate})
+        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate})
 
 
 @dataclass(frozen=True)
@@ -202,11 +190,11 @@ class SolveResult:
     def to_dict(self) -> dict[str, Any]:
         """The record that ``attnphase solve --json`` prints."""
         return {
-            "params": plain(self.params),
+            "params": jsonable(self.params),
             "branches": {b: None if r is None else r.to_dict() for b, r in self.branches.items()},
             "global_minimum": self.global_minimum,
-            "linear_test_error": plain(self.linear_test_error),
-            "diagnostics": plain(self.diagnostics),
+            "linear_test_error": jsonable(self.linear_test_error),
+            "diagnostics": jsonable(self.diagnostics),
         }
 
 
@@ -236,6 +224,8 @@ class TransitionResult:
     settings: SolverSettings
     success: bool
     message: str
+    #: the record of ``attnphase transition --json`` (the solver's ``Transition.to_dict()``, read-only)
+    record: Mapping[str, Any] = field(repr=False)
 
     @classmethod
     def from_transition(cls, tr: Any, spec: ModelSpec, settings: SolverSettings) -> TransitionResult:
@@ -258,22 +248,12 @@ class TransitionResult:
             alpha_c=tr.alpha_c, alpha_l=tr.alpha_l, spinodals=MappingProxyType(spin),
             errors=MappingProxyType(dict(tr.errors)), linear_test_error=float(tr.linear_test_error),
             notes=tuple(tr.notes), replicas=frozen(tuple(tr.replicas)), grid=frozen(tr.grid), spec=spec,
-            settings=settings, success=tr.alpha_c is not None, message=msg,
+            settings=settings, success=tr.alpha_c is not None, message=msg, record=frozen(tr.to_dict()),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The record that ``attnphase transition --json`` prints."""
-        d: dict[str, Any] = {
-            "alpha_c": self.alpha_c,
-            "alpha_l": self.alpha_l,
-            "spinodals": dict(self.spinodals),
-            "linear_test_error": self.linear_test_error,
-            "notes": list(self.notes),
-        }
-        if self.errors:
-            d["errors"] = dict(self.errors)
-            d["replicas"] = plain(self.replicas)
-        return plain(d)
+        return jsonable(self.record)
 
 
 @dataclass(frozen=True)
@@ -325,8 +305,8 @@ class SimulationResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The record that ``attnphase simulate --json`` prints."""
-        return {"params": plain(self.params), "runs": [plain(frozen(r.to_dict())) for r in self.runs],
-                "summary": plain(self.summary)}
+        return {"params": jsonable(self.params), "runs": [jsonable(frozen(r.to_dict())) for r in self.runs],
+                "summary": jsonable(self.summary)}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per run: ``d``, ``alpha``, ``n`` and the run's record (the overlap matrices
