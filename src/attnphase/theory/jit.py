@@ -47,9 +47,12 @@ def target_kernel(hstar, omega, A, causal, out):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True)
-def _student_rows(h, Mh, mask, P):  # pragma: no cover - jitted
-    """``S = rowsoftmax(s)`` at one node, ``s_lj = h_l . Mh_j`` (``Mh_j = M h_j``), masked
-    entries zero."""
+def _student_rows(h, Mh, mask, P, reciprocal=False):  # pragma: no cover - jitted
+    """``S = rowsoftmax(s)`` of the student map (docs/model.md (1.3)) at one node,
+    ``s_lj = h_l . Mh_j`` (``Mh_j = M h_j``), masked entries zero. Each row's exponentials are
+    divided by their sum, or with ``reciprocal`` multiplied by its reciprocal: the order of the
+    written-out C proximal kernels (:mod:`attnphase.theory.native.codegen`), which the generic
+    proximal kernel follows bit for bit."""
     L, F = h.shape
     for l in range(L):
         mx = -1e300
@@ -69,8 +72,13 @@ def _student_rows(h, Mh, mask, P):  # pragma: no cover - jitted
                 tot += v
             else:
                 P[l, j] = 0.0
-        for j in range(L):
-            P[l, j] /= tot
+        if reciprocal:
+            inv = 1.0 / tot
+            for j in range(L):
+                P[l, j] *= inv
+        else:
+            for j in range(L):
+                P[l, j] /= tot
 
 
 @nb.njit(cache=True)
@@ -172,35 +180,6 @@ def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, caus
     return part.sum()
 
 
-@nb.njit(cache=True)
-def _score_softmax(h, Mh, mask, P):  # pragma: no cover - jitted
-    """``S = rowsoftmax(s)`` of the student map (docs/model.md (1.3)) at one node, as
-    :func:`_student_rows` but each row's exponentials multiplied by the reciprocal of their sum
-    (the order of the written-out C kernels, :mod:`attnphase.theory.native.codegen`)."""
-    L, F = h.shape
-    for l in range(L):
-        mx = -1e300
-        for j in range(L):
-            if mask[l, j]:
-                s = 0.0
-                for a in range(F):
-                    s += h[l, a] * Mh[j, a]
-                P[l, j] = s
-                if s > mx:
-                    mx = s
-        tot = 0.0
-        for j in range(L):
-            if mask[l, j]:
-                v = np.exp(P[l, j] - mx)
-                P[l, j] = v
-                tot += v
-            else:
-                P[l, j] = 0.0
-        inv = 1.0 / tot
-        for j in range(L):
-            P[l, j] *= inv
-
-
 # Scratch space is allocated once per chunk of nodes (allocation inside the Newton loop dominated
 # the run time otherwise). ``_work(L, F)`` returns the buffers in the order the kernels expect.
 @nb.njit(cache=True)
@@ -229,7 +208,7 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
     n = L * F
     _form_rows(M, h, Mh)
     _form_rows(M.T, h, MTh)
-    _score_softmax(h, Mh, mask, P)
+    _student_rows(h, Mh, mask, P, True)
     for l in range(L):
         for j in range(L):
             Dm[l, j] = P[l, j] - T[l, j]
