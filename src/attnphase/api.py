@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from attnphase._version import __version__
 from attnphase.results import SimulationResult, SolveResult, TransitionResult
 from attnphase.spec.problem import ModelSpec, check_alpha
 from attnphase.theory import (
@@ -97,8 +98,6 @@ def solve(
     (1.5)), the training error (4.1), the test error (4.2) and their error estimates, the global
     minimum, and the linear baseline (4.3).
     """
-    from attnphase import __version__  # (the package's attribute, read at call time)
-
     spec = model_spec(spec, **model)
     check_alpha(alpha)
     alpha = float(alpha)

@@ -8,7 +8,7 @@ batched Gram-form risk with analytic or autograd gradient, and the dense linear 
 """
 
 from attnphase.sim.data import Dataset, make_dataset, n_samples, positional_embeddings
-from attnphase.sim.simulate import RunResult, SimulationResult, classify, parse_inits, simulate
+from attnphase.sim.simulate import RunResult, TrainingBatch, classify, parse_inits, simulate
 from attnphase.sim.train import INITS, OPTIMIZERS, TrainSettings, init_params, train
 
 __all__ = [
@@ -16,7 +16,7 @@ __all__ = [
     "OPTIMIZERS",
     "Dataset",
     "RunResult",
-    "SimulationResult",
+    "TrainingBatch",
     "TrainSettings",
     "classify",
     "init_params",

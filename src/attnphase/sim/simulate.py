@@ -73,8 +73,9 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class SimulationResult:
-    """All runs of one ``(spec, d, alpha)`` plus the parameters that produced them."""
+class TrainingBatch:
+    """All runs of one ``(spec, d, alpha)`` plus the parameters that produced them (the simulator's
+    record; :class:`attnphase.SimulationResult` is the user's view of it)."""
 
     spec: ModelSpec
     d: int
@@ -157,7 +158,7 @@ def simulate(
     inits: Sequence[str] = ("semantic",),
     settings: TrainSettings | None = None,
     n_test: int | None = None,
-) -> SimulationResult:
+) -> TrainingBatch:
     """Train every ``seed x init`` run in one batched computation and measure it (docs/simulation.md).
 
     Each seed has its own dataset (teacher, training set, fresh test set); starts of the same seed
@@ -213,7 +214,7 @@ def simulate(
                     overlaps={key: v.tolist() for key, v in ov.items()},
                 )
             )
-    return SimulationResult(
+    return TrainingBatch(
         spec=spec,
         d=d,
         alpha=float(alpha),
@@ -263,7 +264,7 @@ def _linear_test(spec: ModelSpec, datasets: Sequence[Dataset]) -> list[float]:
 
 __all__ = [
     "RunResult",
-    "SimulationResult",
+    "TrainingBatch",
     "classify",
     "parse_inits",
     "simulate",
