@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
+from attnphase import compare as compare_mod
 from attnphase.cli import main
+from attnphase.compare import COLUMNS
 from attnphase.plots.compare import compare_figure
-from attnphase.sim import compare as compare_mod
-from attnphase.sim.compare import COLUMNS
 
 RUN_KEYS = {"seed", "init", "m", "theta", "q", "train_loss", "test_error", "linear_test_error",
             "steps", "converged", "seconds"}

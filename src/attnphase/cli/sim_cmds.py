@@ -91,8 +91,8 @@ def scalar_grid_args(args: argparse.Namespace, what: str):
 def cmd_compare(args: argparse.Namespace) -> int:
     """``attnphase compare``: theory branches vs finite-d simulation (figures PNG/PDF + CSV)."""
     # (matplotlib, torch and numba are imported when the command runs, not to build the parser)
+    from attnphase.compare import run_compare
     from attnphase.plots.compare import compare_figure
-    from attnphase.sim.compare import run_compare
 
     spec, alphas, d = scalar_grid_args(args, "compare plots")
     theory_points = to_int(args.theory_points, "theory-points")
