@@ -174,7 +174,7 @@ class SolverSettings:
 FAST: Mapping[str, Any] = MappingProxyType({**SolverSettings.PRESETS["fast"], "warmup_order": None})
 
 
-@dataclass
+@dataclass(frozen=True)
 class FixedPointResult:
     """Outcome of one fixed-point solve (diagnostics included)."""
 
