@@ -18,7 +18,7 @@ import numpy as np
 
 from attnphase._version import __version__
 from attnphase.results import SimulationResult, SolveResult, TransitionResult
-from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     SolverSettings,
     branches_for,
@@ -46,7 +46,8 @@ SIMULATE_TRAINING: Mapping[str, Any] = MappingProxyType({"max_steps": 10000, "to
 
 
 def _model_names() -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(ModelSpec) if not f.name.startswith("_"))
+    """The model's parameter names, from its one schema (:func:`model_parameters`)."""
+    return tuple(p.name for p in model_parameters())
 
 
 def model_spec(spec: ModelSpec | None = None, **model: Any) -> ModelSpec:

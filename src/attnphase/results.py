@@ -50,6 +50,14 @@ def frozen(obj: Any) -> Any:
 SUMMARY_KEYS = ("q", "m", "theta", "V", "train_loss", "test_error", "converged", "iterations")
 
 
+def _kept_coarse(refined: Mapping[str, Any] | None) -> bool:
+    """A point kept on the coarse rule: its refinement (the ``refined`` record of its
+    diagnostics) was tried and did not converge."""
+    if not refined:
+        return False
+    return not refined.get("applied")
+
+
 @dataclass(frozen=True)
 class BranchResult:
     """One fixed point of the self-consistent equations at one ``alpha`` (docs/model.md (5.1)).
@@ -92,8 +100,7 @@ class BranchResult:
         diag = point.diagnostics
         ref = diag.get("refined") or {}
         tgt = diag.get("target")
-        # kept on the coarse rule: its refinement was tried and did not converge
-        coarse_only = bool(ref) and not ref.get("applied")
+        coarse_only = _kept_coarse(ref)
         notes = []
         if tgt and (not tgt["met"] or len(tgt["history"]) > 1):
             last = tgt["history"][-1]
@@ -128,7 +135,7 @@ class BranchResult:
     @property
     def coarse_only(self) -> bool:
         """The refinement was tried and did not converge: the values are the coarse rule's."""
-        return bool(self.diagnostics.get("refined")) and not self.refined
+        return _kept_coarse(self.diagnostics.get("refined"))
 
     def to_dict(self) -> dict[str, Any]:
         """The branch's entry under ``branches`` in ``attnphase solve --json``."""
