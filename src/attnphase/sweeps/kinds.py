@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from attnphase._revision import combine, function_digest, numerics_revision
 from attnphase.spec.parse import KINDS, convert, parse_range
 from attnphase.spec.problem import ModelSpec, model_parameters
 
@@ -64,6 +65,19 @@ class PointKind:
     normalize: Callable[[dict[str, Any]], dict[str, Any]]
     compute: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
     seeded: bool = False
+    #: the components (:data:`attnphase._revision.COMPONENTS`) that compute its numbers
+    numerics: tuple[str, ...] = ()
+
+    def revision(self) -> str:
+        """The numerical revision of this kind, stored with each of its points: the revision
+        (:func:`attnphase._revision.numerics_revision`) of each component in ``numerics``
+        combined with the normalised source of ``compute`` itself (the glue that calls them and
+        shapes the result). It changes whenever the numbers of a point can; a stored point of
+        another revision is *stale*. Cached per process; the first call of a theory kind reads
+        its ~20 source files (a few tenths of a second)."""
+        parts = {f"component:{c}": numerics_revision(c) for c in self.numerics}
+        parts["compute"] = function_digest(self.compute)
+        return combine(parts)
 
     def param_map(self) -> dict[str, Param]:
         return {p.name: p for p in self.params()}
@@ -387,13 +401,14 @@ def builtin_kinds() -> Mapping[str, PointKind]:
     """The registry of point kinds (read-only mapping name -> :class:`PointKind`)."""
     kinds = (
         PointKind("theory", "theory solver at one alpha on one branch",
-                  _theory_params, _theory_normalize, _theory_compute),
+                  _theory_params, _theory_normalize, _theory_compute, numerics=("theory",)),
         PointKind("transition", "alpha_c, alpha_l and spinodals for one model",
-                  _transition_params, _transition_normalize, _transition_compute),
+                  _transition_params, _transition_normalize, _transition_compute,
+                  numerics=("theory",)),
         PointKind("curve", "one theory branch followed in alpha",
-                  _curve_params, _curve_normalize, _curve_compute),
+                  _curve_params, _curve_normalize, _curve_compute, numerics=("theory",)),
         PointKind("simulation", "gradient descent at finite d",
-                  _sim_params, _sim_normalize, _sim_compute, seeded=True),
+                  _sim_params, _sim_normalize, _sim_compute, seeded=True, numerics=("sim",)),
         PointKind("selftest", "cheap deterministic test function (store/backends tests)",
                   lambda: _SELFTEST_PARAMS, _selftest_normalize, _selftest_compute,
                   seeded=True),
