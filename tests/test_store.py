@@ -14,7 +14,7 @@ from attnphase.sweeps import (
     load_dataframe,
     run_sweep,
 )
-from attnphase.sweeps.store import SCHEMA_ID
+from attnphase.sweeps.store import SCHEMA_ID, SCHEMA_VERSION
 
 
 def _rec(key="k1", status="ok", result='{"v":1.0}'):
@@ -29,7 +29,7 @@ def test_new_store_has_metadata_and_wal(tmp_path):
         pass
     con = sqlite3.connect(path)
     meta = dict(con.execute("SELECT key, value FROM meta"))
-    assert meta["schema_id"] == SCHEMA_ID and meta["schema_version"] == "1"
+    assert meta["schema_id"] == SCHEMA_ID and meta["schema_version"] == str(SCHEMA_VERSION) == "2"
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     con.close()
 

@@ -50,6 +50,9 @@ def _add_backend_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto",
                    help="progress bar on a terminal, log lines otherwise (default auto)")
     p.add_argument("--quiet", action="store_true", help="no progress or log lines")
+    p.add_argument("--recompute-stale", action="store_true",
+                   help="recompute the stored points computed by another numerical revision of "
+                        "the code (stale points; otherwise used as they are, with a warning)")
 
 
 def _fast_solver() -> list[str]:
@@ -78,8 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--retry-errors", action="store_true",
                    help="recompute points stored with an error")
     r.add_argument("--recompute", action="store_true",
-                   help="recompute every point of the grid, replacing stored results (e.g. after "
-                        "a solver change: points are keyed by their parameters only)")
+                   help="recompute every point of the grid, replacing stored results "
+                        "(--recompute-stale: only those of another numerical revision)")
     r.add_argument("--json", action="store_true", help="print a JSON summary")
     _add_backend_flags(r)
     r.set_defaults(func=cmd_sweep_run)
@@ -148,7 +151,7 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
     _setup_logging(args.quiet)
     rep = run_sweep(sweep, args.store, workers=args.workers, scheduler=args.scheduler,
                     retry_errors=args.retry_errors, recompute=args.recompute,
-                    progress="none" if args.quiet else args.progress,
+                    recompute_stale=args.recompute_stale, progress="none" if args.quiet else args.progress,
                     connect_timeout_s=args.connect_timeout)
     if args.json:
         print_json({**rep.to_dict(), "store": str(Path(args.store))})
@@ -169,16 +172,34 @@ def cmd_sweep_export(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_status(args: argparse.Namespace) -> int:
-    """``attnphase sweep status``: rows per kind and status."""
-    from attnphase.sweeps import ResultStore
+    """``attnphase sweep status``: rows per kind and status, then the stale rows per kind (those
+    of another numerical revision than the present code's) and how to recompute them."""
+    from attnphase.sweeps import ResultStore, builtin_kinds
 
     with ResultStore(args.store, create=False) as st:
-        counts = st.counts()
+        revisions = st.revision_counts()
+    kinds = builtin_kinds()
+    present = {k: kinds[k].revision() for k in sorted({k for k, _, _ in revisions}) if k in kinds}
+    counts: dict[tuple[str, str], int] = {}
+    stale: dict[tuple[str, str], int] = {}
+    for (k, s, rev), n in revisions.items():
+        counts[k, s] = counts.get((k, s), 0) + n
+        stale[k, s] = stale.get((k, s), 0) + (n if rev is None or rev != present.get(k) else 0)
     if args.json:
-        print_json([{"kind": k, "status": s, "count": n} for (k, s), n in sorted(counts.items())])
-    else:
-        for (k, s), n in sorted(counts.items()):
-            sys.stdout.write(f"{k:12s} {s:6s} {n}\n")
+        print_json([{"kind": k, "status": s, "count": n, "stale": stale[k, s],
+                     "revision": present.get(k)} for (k, s), n in sorted(counts.items())])
+        return 0
+    for (k, s), n in sorted(counts.items()):
+        sys.stdout.write(f"{k:12s} {s:6s} {n}\n")
+    per_kind: dict[str, int] = {}
+    for (k, _), n in stale.items():
+        per_kind[k] = per_kind.get(k, 0) + n
+    for k, n in sorted(per_kind.items()):
+        if n:
+            now = f"the present is {present[k]}" if k in present else "a kind this attnphase does not know"
+            sys.stdout.write(f"{k:12s} stale  {n} (computed by another numerical revision; {now})\n")
+    if any(per_kind.values()):
+        sys.stdout.write("hint: sweep run --recompute-stale with the same grid recomputes the stale rows\n")
     return 0
 
 
@@ -196,7 +217,7 @@ def cmd_sweep_kinds(args: argparse.Namespace) -> int:
 def _run_kw(args: argparse.Namespace) -> dict:
     return {"workers": args.workers, "scheduler": args.scheduler,
             "progress": "none" if args.quiet else args.progress,
-            "connect_timeout_s": args.connect_timeout}
+            "connect_timeout_s": args.connect_timeout, "recompute_stale": args.recompute_stale}
 
 
 def cmd_phase_diagram(args: argparse.Namespace) -> int:

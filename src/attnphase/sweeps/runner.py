@@ -1,5 +1,11 @@
 """Running a sweep: skip stored points, compute the rest, commit each as it finishes.
 
+Each point is stored with the numerical revision of its kind's code
+(:meth:`attnphase.sweeps.kinds.PointKind.revision`), taken where the point is computed (a Dask
+worker may run other code than the client). A stored point of another revision than the present
+one is *stale*: it is served as it is with a one-line warning, or recomputed with
+``recompute_stale``.
+
 Backends: in-process (``workers=1``), a local process pool (default: every core), or a
 Dask distributed cluster (``scheduler="tcp://HOST:PORT"``). Workers only compute
 (:func:`execute_point`, which never raises: a failing point returns its error); the parent
@@ -46,19 +52,32 @@ class SweepReport:
     elapsed_s: float
     backend: str
     keys: tuple[str, ...]
+    #: points of the sweep stored by another numerical revision (served as they are, or
+    #: recomputed with ``recompute_stale`` / ``recompute``)
+    stale: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"total": self.total, "skipped": self.skipped, "computed": self.computed,
-                "ok": self.ok, "errors": self.errors, "elapsed_s": self.elapsed_s,
-                "backend": self.backend}
+                "ok": self.ok, "errors": self.errors, "stale": self.stale,
+                "elapsed_s": self.elapsed_s, "backend": self.backend}
+
+
+def _revision(kind: str) -> str | None:
+    """The numerical revision of ``kind`` here (``None`` if it cannot be had: the row then
+    counts as stale)."""
+    try:
+        return get_kind(kind).revision()
+    except Exception:  # (an unknown kind or unreadable sources: the point itself reports it)
+        return None
 
 
 def execute_point(kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    """Compute one point; never raises. Returns the fields of a :class:`PointRecord`."""
+    """Compute one point; never raises. Returns the fields of a :class:`PointRecord`, with the
+    numerical revision of the code that ran here."""
     started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     t0 = time.perf_counter()
     out: dict[str, Any] = {"version": __version__, "host": socket.gethostname(),
-                           "started_at": started}
+                           "started_at": started, "revision": _revision(kind)}
     try:
         result, diagnostics = get_kind(kind).compute(params)
         out.update(status="ok", result=to_json(result), diagnostics=to_json(diagnostics),
@@ -71,14 +90,14 @@ def execute_point(kind: str, params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _outcome(future: Any) -> dict[str, Any]:
+def _outcome(future: Any, kind: str) -> dict[str, Any]:
     """The result of a finished future; a backend failure (a worker process that died,
     Dask's ``KilledWorker``, ...) becomes an error outcome for that point."""
     try:
         return future.result()
     except Exception as exc:
         msg = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return {"version": __version__, "host": None,
+        return {"version": __version__, "host": None, "revision": _revision(kind),
                 "started_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                 "status": "error", "result": None, "diagnostics": None,
                 "error": f"backend failure (worker died or was lost): {msg}"[:2000],
@@ -91,6 +110,7 @@ def _record(point: Point, out: dict[str, Any]) -> PointRecord:
         status=out["status"], result=out["result"], diagnostics=out["diagnostics"],
         error=out["error"], seed=point.seed, version=out["version"], host=out["host"],
         started_at=out["started_at"], elapsed_s=float(out["elapsed_s"]),
+        revision=out.get("revision"),
     )
 
 
@@ -156,7 +176,7 @@ def _pool(points: Sequence[Point], workers: int) -> Iterator[tuple[Point, dict[s
     try:
         futs = {ex.submit(execute_point, p.kind, dict(p.params)): p for p in points}
         for f in as_completed(futs):
-            yield futs[f], _outcome(f)
+            yield futs[f], _outcome(f, futs[f].kind)
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
 
@@ -193,9 +213,29 @@ def _dask(points: Sequence[Point], client: Any) -> Iterator[tuple[Point, dict[st
     try:
         for f in dask_as_completed([f for _, f in futs.values()], loop=client.loop):
             p, _ = futs[f.key]
-            yield p, _outcome(f)
+            yield p, _outcome(f, p.kind)
     finally:
         client.cancel([f for _, f in futs.values()])
+
+
+# ---------------------------------------------------------------------------- stale points
+def _stale_keys(st: ResultStore, points: Sequence[Point]) -> set[str]:
+    """Keys of the points of ``points`` stored by another numerical revision of their kind."""
+    keys = {p.key for p in points}
+    out: set[str] = set()
+    for kind in sorted({p.kind for p in points}):
+        out |= st.stale_keys(kind, get_kind(kind).revision()) & keys
+    return out
+
+
+def _stale_warning(points: Sequence[Point], stale: set[str]) -> str:
+    """The one-line warning of a sweep that serves stale points."""
+    per_kind: dict[str, int] = {}
+    for p in {p.key: p for p in points if p.key in stale}.values():
+        per_kind[p.kind] = per_kind.get(p.kind, 0) + 1
+    detail = ", ".join(f"{k} {n}" for k, n in sorted(per_kind.items()))
+    return (f"using {len(stale)} stored points computed by another numerical revision of the "
+            f"code ({detail}); --recompute-stale recomputes them")
 
 
 # ---------------------------------------------------------------------------- run_sweep
@@ -215,6 +255,7 @@ def run_sweep(
     scheduler: str | None = None,
     retry_errors: bool = False,
     recompute: bool = False,
+    recompute_stale: bool = False,
     progress: str = "auto",
     stream: TextIO | None = None,
     connect_timeout_s: float = 5.0,
@@ -225,8 +266,11 @@ def run_sweep(
     ``workers``: processes of the local pool (default every core; ``1`` runs in-process);
     ``scheduler``: a Dask scheduler address (then ``workers`` is ignored);
     ``retry_errors``: recompute points stored with status ``error``; ``recompute``: recompute
-    every point of the sweep, each stored result replaced only once its new one is committed
-    (after a solver change: the store key is the parameters, not the code revision).
+    every point of the sweep, each stored result replaced only once its new one is committed;
+    ``recompute_stale``: recompute (and replace the same way) only the stored points of another
+    numerical revision than the present code's (:meth:`PointKind.revision`). Without either,
+    stale points are served as they are and one warning line (logger ``attnphase.sweeps.runner``)
+    counts them.
     """
     t0 = time.perf_counter()
     if isinstance(sweep, SweepSpec):
@@ -245,8 +289,16 @@ def run_sweep(
                 n = st.delete_errors(keys)
                 if n:
                     logger.info("retrying %d points stored with errors", n)
-            stored = set() if recompute else st.keys()
-            todo = [p for p in points if p.key not in stored]
+            stale = _stale_keys(st, points)
+            stored = st.keys()
+            if recompute:
+                todo = list(points)
+            elif recompute_stale:
+                todo = [p for p in points if p.key not in stored or p.key in stale]
+            else:
+                todo = [p for p in points if p.key not in stored]
+                if stale:
+                    logger.warning("%s", _stale_warning(points, stale))
             nw = default_workers() if workers is None else workers
             if client is not None:
                 backend = f"dask {scheduler}"
@@ -264,7 +316,7 @@ def run_sweep(
             try:
                 for p, out in it:
                     rec = _record(p, out)
-                    st.add(rec, replace=recompute)
+                    st.add(rec, replace=recompute or p.key in stale)
                     if rec.status == "ok":
                         ok += 1
                     else:
@@ -285,5 +337,5 @@ def run_sweep(
     return SweepReport(
         total=len(points), skipped=len(points) - len(todo), computed=ok + errors, ok=ok,
         errors=errors, elapsed_s=time.perf_counter() - t0, backend=backend,
-        keys=tuple(keys),
+        keys=tuple(keys), stale=len(stale),
     )

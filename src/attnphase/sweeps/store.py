@@ -1,13 +1,28 @@
 """The results store: one SQLite file, one row per finished point, never written twice.
 
-Layout (schema ``attnphase.sweeps.store`` version 1):
+Layout (schema ``attnphase.sweeps.store`` version 2):
 
 - ``meta(key, value)``: ``schema_id``, ``schema_version``, ``created_by`` (package version);
   a file without it is not a store and is refused with a clear error;
 - ``points``: ``key`` (primary key: :func:`attnphase.sweeps.canonical.point_key`), ``kind``,
   ``params`` (canonical JSON), ``status`` (``ok``/``error``), ``result`` and ``diagnostics``
   (JSON), ``error`` text, ``seed``, ``version``, ``host``, ``started_at`` (UTC ISO time),
-  ``elapsed_s``.
+  ``elapsed_s``, ``revision`` (the numerical revision of the kind's code that computed the
+  point, :meth:`attnphase.sweeps.kinds.PointKind.revision`; ``NULL``: unknown).
+
+A version-1 store (no ``revision`` column) is migrated in place when opened: the column is added
+and its rows have an unknown revision, so they count as *stale* (computed by code other than the
+present). A store of a newer schema version is refused.
+
+Opening never modifies a file that is not a store: a new store is built under a temporary name
+next to the path and linked into place when complete (so no process ever sees a half-made store,
+and an empty file is refused like any other non-store); an existing file is first checked from
+its bytes (SQLite header, size against the page count the header records) and then, when no
+other process has it open (no ``-wal``/``-shm`` file next to it), through an *immutable*
+read-only connection (tables, metadata, ``PRAGMA quick_check``), which creates no ``-wal``,
+``-shm`` or ``-journal`` file. Only then is it opened for writing. Every refusal is a
+:class:`StoreError` (a ``ValueError``) with a one-line message, and the file is left
+byte-identical.
 
 Every point is committed in its own transaction (``INSERT OR IGNORE``) as soon as it is
 done, in WAL mode with a busy timeout, so a sweep killed at any moment loses at most the
@@ -19,7 +34,10 @@ concurrent sweeps writing one file do not corrupt it. Only ``retry_errors`` dele
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import urllib.parse
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,9 +50,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SCHEMA_ID = "attnphase.sweeps.store"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COLUMNS = ("key", "kind", "params", "status", "result", "diagnostics", "error", "seed",
-           "version", "host", "started_at", "elapsed_s")
+           "version", "host", "started_at", "elapsed_s", "revision")
+#: the columns of a version-1 store (migrated by adding ``revision``)
+_COLUMNS_V1 = COLUMNS[:-1]
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: files SQLite keeps next to a database while it is open (or after a crash)
+_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -50,7 +73,8 @@ CREATE TABLE IF NOT EXISTS points (
     version TEXT NOT NULL,
     host TEXT,
     started_at TEXT NOT NULL,
-    elapsed_s REAL NOT NULL
+    elapsed_s REAL NOT NULL,
+    revision TEXT
 );
 CREATE INDEX IF NOT EXISTS points_kind ON points (kind);
 """
@@ -72,70 +96,180 @@ class PointRecord:
     host: str | None
     started_at: str
     elapsed_s: float
+    revision: str | None = None
 
     def as_tuple(self) -> tuple[Any, ...]:
         return tuple(getattr(self, c) for c in COLUMNS)
 
 
-class ResultStore:
-    """An open results store (see the module docstring). Use as a context manager."""
+class StoreError(ValueError):
+    """A file that is not a usable results store: refused with a one-line message, untouched."""
 
-    def __init__(self, path: str | Path, timeout_s: float = 60.0, create: bool = True) -> None:
-        self.path = Path(path)
-        if self.path.is_dir():
-            raise ValueError(f"store {str(self.path)!r} is a directory, not a results store")
-        exists = self.path.exists() and self.path.stat().st_size > 0
-        if not exists and not create:
-            raise ValueError(f"store {str(self.path)!r} does not exist")
-        if not exists:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._con = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ValueError(f"cannot open store {str(self.path)!r}: {exc}") from None
-        try:
-            self._con.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-            self._check_or_create()
-        except sqlite3.DatabaseError as exc:
-            self._con.close()
-            raise ValueError(
-                f"{str(self.path)!r} is not an attnphase results store ({exc})"
-            ) from None
-        except ValueError:
-            self._con.close()
-            raise
 
-    # ------------------------------------------------------------------ setup
-    def _check_or_create(self) -> None:
-        con = self._con
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and "meta" not in tables:
-            raise ValueError(f"{str(self.path)!r} is an SQLite file but not an attnphase results "
-                             "store (no metadata table)")
-        if not tables:
+def _side_files(path: Path) -> list[Path]:
+    return [p for p in (Path(f"{path}{s}") for s in _SIDE_SUFFIXES) if p.exists()]
+
+
+def _check_bytes(path: Path) -> None:
+    """Refuse, from its bytes alone, a file that cannot be a store: empty, not SQLite, or
+    shorter than the pages its header records (truncated). The length check is skipped while a
+    write-ahead log is next to it (a store in use, or one whose writer was killed: SQLite
+    replays the log)."""
+    name = str(path)
+    size = path.stat().st_size
+    if size == 0:
+        raise StoreError(f"{name!r} is an empty file, not an attnphase results store "
+                         "(remove it to start a new store there)")
+    with open(path, "rb") as f:
+        head = f.read(100)
+    if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
+        raise StoreError(f"{name!r} is not an attnphase results store (not an SQLite database)")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        raise StoreError(f"{name!r} is a corrupted results store (invalid SQLite header)")
+    if _side_files(path):
+        return
+    pages = int.from_bytes(head[28:32], "big")
+    expected = pages * page if head[24:28] == head[92:96] and pages > 0 else None
+    if size % page or (expected is not None and size < expected):
+        raise StoreError(f"{name!r} is a truncated or corrupted results store ({size} bytes, "
+                         f"{'its header records ' + str(expected) if expected else 'not whole pages'})")
+
+
+def _schema_version(con: sqlite3.Connection, name: str) -> int:
+    """The schema version of the store on ``con`` after checking that it is one (tables,
+    metadata, columns); :class:`StoreError` otherwise, also for a newer version."""
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "meta" not in tables:
+        what = "no tables" if not tables else "no metadata table"
+        raise StoreError(f"{name!r} is an SQLite database but not an attnphase results store "
+                         f"({what})")
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    if meta.get("schema_id") != SCHEMA_ID:
+        raise StoreError(f"{name!r} is not an attnphase results store "
+                         f"(schema id {meta.get('schema_id')!r})")
+    try:
+        version = int(meta.get("schema_version", "?"))
+    except ValueError:
+        version = -1
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"store {name!r} has schema version {version}, written by a newer "
+                         f"attnphase; this one reads versions up to {SCHEMA_VERSION}")
+    if version < 1:
+        raise StoreError(f"store {name!r} has schema version "
+                         f"{meta.get('schema_version')!r}; this attnphase reads versions 1 to "
+                         f"{SCHEMA_VERSION}")
+    cols = {r[1] for r in con.execute("PRAGMA table_info(points)")}
+    need = COLUMNS if version == SCHEMA_VERSION else _COLUMNS_V1
+    missing = [c for c in need if c not in cols]
+    if missing:
+        raise StoreError(f"{name!r} is a corrupted results store (points table without "
+                         f"{', '.join(missing)})")
+    return version
+
+
+def _inspect(path: Path) -> None:
+    """Check an existing file through an immutable read-only connection (no locks, no side
+    files, nothing written): :func:`_schema_version` and ``PRAGMA quick_check``."""
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read store {str(path)!r}: {exc}") from None
+    try:
+        _schema_version(con, str(path))
+        bad = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
+        if bad != ["ok"]:
+            raise StoreError(f"{str(path)!r} is a corrupted results store ({bad[0]})")
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{str(path)!r} is not a readable attnphase results store "
+                         f"({exc})") from None
+    finally:
+        con.close()
+
+
+def _create(path: Path) -> None:
+    """Make a new store at ``path``: built under a temporary name in the same folder and linked
+    into place complete (if another process made one there first, that one is kept)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    try:
+        con = sqlite3.connect(str(tmp), isolation_level=None)
+        try:
             con.execute("PRAGMA journal_mode = WAL")
             con.execute("BEGIN IMMEDIATE")
             for stmt in _SCHEMA.strip().split(";"):
                 if stmt.strip():
                     con.execute(stmt)
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_id', ?)", (SCHEMA_ID,))
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                        (str(SCHEMA_VERSION),))
-            con.execute("INSERT OR IGNORE INTO meta VALUES ('created_by', ?)",
-                        (f"attnphase {__version__}",))
+            con.executemany("INSERT INTO meta VALUES (?, ?)", [
+                ("schema_id", SCHEMA_ID), ("schema_version", str(SCHEMA_VERSION)),
+                ("created_by", f"attnphase {__version__}")])
             con.execute("COMMIT")
-        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("schema_id") != SCHEMA_ID:
-            raise ValueError(f"{str(self.path)!r} is not an attnphase results store "
-                             f"(schema id {meta.get('schema_id')!r})")
+        finally:
+            con.close()
         try:
-            version = int(meta.get("schema_version", "?"))
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: not atomic against a second creator
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for f in (tmp, *(Path(f"{tmp}{s}") for s in _SIDE_SUFFIXES)):
+            f.unlink(missing_ok=True)
+
+
+class ResultStore:
+    """An open results store (see the module docstring). Use as a context manager.
+
+    ``create``: make a new store when ``path`` does not exist (else ``ValueError``). A file that
+    is not a store (empty, not SQLite, truncated or corrupted, another database, a newer schema)
+    raises :class:`StoreError` and is left untouched.
+    """
+
+    def __init__(self, path: str | Path, timeout_s: float = 60.0, create: bool = True) -> None:
+        self.path = Path(path)
+        name = str(self.path)
+        if self.path.is_dir():
+            raise StoreError(f"store {name!r} is a directory, not a results store")
+        if not self.path.exists():
+            if not create:
+                raise ValueError(f"store {name!r} does not exist")
+            _create(self.path)
+        else:
+            _check_bytes(self.path)
+            if not _side_files(self.path):
+                _inspect(self.path)
+        try:
+            self._con = sqlite3.connect(name, timeout=timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open store {name!r}: {exc}") from None
+        try:
+            self._con.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+            self._check_and_migrate()
+        except sqlite3.DatabaseError as exc:
+            self._con.close()
+            raise StoreError(f"{name!r} is not a readable attnphase results store ({exc})") from None
         except ValueError:
-            version = -1
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"store {str(self.path)!r} has schema version "
-                             f"{meta.get('schema_version')!r}; this attnphase reads "
-                             f"version {SCHEMA_VERSION}")
+            self._con.close()
+            raise
+
+    # ------------------------------------------------------------------ setup
+    def _check_and_migrate(self) -> None:
+        con = self._con
+        if _schema_version(con, str(self.path)) < SCHEMA_VERSION:
+            con.execute("BEGIN IMMEDIATE")  # (re-checked inside: another process may migrate)
+            try:
+                cols = {r[1] for r in con.execute("PRAGMA table_info(points)")}
+                if "revision" not in cols:
+                    con.execute("ALTER TABLE points ADD COLUMN revision TEXT")
+                con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                            (str(SCHEMA_VERSION),))
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
         con.execute("PRAGMA synchronous = FULL")
 
     # ------------------------------------------------------------------ API
@@ -209,6 +343,19 @@ class ResultStore:
         for row in self._con.execute(q, args).fetchall():
             yield PointRecord(*row)
 
+    def revision_counts(self) -> dict[tuple[str, str, str | None], int]:
+        """Number of rows per ``(kind, status, revision)`` (revision ``None``: unknown)."""
+        rows = self._con.execute("SELECT kind, status, revision, COUNT(*) FROM points "
+                                 "GROUP BY kind, status, revision")
+        return {(k, s, r): n for k, s, r, n in rows}
+
+    def stale_keys(self, kind: str, revision: str) -> set[str]:
+        """Keys of the rows of ``kind`` computed by another numerical revision than
+        ``revision`` (or an unknown one): *stale* rows."""
+        rows = self._con.execute("SELECT key FROM points WHERE kind = ? AND "
+                                 "(revision IS NULL OR revision != ?)", (kind, revision))
+        return {r[0] for r in rows}
+
     def counts(self) -> dict[tuple[str, str], int]:
         """Number of rows per ``(kind, status)``."""
         rows = self._con.execute("SELECT kind, status, COUNT(*) FROM points GROUP BY kind, status")
@@ -260,7 +407,7 @@ def load_dataframe(store: str | Path | ResultStore, kind: str | None = None) -> 
     """Stored points as a tidy DataFrame with flattened columns.
 
     One row per point; columns ``key, kind, status, error, seed, version, host, started_at,
-    elapsed_s`` then ``param.<name>``, ``result.<name>`` (nested dicts joined with ``.``) and
+    elapsed_s, revision`` (the numerical revision that computed the point; empty: unknown) then ``param.<name>``, ``result.<name>`` (nested dicts joined with ``.``) and
     ``diag.<name>``. Lists (matrices) are kept as compact JSON text.
     """
     import pandas as pd  # (only when a table is asked for: workers do not need it)
@@ -272,6 +419,7 @@ def load_dataframe(store: str | Path | ResultStore, kind: str | None = None) -> 
                 "key": rec.key, "kind": rec.kind, "status": rec.status, "error": rec.error,
                 "seed": rec.seed, "version": rec.version, "host": rec.host,
                 "started_at": rec.started_at, "elapsed_s": rec.elapsed_s,
+                "revision": rec.revision,
             }
             _flatten("param", json.loads(rec.params), row)
             if rec.result is not None:
@@ -282,7 +430,7 @@ def load_dataframe(store: str | Path | ResultStore, kind: str | None = None) -> 
     df = pd.DataFrame(rows)
     if df.empty:
         df = pd.DataFrame(columns=["key", "kind", "status", "error", "seed", "version", "host",
-                                   "started_at", "elapsed_s"])
+                                   "started_at", "elapsed_s", "revision"])
     return df
 
 
