@@ -1,6 +1,9 @@
 """Results store: schema check, no duplicates, exports, DataFrame."""
 
 import json
+import os
+import random
+import re
 import sqlite3
 
 import pandas as pd
@@ -9,12 +12,13 @@ import pytest
 from attnphase.sweeps import (
     PointRecord,
     ResultStore,
+    StoreError,
     SweepSpec,
     export_store,
     load_dataframe,
     run_sweep,
 )
-from attnphase.sweeps.store import SCHEMA_ID, SCHEMA_VERSION
+from attnphase.sweeps.store import COLUMNS, SCHEMA_ID, SCHEMA_VERSION
 
 
 def _rec(key="k1", status="ok", result='{"v":1.0}'):
@@ -123,3 +127,156 @@ def test_matrix_params_flatten_to_json_text(tmp_path):
     assert df.loc[0, "result.fit.q"] == 0.1
     export_store(store, tmp_path / "m.parquet")
     assert pd.read_parquet(tmp_path / "m.parquet").loc[0, "result.fit.q"] == 0.1
+
+
+# ---------------------------------------------------------------------------- refused files
+def _good_store(path, n=60):
+    run_sweep(SweepSpec("selftest", axes=(("x", tuple(range(n))),)), path, workers=1,
+              progress="none")
+    return path.read_bytes()
+
+
+def _foreign(path, tables=True):
+    con = sqlite3.connect(path)
+    if tables:
+        con.execute("CREATE TABLE t (a)")
+        con.execute("INSERT INTO t VALUES (1)")
+    else:
+        con.execute("PRAGMA user_version = 7")  # a database file without tables
+    con.commit()
+    con.close()
+
+
+def _newer_schema(path):
+    _good_store(path, 3)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+
+
+def _make_refused(case, path):
+    """Write the file of ``case``; the message it is refused with."""
+    rng = random.Random(0)
+    if case == "random bytes":
+        path.write_bytes(rng.randbytes(20000))
+        return "not an attnphase results store (not an SQLite database)"
+    if case == "empty":
+        path.write_bytes(b"")
+        return "is an empty file, not an attnphase results store"
+    good = _good_store(path)
+    page = int.from_bytes(good[16:18], "big")
+    if case == "truncated to half":
+        path.write_bytes(good[: len(good) // 2])
+        return "is a truncated or corrupted results store"
+    if case == "a page overwritten":
+        path.write_bytes(good[: 2 * page] + rng.randbytes(page) + good[3 * page:])
+        return "is a corrupted results store"
+    path.unlink()
+    if case == "foreign database":
+        _foreign(path)
+        return "not an attnphase results store (no metadata table)"
+    if case == "database without tables":
+        _foreign(path, tables=False)
+        return "not an attnphase results store (no tables)"
+    if case == "newer schema":
+        _newer_schema(path)
+        return f"schema version {SCHEMA_VERSION + 1}, written by a newer attnphase"
+    raise AssertionError(case)
+
+
+REFUSED = ("random bytes", "empty", "truncated to half", "a page overwritten", "foreign database",
+           "database without tables", "newer schema")
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_file_that_is_not_a_store_is_refused_and_left_untouched(tmp_path, case, capsys):
+    from attnphase.cli import main
+
+    path = tmp_path / "s.sqlite"
+    msg = _make_refused(case, path)
+    data = path.read_bytes()
+    listing = sorted(os.listdir(tmp_path))
+    assert listing == ["s.sqlite"]
+    sweep = SweepSpec("selftest", axes=(("x", (1.0, 2.0)),))
+    attempts = [lambda: ResultStore(path), lambda: ResultStore(path, create=False),
+                lambda: load_dataframe(path), lambda: run_sweep(sweep, path, workers=1,
+                                                                progress="none")]
+    for attempt in attempts:
+        with pytest.raises(StoreError, match=re.escape(msg)) as info:
+            attempt()
+        assert isinstance(info.value, ValueError) and "\n" not in str(info.value)
+    capsys.readouterr()
+    for argv in (["sweep", "status", "--store", str(path)],
+                 ["sweep", "export", "--store", str(path), "--out", str(tmp_path / "o.csv")],
+                 ["sweep", "run", "--kind", "selftest", "--param", "x=1", "--workers", "1",
+                  "--store", str(path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], err
+    assert path.read_bytes() == data  # byte-identical
+    assert sorted(os.listdir(tmp_path)) == listing  # no -wal, -shm, -journal or export left
+
+
+def test_a_store_in_use_is_opened_not_refused(tmp_path):
+    """While another connection holds the store (its ``-wal`` and ``-shm`` files exist, and
+    the main file may be shorter than the pages its header will record), it opens as usual."""
+    path = tmp_path / "s.sqlite"
+    _good_store(path, 5)
+    other = ResultStore(path)
+    other.add(_rec("held"))
+    assert (tmp_path / "s.sqlite-wal").exists()
+    with ResultStore(path, create=False) as st:
+        assert "held" in st.keys() and len(st.keys()) == 6
+    other.close()
+    assert sorted(os.listdir(tmp_path)) == ["s.sqlite"]
+
+
+def test_concurrent_creation_makes_one_complete_store(tmp_path):
+    """A new store appears at its path complete (built under a temporary name and linked):
+    a second opener never sees an empty or half-made file, and no temporary file is left."""
+    path = tmp_path / "new" / "s.sqlite"
+    stores = [ResultStore(path) for _ in range(3)]
+    stores[0].add(_rec("a"))
+    assert stores[2].keys() == {"a"}
+    for st in stores:
+        st.close()
+    assert sorted(os.listdir(path.parent)) == ["s.sqlite"]
+
+
+_V1_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE points (key TEXT PRIMARY KEY, kind TEXT NOT NULL, params TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'error')), result TEXT, diagnostics TEXT,
+    error TEXT, seed INTEGER, version TEXT NOT NULL, host TEXT, started_at TEXT NOT NULL,
+    elapsed_s REAL NOT NULL);
+CREATE INDEX points_kind ON points (kind);
+INSERT INTO meta VALUES ('schema_id', 'attnphase.sweeps.store'), ('schema_version', '1'),
+    ('created_by', 'attnphase 0.1.0');
+"""
+
+
+def test_version_1_store_is_migrated_in_place_its_rows_stale(tmp_path):
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.executescript(_V1_SCHEMA)
+    sweep = SweepSpec("selftest", axes=(("x", (0.0, 1.0, 2.0)),))
+    old = {}
+    for p in sweep.points()[:2]:
+        rec = _rec(p.key)
+        old[p.key] = rec.as_tuple()[:-1]
+        con.execute(f"INSERT INTO points VALUES ({', '.join('?' * 12)})", old[p.key])
+    con.commit()
+    con.close()
+    with ResultStore(path) as st:
+        assert {r.key: r.as_tuple()[:-1] for r in st.records()} == old
+        assert all(r.revision is None for r in st.records())
+    con = sqlite3.connect(path)
+    assert dict(con.execute("SELECT key, value FROM meta"))["schema_version"] == "2"
+    assert [r[1] for r in con.execute("PRAGMA table_info(points)")] == list(COLUMNS)
+    con.close()
+    rep = run_sweep(sweep, path, workers=1, progress="none")
+    assert (rep.computed, rep.stale) == (1, 2)  # the old rows are served, counted stale
+    assert load_dataframe(path)["revision"].isna().sum() == 2

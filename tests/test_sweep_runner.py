@@ -298,3 +298,122 @@ def test_cli_run_status_export(tmp_path, capsys):
     assert main(["sweep", "kinds"]) == 0
     out = capsys.readouterr().out
     assert "transition" in out and "simulation" in out
+
+
+# ---------------------------------------------------------------------------- stale rows
+def _age(store, keys, revision="0123456789ab"):
+    """Pretend the rows of ``keys`` were computed by another numerical revision (``None``:
+    unknown, as in a migrated store)."""
+    con = sqlite3.connect(store)
+    con.executemany("UPDATE points SET revision = ? WHERE key = ?", [(revision, k) for k in keys])
+    con.commit()
+    con.close()
+
+
+def test_rows_record_the_revision_of_the_code_that_computed_them(tmp_path):
+    from attnphase.sweeps import get_kind
+
+    present = get_kind("selftest").revision()
+    for workers in (1, 2):
+        s = tmp_path / f"s{workers}.sqlite"
+        run_sweep(SWEEP, s, workers=workers, progress="none")
+        revs = {r[COLUMNS.index("revision")] for r in _rows(s).values()}
+        assert revs == {present}
+
+
+def test_stale_rows_are_served_with_one_warning_and_recompute_stale_redoes_exactly_them(
+        tmp_path, caplog):
+    import logging
+
+    from attnphase.sweeps import get_kind
+
+    s = tmp_path / "s.sqlite"
+    run_sweep(SWEEP, s, workers=1, progress="none")
+    keys = [p.key for p in SWEEP.points()]
+    aged, unknown = keys[:2], keys[5:6]
+    _age(s, aged)
+    _age(s, unknown, None)
+    before = _rows(s)
+
+    caplog.set_level(logging.INFO, logger="attnphase")
+    rep = run_sweep(SWEEP, s, workers=1, progress="none")
+    assert (rep.computed, rep.skipped, rep.stale) == (0, 8, 3)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["using 3 stored points computed by another numerical revision of the "
+                        "code (selftest 3); --recompute-stale recomputes them"]
+    assert _rows(s) == before  # served as they are
+
+    ran = []
+    rep = run_sweep(SWEEP, s, workers=2, progress="none", recompute_stale=True,
+                    on_result=lambda p, rec: ran.append(p.key))
+    assert sorted(ran) == sorted(aged + unknown) and (rep.computed, rep.stale) == (3, 3)
+    after = _rows(s)
+    present = get_kind("selftest").revision()
+    rev = COLUMNS.index("revision")
+    assert all(after[k][rev] == present for k in keys)
+    assert all(after[k] == before[k] for k in keys if k not in ran)  # untouched
+    assert _stable(after) == _stable(before)  # (selftest points are deterministic)
+
+    caplog.clear()
+    rep = run_sweep(SWEEP, s, workers=1, progress="none", recompute_stale=True)
+    assert (rep.computed, rep.stale) == (0, 0)
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    # recompute still redoes every point, stale or not
+    assert run_sweep(SWEEP, s, workers=1, progress="none", recompute=True).computed == 8
+
+
+def test_cli_stale_rows_status_warning_recompute_and_export(tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from attnphase.cli import main
+    from attnphase.sweeps import get_kind
+
+    store = str(tmp_path / "s.sqlite")
+    grid = ["--kind", "selftest", "--param", "x=1,2,3,4", "--store", store, "--workers", "1"]
+    assert main(["sweep", "run", *grid, "--quiet"]) == 0
+    keys = sorted(_rows(store))
+    _age(store, keys[:1])
+    _age(store, keys[1:3], None)
+    capsys.readouterr()
+
+    assert main(["sweep", "status", "--store", store]) == 0
+    present = get_kind("selftest").revision()
+    assert capsys.readouterr().out.splitlines() == [
+        "selftest     ok     4",
+        f"selftest     stale  3 (computed by another numerical revision; the present is {present})",
+        "hint: sweep run --recompute-stale with the same grid recomputes the stale rows",
+    ]
+    assert main(["sweep", "status", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"kind": "selftest", "status": "ok", "count": 4, "stale": 3, "revision": present}]
+
+    csv = tmp_path / "o.csv"
+    assert main(["sweep", "export", "--store", store, "--out", str(csv)]) == 0
+    df = pd.read_csv(csv).set_index("key")
+    assert df.loc[keys[0], "revision"] == "0123456789ab"
+    assert df.loc[keys[1:3], "revision"].isna().all()
+    assert (df.loc[keys[3:], "revision"] == present).all()
+
+    capsys.readouterr()
+    assert main(["sweep", "run", *grid, "--quiet"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["attnphase: using 3 stored points computed by another numerical revision of "
+                   "the code (selftest 3); --recompute-stale recomputes them"]
+    assert main(["sweep", "run", *grid, "--recompute-stale", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["computed"], out["stale"], out["skipped"]) == (3, 3, 1)
+    assert main(["sweep", "status", "--store", store]) == 0
+    assert capsys.readouterr().out.splitlines() == ["selftest     ok     4"]
+
+
+def test_phase_diagram_and_demo_take_recompute_stale():
+    from attnphase.cli import build_parser
+    from attnphase.cli.sweep_cmds import _run_kw
+
+    parser = build_parser()
+    for argv in (["phase-diagram", "--recompute-stale"], ["demo", "--recompute-stale"],
+                 ["phase-diagram"]):
+        args = parser.parse_args(argv)
+        assert _run_kw(args)["recompute_stale"] is ("--recompute-stale" in argv)

@@ -106,6 +106,15 @@ class StoreError(ValueError):
     """A file that is not a usable results store: refused with a one-line message, untouched."""
 
 
+def _one_line(text: str, limit: int = 200) -> str:
+    return " ".join(text.split())[:limit]
+
+
+def _unreadable(path: Path, exc: BaseException) -> str:
+    return (f"{str(path)!r} is corrupted or not an attnphase results store "
+            f"(SQLite: {_one_line(str(exc))})")
+
+
 def _side_files(path: Path) -> list[Path]:
     return [p for p in (Path(f"{path}{s}") for s in _SIDE_SUFFIXES) if p.exists()]
 
@@ -134,7 +143,7 @@ def _check_bytes(path: Path) -> None:
     expected = pages * page if head[24:28] == head[92:96] and pages > 0 else None
     if size % page or (expected is not None and size < expected):
         raise StoreError(f"{name!r} is a truncated or corrupted results store ({size} bytes, "
-                         f"{'its header records ' + str(expected) if expected else 'not whole pages'})")
+                         f"{f'its header records {expected}' if expected else 'not whole pages'})")
 
 
 def _schema_version(con: sqlite3.Connection, name: str) -> int:
@@ -179,12 +188,12 @@ def _inspect(path: Path) -> None:
         raise StoreError(f"cannot read store {str(path)!r}: {exc}") from None
     try:
         _schema_version(con, str(path))
-        bad = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
+        bad = [str(r[0]) for r in con.execute("PRAGMA quick_check(3)")]
         if bad != ["ok"]:
-            raise StoreError(f"{str(path)!r} is a corrupted results store ({bad[0]})")
+            raise StoreError(f"{str(path)!r} is a corrupted results store "
+                             f"(SQLite: {_one_line('; '.join(bad))})")
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{str(path)!r} is not a readable attnphase results store "
-                         f"({exc})") from None
+        raise StoreError(_unreadable(path, exc)) from None
     finally:
         con.close()
 
@@ -236,7 +245,10 @@ class ResultStore:
         if not self.path.exists():
             if not create:
                 raise ValueError(f"store {name!r} does not exist")
-            _create(self.path)
+            try:
+                _create(self.path)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot create store {name!r}: {_one_line(str(exc))}") from None
         else:
             _check_bytes(self.path)
             if not _side_files(self.path):
@@ -250,7 +262,7 @@ class ResultStore:
             self._check_and_migrate()
         except sqlite3.DatabaseError as exc:
             self._con.close()
-            raise StoreError(f"{name!r} is not a readable attnphase results store ({exc})") from None
+            raise StoreError(_unreadable(self.path, exc)) from None
         except ValueError:
             self._con.close()
             raise
