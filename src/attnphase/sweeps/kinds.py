@@ -17,7 +17,11 @@ as JSON-ready dicts. Kinds:
 - ``selftest``: a cheap deterministic function (optional sleep and failure switch) used to
   test the store and the backends without the heavy solvers.
 
-Adding a kind is one function pair and one entry in :func:`builtin_kinds`. The theory (numba)
+Each kind names the components (:data:`attnphase._revision.COMPONENTS`) that compute its
+numbers (``numerics``): its :meth:`PointKind.revision`, stored with every point, changes when
+their code, the versions of their numerical libraries or the kind's compute function change.
+
+Adding a kind is one function pair and one entry in :func:`builtin_kinds` (with its ``numerics``). The theory (numba)
 and the simulator (torch) are imported inside the functions that use them, so that grids, the
 store and the ``selftest`` kind stay light.
 """
