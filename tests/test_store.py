@@ -219,6 +219,34 @@ def test_a_file_that_is_not_a_store_is_refused_and_left_untouched(tmp_path, case
     assert sorted(os.listdir(tmp_path)) == listing  # no -wal, -shm, -journal or export left
 
 
+def test_a_foreign_database_in_use_is_refused_its_file_and_log_untouched(tmp_path):
+    """Another program's WAL database whose writer was killed (its ``-wal`` still holds the
+    last transaction): read through the log read-only, refused, nothing checkpointed."""
+    import subprocess
+    import sys
+
+    code = ("import os, sqlite3\n"
+            "con = sqlite3.connect('other.db'); con.execute('PRAGMA journal_mode=WAL')\n"
+            "con.execute('CREATE TABLE t (a)'); con.execute('INSERT INTO t VALUES (1)')\n"
+            "con.commit(); os._exit(0)\n")
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=60)
+    files = {f: (tmp_path / f).read_bytes() for f in ("other.db", "other.db-wal")}
+    assert len(files["other.db-wal"]) > 0
+    with pytest.raises(StoreError, match="no metadata table"):
+        ResultStore(tmp_path / "other.db")
+    assert {f: (tmp_path / f).read_bytes() for f in files} == files
+    assert sorted(os.listdir(tmp_path)) == ["other.db", "other.db-shm", "other.db-wal"]
+
+
+def test_a_fifo_is_refused_without_reading_it(tmp_path):
+    fifo = tmp_path / "pipe.sqlite"
+    os.mkfifo(fifo)
+    with pytest.raises(StoreError, match="not a regular file"):
+        ResultStore(fifo)
+    with pytest.raises(StoreError, match="not a regular file"):
+        ResultStore("/dev/null")
+
+
 def test_a_store_in_use_is_opened_not_refused(tmp_path):
     """While another connection holds the store (its ``-wal`` and ``-shm`` files exist, and
     the main file may be shorter than the pages its header will record), it opens as usual."""

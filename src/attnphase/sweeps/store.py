@@ -17,12 +17,12 @@ present). A store of a newer schema version is refused.
 Opening never modifies a file that is not a store: a new store is built under a temporary name
 next to the path and linked into place when complete (so no process ever sees a half-made store,
 and an empty file is refused like any other non-store); an existing file is first checked from
-its bytes (SQLite header, size against the page count the header records) and then, when no
-other process has it open (no ``-wal``/``-shm`` file next to it), through an *immutable*
-read-only connection (tables, metadata, ``PRAGMA quick_check``), which creates no ``-wal``,
-``-shm`` or ``-journal`` file. Only then is it opened for writing. Every refusal is a
-:class:`StoreError` (a ``ValueError``) with a one-line message, and the file is left
-byte-identical.
+its bytes (SQLite header, size against the page count the header records) and then through a
+read-only connection (tables, metadata, ``PRAGMA quick_check``) that writes nothing: an
+*immutable* one, which creates no ``-wal``, ``-shm`` or ``-journal`` file, unless another
+process has the file open (a ``-wal``/``-shm`` file is next to it). Only then is it opened for
+writing. Every refusal is a :class:`StoreError` (a ``ValueError``) with a one-line message, and
+the file is left byte-identical.
 
 Every point is committed in its own transaction (``INSERT OR IGNORE``) as soon as it is
 done, in WAL mode with a busy timeout, so a sweep killed at any moment loses at most the
@@ -56,8 +56,6 @@ COLUMNS = ("key", "kind", "params", "status", "result", "diagnostics", "error", 
 #: the columns of a version-1 store (migrated by adding ``revision``)
 _COLUMNS_V1 = COLUMNS[:-1]
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-#: files SQLite keeps next to a database while it is open (or after a crash)
-_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -115,8 +113,10 @@ def _unreadable(path: Path, exc: BaseException) -> str:
             f"(SQLite: {_one_line(str(exc))})")
 
 
-def _side_files(path: Path) -> list[Path]:
-    return [p for p in (Path(f"{path}{s}") for s in _SIDE_SUFFIXES) if p.exists()]
+def _in_use(path: Path) -> bool:
+    """Whether a write-ahead log is next to ``path``: a WAL database that another process has
+    open (or whose writer was killed: SQLite replays the log)."""
+    return any(Path(f"{path}{s}").exists() for s in ("-wal", "-shm"))
 
 
 def _check_bytes(path: Path) -> None:
@@ -137,7 +137,7 @@ def _check_bytes(path: Path) -> None:
     page = 65536 if page == 1 else page
     if page < 512 or page & (page - 1):
         raise StoreError(f"{name!r} is a corrupted results store (invalid SQLite header)")
-    if _side_files(path):
+    if _in_use(path):
         return
     pages = int.from_bytes(head[28:32], "big")
     expected = pages * page if head[24:28] == head[92:96] and pages > 0 else None
@@ -179,9 +179,12 @@ def _schema_version(con: sqlite3.Connection, name: str) -> int:
 
 
 def _inspect(path: Path) -> None:
-    """Check an existing file through an immutable read-only connection (no locks, no side
-    files, nothing written): :func:`_schema_version` and ``PRAGMA quick_check``."""
-    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro&immutable=1"
+    """Check an existing file through a read-only connection, which writes nothing (no
+    checkpoint, no recovery written back): :func:`_schema_version` and ``PRAGMA quick_check``.
+    Immutable (no locks, no side files either) unless the file is in use (:func:`_in_use`):
+    then it reads through the other processes' log, as any reader does."""
+    mode = "ro" if _in_use(path) else "ro&immutable=1"
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode={mode}"
     try:
         con = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:
@@ -225,7 +228,7 @@ def _create(path: Path) -> None:
             if not path.exists():
                 os.replace(tmp, path)
     finally:
-        for f in (tmp, *(Path(f"{tmp}{s}") for s in _SIDE_SUFFIXES)):
+        for f in (tmp, *(Path(f"{tmp}{s}") for s in ("-wal", "-shm", "-journal"))):
             f.unlink(missing_ok=True)
 
 
@@ -249,10 +252,11 @@ class ResultStore:
                 _create(self.path)
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot create store {name!r}: {_one_line(str(exc))}") from None
+        elif not self.path.is_file():  # (a FIFO or device: reading it could block forever)
+            raise StoreError(f"{name!r} is not a regular file, not an attnphase results store")
         else:
             _check_bytes(self.path)
-            if not _side_files(self.path):
-                _inspect(self.path)
+            _inspect(self.path)
         try:
             self._con = sqlite3.connect(name, timeout=timeout_s, isolation_level=None)
         except sqlite3.Error as exc:
