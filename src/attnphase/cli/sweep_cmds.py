@@ -151,7 +151,8 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
     _setup_logging(args.quiet)
     rep = run_sweep(sweep, args.store, workers=args.workers, scheduler=args.scheduler,
                     retry_errors=args.retry_errors, recompute=args.recompute,
-                    recompute_stale=args.recompute_stale, progress="none" if args.quiet else args.progress,
+                    recompute_stale=args.recompute_stale,
+                    progress="none" if args.quiet else args.progress,
                     connect_timeout_s=args.connect_timeout)
     if args.json:
         print_json({**rep.to_dict(), "store": str(Path(args.store))})

@@ -234,8 +234,10 @@ def _stale_warning(points: Sequence[Point], stale: set[str]) -> str:
     for p in {p.key: p for p in points if p.key in stale}.values():
         per_kind[p.kind] = per_kind.get(p.kind, 0) + 1
     detail = ", ".join(f"{k} {n}" for k, n in sorted(per_kind.items()))
-    return (f"using {len(stale)} stored points computed by another numerical revision of the "
-            f"code ({detail}); --recompute-stale recomputes them")
+    n = len(stale)
+    return (f"using {n} stored point{'s' if n != 1 else ''} computed by another numerical "
+            f"revision of the code ({detail}); --recompute-stale recomputes "
+            f"{'them' if n != 1 else 'it'}")
 
 
 # ---------------------------------------------------------------------------- run_sweep

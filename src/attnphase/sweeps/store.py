@@ -247,7 +247,7 @@ class ResultStore:
             raise StoreError(f"store {name!r} is a directory, not a results store")
         if not self.path.exists():
             if not create:
-                raise ValueError(f"store {name!r} does not exist")
+                raise StoreError(f"store {name!r} does not exist")
             try:
                 _create(self.path)
             except sqlite3.Error as exc:
