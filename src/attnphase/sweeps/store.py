@@ -235,9 +235,9 @@ def _create(path: Path) -> None:
 class ResultStore:
     """An open results store (see the module docstring). Use as a context manager.
 
-    ``create``: make a new store when ``path`` does not exist (else ``ValueError``). A file that
-    is not a store (empty, not SQLite, truncated or corrupted, another database, a newer schema)
-    raises :class:`StoreError` and is left untouched.
+    ``create``: make a new store when ``path`` does not exist (else :class:`StoreError`). A
+    file that is not a store (empty, not SQLite, truncated or corrupted, another database, a
+    newer schema) raises :class:`StoreError` and is left untouched.
     """
 
     def __init__(self, path: str | Path, timeout_s: float = 60.0, create: bool = True) -> None:
