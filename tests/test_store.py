@@ -5,6 +5,7 @@ import os
 import random
 import re
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -261,15 +262,25 @@ def test_a_store_in_use_is_opened_not_refused(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["s.sqlite"]
 
 
-def test_concurrent_creation_makes_one_complete_store(tmp_path):
-    """A new store appears at its path complete (built under a temporary name and linked):
-    a second opener never sees an empty or half-made file, and no temporary file is left."""
+def test_a_new_store_appears_complete_and_a_creation_race_keeps_the_first(tmp_path, monkeypatch):
+    """A new store is built under a temporary name and linked into place complete; when another
+    process links its store there first, that one is used and nothing temporary is left."""
     path = tmp_path / "new" / "s.sqlite"
-    stores = [ResultStore(path) for _ in range(3)]
-    stores[0].add(_rec("a"))
-    assert stores[2].keys() == {"a"}
-    for st in stores:
-        st.close()
+    real_link = os.link
+    seen = []
+
+    def link(src, dst):
+        monkeypatch.setattr(os, "link", real_link)
+        assert not Path(dst).exists() and Path(src).name.startswith(".s.sqlite.")
+        seen.append(sorted(os.listdir(Path(src).parent)))
+        with ResultStore(dst) as other:  # another process wins the race
+            other.add(_rec("first"))
+        return real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", link)
+    with ResultStore(path) as st:
+        assert st.keys() == {"first"}
+    assert len(seen) == 1 and len(seen[0]) == 1  # the temporary store alone, complete, closed
     assert sorted(os.listdir(path.parent)) == ["s.sqlite"]
 
 
