@@ -1,10 +1,3 @@
-"""The installed package's version (``0.0.0+unknown`` when running from a source tree)."""
+"""The package's version: the one place it is written (``pyproject.toml`` reads it from here)."""
 
-from __future__ import annotations
-
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("attnphase")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
+__version__ = "0.2.0"
