@@ -245,7 +245,7 @@ def prox_batch(
     out_gn = np.empty(N)
     cand_h = np.empty((N, S, L, F))
     cand_val = np.empty((N, S))
-    n_chunks = max(1, min(N, 4 * native.kernel_threads()))
+    n_chunks = native.chunks(N)
     C = np.ascontiguousarray(C, dtype=np.float64)
     lib = None if generic else c_prox_library(amap, L)
     if lib is not None:
