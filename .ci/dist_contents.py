@@ -22,7 +22,7 @@ from pathlib import Path
 PACKAGE = "attnphase"
 #: what the sdist carries besides the package (MANIFEST.in)
 SDIST_TREES = ("src", "tests", "docs")
-SDIST_FILES = ("README.md", "CHANGELOG.md", "pyproject.toml", "constraints.txt", "MANIFEST.in")
+SDIST_FILES = ("README.md", "LICENSE", "CHANGELOG.md", "pyproject.toml", "constraints.txt", "MANIFEST.in")
 
 
 def listed(repo: Path, *paths: str) -> set[str]:
