@@ -134,11 +134,12 @@ class Dataset:
     """One training set (tensors in the working dtype/device) plus what is needed to draw its test
     set.
 
-    Attributes
-    ----------
-    X: ``(n, L, d)`` training tokens; Y: ``(n, L, d)`` labels or ``None`` when not kept.
-    Sxx: ``(n, L, L)`` Grams ``x x^T``; Syx: ``(n, L, L)`` Grams ``y x^T``; yy: ``(n,)`` ``||y||^2``
-    (computed in float64 before the cast). Q_star: ``(d, r*)`` teacher. Pi: ``(L, d)`` embeddings.
+    The tensors:
+
+    - ``X``: ``(n, L, d)`` training tokens; ``Y``: ``(n, L, d)`` labels or ``None`` when not kept.
+    - ``Sxx``: ``(n, L, L)`` Grams ``x x^T``; ``Syx``: ``(n, L, L)`` Grams ``y x^T``; ``yy``:
+      ``(n,)`` ``||y||^2`` (computed in float64 before the cast).
+    - ``Q_star``: ``(d, r*)`` teacher; ``Pi``: ``(L, d)`` embeddings.
     """
 
     spec: ModelSpec

@@ -62,21 +62,22 @@ class ModelSpec:
     (:func:`~attnphase.spec.schema.described`); :func:`model_parameters` reads them back and
     the command-line flags, the sweep parameters and the validation below are made from them.
 
-    Attributes
-    ----------
-    omega: positional share of the target ``T = (1 - omega) softmax(h* h*^T) + omega A`` (1.2).
-    sigma: token noise standard deviation (1.1).
-    lam: ridge penalty ``lambda`` on ``Q`` (1.4).
-    A: row-stochastic ``L x L`` positional target (default :func:`default_A`).
-    L: number of tokens.
-    rank: student rank ``r``; teacher_rank: ``r*``.
-    positions: Gram matrix ``G = Pi Pi^T / d`` (default :func:`default_positions`).
-    variant: student attention map, one of :data:`VARIANTS` (1.3, 6.1, 6.2).
-    causal_target: apply the causal mask to the teacher softmax too (6.2).
-    token_corr: ``c`` in ``C = sigma^2((1-c) I + c 11^T)``; or give ``C`` in full via
-    ``token_cov`` (6.3).
-    value: value matrix (``identity``; ``lowrank``/``full`` are simulation-only, 6.4).
-    lam_lin: ridge of the dense linear baseline (4.3).
+    The fields:
+
+    - ``omega``: positional share of the target ``T = (1 - omega) softmax(h* h*^T) + omega A`` (1.2).
+    - ``sigma``: token noise standard deviation (1.1).
+    - ``lam``: ridge penalty ``lambda`` on ``Q`` (1.4).
+    - ``A``: row-stochastic ``L x L`` positional target (default :func:`default_A`).
+    - ``L``: number of tokens.
+    - ``rank``: student rank ``r``; ``teacher_rank``: ``r*``.
+    - ``positions``: Gram matrix ``G = Pi Pi^T / d`` (default :func:`default_positions`).
+    - ``variant``: student attention map, one of :data:`VARIANTS` (1.3, 6.1, 6.2).
+    - ``causal_target``: apply the causal mask to the teacher softmax too (6.2).
+    - ``token_corr``: ``c`` in ``C = sigma^2((1-c) I + c 11^T)``; or give ``C`` in full via
+      ``token_cov`` (6.3).
+    - ``value``: value matrix (``identity``; ``lowrank``/``full`` are simulation-only, 6.4);
+      ``value_rank``: the rank of ``lowrank``.
+    - ``lam_lin``: ridge of the dense linear baseline (4.3).
     """
 
     omega: float = described(0.3, "float", "positional share of the target", minimum=0.0, maximum=1.0)
