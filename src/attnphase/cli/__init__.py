@@ -61,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # an output folder or store that cannot be written, a missing input file
         sys.stderr.write(f"attnphase {args.command}: error: {exc}\n")
         return 2
+    except MemoryError as exc:  # sizes that pass every check but do not fit
+        sys.stderr.write(f"attnphase {args.command}: error: out of memory ({str(exc).splitlines()[0] if str(exc) else 'MemoryError'})\n")
+        return 2
     except KeyboardInterrupt:
         sys.stderr.write("attnphase: interrupted\n")
         return 130
