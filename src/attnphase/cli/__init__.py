@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "attnphase.cli.sweep_cmds",
     "attnphase.cli.histogram_cmds",
     "attnphase.cli.extension_cmds",
+    "attnphase.cli.rerun_cmds",
 )
 
 
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # (recorded in the JSON: attnphase rerun)
     try:
         return int(args.func(args) or 0)
     except (ValueError, UsageError) as exc:

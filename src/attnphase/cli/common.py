@@ -71,6 +71,21 @@ def alpha_grid(text: str) -> np.ndarray:
     return values
 
 
+#: the key of the command line in the JSON records of the commands (what ``attnphase rerun`` runs)
+COMMAND_KEY = "command"
+
+
+def command_record(args: argparse.Namespace) -> dict[str, Any]:
+    """The command line that made a record: ``{"program": "attnphase", "argv": [...]}``, the
+    arguments after the program name exactly as given (``attnphase rerun FILE`` runs them again)."""
+    return {"program": "attnphase", "argv": [str(a) for a in getattr(args, "argv", None) or ()]}
+
+
+def print_record(args: argparse.Namespace, record: dict[str, Any]) -> None:
+    """Print a command's JSON record with its command line first (:func:`command_record`)."""
+    print_json({COMMAND_KEY: command_record(args), **record})
+
+
 def json_text(obj: Any) -> str:
     """One JSON object as text (NaN/inf become ``null``), for stdout and files."""
     return json.dumps(jsonable(obj), indent=2) + "\n"

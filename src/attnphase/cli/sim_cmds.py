@@ -17,7 +17,7 @@ from attnphase import api
 from attnphase.cli.common import (
     add_model_flags,
     alpha_grid,
-    print_json,
+    print_record,
     spec_from_args,
     to_float,
     to_int,
@@ -53,7 +53,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     check_memory(spec, d, [alpha], n_test, len(seeds), settings.dtype)
     res = api.simulate(alpha, d, init=inits, seeds=seeds, n_test=n_test, spec=spec, settings=settings)
     if args.json:
-        print_json(res.to_dict())
+        print_record(args, res.to_dict())
         return 0
     w = sys.stdout.write
     w(f"d={res.d} alpha={res.alpha:g} n={res.n} n_test={res.n_test} omega={spec.omega:g} "
