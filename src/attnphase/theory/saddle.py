@@ -523,7 +523,7 @@ class Saddle:
             t, wt = np.zeros(1), np.ones(1)
             X, W, n = _f64(self.rule.x), _f64(self.rule.w), self.rule.size
         wt = wt / wt.sum()
-        n_chunks = max(1, min(n, 8 * native.kernel_threads()))
+        n_chunks = max(1, min(n, native.TEST_CHUNKS))  # (fixed: the same sum on any thread count)
         lib = native.common()
         if lib is None:
             from attnphase.theory.jit import test_loss_sum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
@@ -579,7 +579,7 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
     if compiled:
         L, F = w.shape[1:]
         R = eta.shape[2]
-        C = max(1, min(N, 4 * native.kernel_threads()))
+        C = max(1, min(N, native.STEIN_CHUNKS))  # (fixed: the same sums on any thread count)
         out_m, out_q = np.zeros((C, L, F)), np.zeros((C, F, F))
         out_th, out_v = np.zeros((C, F, R)), np.zeros((C, F, F))
         cm, B = (np.zeros((L, F)), np.zeros((F, R))) if mirror is None else mirror

@@ -19,7 +19,7 @@ Two implementations of the node loops of a data step and of the test error exist
 compiler or with the cache switched off by an empty ``$ATTNPHASE_CACHE_DIR``), ``c`` (an error
 if the C kernels cannot be built) or ``numba``. A geometry outside ``GEOMETRIES`` runs numba's
 generic proximal kernel in either case. Both run the same loops with the same operations in the
-same order, in the same chunks of nodes (:func:`kernel_threads`), so they give the same numbers
+same order, in the same chunks of nodes (:data:`STEIN_CHUNKS`, :data:`TEST_CHUNKS`), so they give the same numbers
 (the written-out proximal kernel drops the terms that are zero for its geometry, which changes
 no sum; the tests compare them node by node), except the test-error sum, which numba adds up in
 a parallel reduction (to rounding). :func:`describe` says which kernels ran, recorded in the
@@ -78,9 +78,18 @@ def requested() -> str:
     return choice
 
 
+#: the chunks that the node sums are cut into, each added up in order and the chunks then added in
+#: order: the Stein sums (docs/model.md (3.3)) and the test-error sum (4.2). Fixed numbers, not
+#: multiples of the thread count, so that a sum is the same number whatever the threads (a local
+#: pool's worker runs one, an in-process sweep all cores); they are the counts that 2 threads gave,
+#: which the regression pins were made with. More threads than chunks leave the extra ones idle.
+STEIN_CHUNKS = 8
+TEST_CHUNKS = 16
+
+
 def kernel_threads() -> int:
-    """Threads of the kernels, and through ``4 x`` or ``8 x`` it the chunks their sums are cut
-    into: numba's thread count when numba is loaded (``numba.set_num_threads`` counts), else
+    """Threads of the kernels (and through ``4 x`` it the chunks of the proximal kernel, whose
+    nodes are independent: no sum): numba's thread count when numba is loaded (``numba.set_num_threads`` counts), else
     what numba would start with (``$NUMBA_NUM_THREADS``, else the CPUs this process may use)."""
     nb = sys.modules.get("numba")
     if nb is not None and hasattr(nb, "get_num_threads"):
@@ -98,7 +107,7 @@ def threads_for(items: int, per_thread: int) -> int:
     """Threads for a C kernel over ``items`` (nodes, or node-starts), at least ``per_thread`` each:
     waking the OpenMP threads costs more than the loop over a small rule (a warm-started data step
     on 1024 nodes took 1.4 ms on both cores, against 1.0 ms with numba). The chunks of the sums stay
-    those of :func:`kernel_threads`, so the result does not change."""
+    :data:`STEIN_CHUNKS` and :data:`TEST_CHUNKS`, so the result does not change."""
     return max(1, min(kernel_threads(), items // max(1, per_thread)))
 
 
