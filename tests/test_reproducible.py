@@ -61,6 +61,18 @@ def test_same_command_same_json_across_processes(argv, capsys):
     assert here["command"] == {"program": "attnphase", "argv": argv}
 
 
+def test_solve_gives_the_same_bits_on_any_number_of_threads():
+    """The node sums are cut into fixed chunks, not into a multiple of the thread count: one
+    thread and three give the same record (wall times apart)."""
+    def run(threads: str) -> dict:
+        env = {**_env(), "NUMBA_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+        out = subprocess.run([sys.executable, "-m", "attnphase", *SOLVE], capture_output=True, text=True,
+                             env=env, timeout=300, check=True)
+        return _without_wall_times(json.loads(out.stdout))
+
+    assert run("1") == run("3")
+
+
 def _stored(path: Path) -> dict[str, tuple]:
     con = sqlite3.connect(path)
     rows = {r[0]: r[1:] for r in con.execute("SELECT key, params, status, result, error FROM points")}
