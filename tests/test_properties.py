@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from attnphase.cli import main
 from attnphase.spec import ModelSpec
@@ -40,6 +41,12 @@ def _settings(n: int):
     return settings(max_examples=n, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                            HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
+
+def note(what: str) -> None:
+    """Count ``what`` in hypothesis' statistics (``--hypothesis-show-statistics``)."""
+    if currently_in_test_context():
+        event(what)
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
@@ -61,7 +68,7 @@ def strict_json(text: str):
 
 
 def assert_refused_in_one_line(code: int, err: str, argv) -> None:
-    event("refused")
+    note("refused")
     lines = [ln for ln in err.splitlines() if not ln.startswith("attnphase: warning:")]
     assert code == 2, (argv, code, err)
     assert len(lines) == 1, (argv, err)
@@ -272,7 +279,7 @@ def _check_solve(argv) -> None:
     if code != 0:
         assert_refused_in_one_line(code, err, argv)
         return
-    event("accepted")
+    note("accepted")
     rec = strict_json(out)
     assert rec["command"] == {"program": "attnphase", "argv": argv}
     assert finite_numbers(rec["params"]["alpha"]) and finite_numbers(rec["linear_test_error"])
@@ -334,7 +341,7 @@ def _check_simulate(argv) -> None:
     if code != 0:
         assert_refused_in_one_line(code, err, argv)
         return
-    event("accepted")
+    note("accepted")
     rec = strict_json(out)
     assert rec["command"]["argv"] == argv
     for run in rec["runs"]:
@@ -420,7 +427,7 @@ def _check_sweep(tmp: Path, argv_tail: list[str]) -> None:
     if code != 0:
         assert_refused_in_one_line(code, err, argv)
         return
-    event("accepted")
+    note("accepted")
     rep = strict_json(out)
     assert rep["total"] == rep["computed"] + rep["skipped"] and rep["ok"] + rep["errors"] == rep["computed"]
     con = sqlite3.connect(tmp / "s.sqlite")
@@ -500,6 +507,10 @@ REFUSED = [
     (["solve", "--alpha", "1", "--token-cov", "1e-320,0;0,1e-320"], "positive definite"),  # RuntimeWarnings
     (["solve", "--alpha", "1", "--seed", "99999999999999999999999"], "64-bit"),
     (["transition", "--alpha", "0.2:2:1000000000"], "too many values"),  # MemoryError (linspace)
+    (["solve", "--alpha", "1e300", "--branch", "semantic"], "alpha must lie in [1e-12, 1e+12]"),  # overflow warnings
+    (["solve", "--alpha", "1e20", "--branch", "semantic"], "alpha must lie in"),  # "Singular matrix"
+    (["solve", "--alpha", "1e-300"], "alpha must lie in"),  # overflow warnings, "Singular matrix"
+    (["transition", "--alpha", "1,1e300"], "alpha must lie in"),  # overflow warnings
     (["simulate", "--d", "99999999999", "--seeds", "1"], "the data would take"),  # MemoryError
     (["simulate", "--d", "8", "--alpha", "1e300", "--seeds", "1"], "the data would take"),  # torch abort
     (["simulate", "--d", "8", "--n-test", "99999999999", "--seeds", "1"], "the data would take"),

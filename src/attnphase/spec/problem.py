@@ -190,10 +190,20 @@ def model_parameters() -> tuple[Parameter, ...]:
     return parameters(ModelSpec)
 
 
+#: The sample complexities ``alpha = n/d`` the solver takes: beyond 1e12 its saddle-point matrices
+#: overflow or turn singular (1e20: "Singular matrix"; 1e300: overflow), below 1e-12 there is no
+#: sample at any dimension one could simulate.
+ALPHA_RANGE = (1e-12, 1e12)
+
+
 def check_alpha(alpha: float | Sequence[float]) -> None:
-    """Raise ``ValueError`` unless every ``alpha`` is finite and > 0."""
+    """Raise ``ValueError`` unless every ``alpha`` is finite, > 0 and within :data:`ALPHA_RANGE`."""
     values = np.atleast_1d(np.asarray(alpha, dtype=float))
     if values.size == 0:
         raise ValueError("alpha range is empty")
     if not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ValueError(f"alpha must be > 0, got {values[(~np.isfinite(values)) | (values <= 0)][0]}")
+    lo, hi = ALPHA_RANGE
+    out = values[(values < lo) | (values > hi)]
+    if out.size:
+        raise ValueError(f"alpha must lie in [{lo:g}, {hi:g}], got {out[0]:g}")
