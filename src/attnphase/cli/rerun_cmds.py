@@ -17,13 +17,16 @@ import io
 import json
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from attnphase.cli.common import COMMAND_KEY, to_float
 
 #: the commands whose records can be rerun, and where each writes its record
-RERUNNABLE = {"solve": "stdout", "transition": "stdout", "simulate": "stdout", "curves": "curves.json"}
+RERUNNABLE: Mapping[str, str] = MappingProxyType(
+    {"solve": "stdout", "transition": "stdout", "simulate": "stdout", "curves": "curves.json"})
 
 
 def recorded_argv(record: Any, name: str) -> list[str]:
