@@ -50,7 +50,8 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str], name: str) -> t
         assert main(argv) == 0
     (args, kwargs, result), = calls
     out = json.loads(capsys.readouterr().out)
-    assert out.pop("command") == {"program": "attnphase", "argv": argv}  # (the record's command line)
+    command = out.pop("command")  # (the record's command line)
+    assert command["program"] == "attnphase" and command["argv"] == argv
     return out, args, kwargs, result
 
 

@@ -61,7 +61,7 @@ def test_same_command_same_json_across_processes(argv, threads, capsys):
     here = _in_process_json(argv, capsys)
     there = _process_json(argv, threads)
     assert _without_wall_times(here) == _without_wall_times(there)
-    assert here["command"] == {"program": "attnphase", "argv": argv}
+    assert here["command"]["program"] == "attnphase" and here["command"]["argv"] == argv
 
 
 def _stored(path: Path) -> dict[str, tuple]:
@@ -118,6 +118,24 @@ def test_rerun_check_reports_the_largest_difference(tmp_path, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1
     assert "2 of" in out[0] and "largest difference 1e-06 at branches.semantic.q" in out[0]
+
+
+def test_rerun_of_a_simulation_uses_its_torch_threads(tmp_path, capsys):
+    """A simulation's sums depend on torch's thread count: the record says how many ran, the
+    rerun uses as many."""
+    import torch
+
+    path = _record(tmp_path, SIMULATE, capsys)
+    rec = json.loads(path.read_text())
+    assert rec["command"]["torch_threads"] == torch.get_num_threads()
+    rec["command"]["torch_threads"] = 1
+    path.write_text(json.dumps(rec))
+    threads = torch.get_num_threads()
+    try:
+        assert main(["rerun", str(path)]) == 0
+        assert json.loads(capsys.readouterr().out)["command"]["argv"] == [*SIMULATE, "--threads", "1"]
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_rerun_without_check_prints_the_command_output(tmp_path, capsys):

@@ -75,15 +75,17 @@ def alpha_grid(text: str) -> np.ndarray:
 COMMAND_KEY = "command"
 
 
-def command_record(args: argparse.Namespace) -> dict[str, Any]:
+def command_record(args: argparse.Namespace, **context: Any) -> dict[str, Any]:
     """The command line that made a record: ``{"program": "attnphase", "argv": [...]}``, the
-    arguments after the program name exactly as given (``attnphase rerun FILE`` runs them again)."""
-    return {"program": "attnphase", "argv": [str(a) for a in getattr(args, "argv", None) or ()]}
+    arguments after the program name exactly as given (``attnphase rerun FILE`` runs them again),
+    and what else the numbers depend on (``context``: e.g. ``torch_threads``, the CPU threads of
+    a simulation, whose sums they split)."""
+    return {"program": "attnphase", "argv": [str(a) for a in getattr(args, "argv", None) or ()], **context}
 
 
-def print_record(args: argparse.Namespace, record: dict[str, Any]) -> None:
+def print_record(args: argparse.Namespace, record: dict[str, Any], **context: Any) -> None:
     """Print a command's JSON record with its command line first (:func:`command_record`)."""
-    print_json({COMMAND_KEY: command_record(args), **record})
+    print_json({COMMAND_KEY: command_record(args, **context), **record})
 
 
 def json_text(obj: Any) -> str:

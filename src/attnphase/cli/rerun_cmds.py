@@ -3,7 +3,8 @@ compare the new numbers with the recorded ones.
 
 The JSON records of ``solve``, ``transition`` and ``simulate`` (``--json``) and ``curves``
 (``curves.json``) start with ``"command": {"program": "attnphase", "argv": [...]}``
-(:func:`attnphase.cli.common.command_record`) next to the resolved parameters (model, solver or
+(:func:`attnphase.cli.common.command_record`; a simulation's also ``torch_threads``, which its
+sums depend on: the rerun uses as many) next to the resolved parameters (model, solver or
 training settings, seeds). Exit status: 0 when the numbers agree (or without ``--check``, the
 status of the command), 1 when some number differs by more than ``--rtol`` (one line naming the
 largest difference), 2 for a file that is not such a record.
@@ -62,6 +63,9 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         raise ValueError(f"--rtol must lie in [0, 1), got {rtol}")
     record = _read(args.file)
     argv = recorded_argv(record, args.file)
+    threads = record[COMMAND_KEY].get("torch_threads")
+    if isinstance(threads, int) and threads >= 1 and "--threads" not in argv:
+        argv = [*argv, "--threads", str(threads)]  # (torch's sums are split over its threads)
     if not args.check:
         return main(argv)
     with tempfile.TemporaryDirectory(prefix="attnphase-rerun-") as tmp:

@@ -53,7 +53,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     check_memory(spec, d, [alpha], n_test, len(seeds), settings.dtype)
     res = api.simulate(alpha, d, init=inits, seeds=seeds, n_test=n_test, spec=spec, settings=settings)
     if args.json:
-        print_record(args, res.to_dict())
+        import torch  # (loaded by the simulation already)
+
+        print_record(args, res.to_dict(), torch_threads=torch.get_num_threads())
         return 0
     w = sys.stdout.write
     w(f"d={res.d} alpha={res.alpha:g} n={res.n} n_test={res.n_test} omega={spec.omega:g} "
