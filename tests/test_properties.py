@@ -9,7 +9,8 @@ traceback, a hang or a silent NaN. Values mix plausible ones with plausible-but-
 empty or reversed ranges, unknown keys, wrong TOML types). The runs are deterministic
 (``derandomize=True``, no example database) and cheap (solver: ``--preset fast --order 6
 --refine-order 0``; simulations: ``d <= 12``, a few steps); ``-m slow`` runs more examples.
-The regular tests at the end are the inputs that crashed or hung, each refused now.
+The regular tests at the end are inputs that, unchecked, crash or hang the solver, the simulator
+or the store: each is refused in one line.
 """
 
 from __future__ import annotations
@@ -496,7 +497,7 @@ def test_param_items_give_a_grid_or_refuse(items):
 
 
 # ----------------------------------------------------------------------------- regressions
-#: inputs that ended in a traceback, a MemoryError or a hang, each refused now in one line
+#: inputs that, unchecked, end in a traceback, a MemoryError or a hang (the comment says which)
 REFUSED = [
     (["solve", "--alpha", "1", "--sigma", "1e300"], "sigma"),  # OverflowError (sigma ** 2)
     (["solve", "--alpha", "1", "--sigma", "1e-300"], "sigma"),  # LinAlgError deep in the solver
@@ -520,7 +521,7 @@ REFUSED = [
 
 
 @pytest.mark.parametrize("argv, message", REFUSED, ids=[" ".join(a[:1] + a[-2:]) for a, _ in REFUSED])
-def test_inputs_that_crashed_are_refused_in_one_line(argv, message):
+def test_inputs_that_would_crash_are_refused_in_one_line(argv, message):
     code, out, err = run_cli(argv)
     assert_refused_in_one_line(code, err, argv)
     assert message in err and out == ""
@@ -532,7 +533,7 @@ def test_inputs_that_crashed_are_refused_in_one_line(argv, message):
     ('kind = "selftest"\n[grid]\nx = "0:1:100000000000"\n', "too many values"),  # MemoryError
     ('kind = "curve"\n[fixed]\nalphas = "1:2:100000000000"\n', "too many values"),
 ])
-def test_sweep_files_that_crashed_are_refused_in_one_line(toml, message, tmp_path):
+def test_sweep_files_that_would_crash_are_refused_in_one_line(toml, message, tmp_path):
     (tmp_path / "s.toml").write_text(toml)
     code, out, err = run_cli(["sweep", "run", "--store", str(tmp_path / "s.sqlite"), "--config",
                               str(tmp_path / "s.toml"), "--workers", "1", "--quiet"])
