@@ -49,7 +49,10 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str], name: str) -> t
     with spy(name) as calls:
         assert main(argv) == 0
     (args, kwargs, result), = calls
-    return json.loads(capsys.readouterr().out), args, kwargs, result
+    out = json.loads(capsys.readouterr().out)
+    command = out.pop("command")  # (the record's command line)
+    assert command["program"] == "attnphase" and command["argv"] == argv
+    return out, args, kwargs, result
 
 
 def timeless(obj: Any) -> Any:

@@ -9,8 +9,9 @@ solver's caches (warm starts, Jacobians, the fine rules) stay on the internal ``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from attnphase.sim.simulate import RunResult
     from attnphase.theory import BranchPoint, SolverSettings
 
-__all__ = ["BranchResult", "SimulationResult", "SolveResult", "TransitionResult"]
+__all__ = ["BranchResult", "RecordComparison", "SimulationResult", "SolveResult", "TransitionResult",
+           "compare_records"]
 
 
 def frozen(obj: Any) -> Any:
@@ -233,10 +235,15 @@ class TransitionResult:
     message: str
     #: the record of ``attnphase transition --json`` (the solver's ``Transition.to_dict()``, read-only)
     record: Mapping[str, Any] = field(repr=False)
+    #: the model, the bracketing grid ``alpha``, the solver settings, the version and the kernels
+    #: that ran (as ``SolveResult.params``)
+    params: Mapping[str, Any] = field(repr=False)
 
     @classmethod
     def from_transition(cls, tr: Any, spec: ModelSpec, settings: SolverSettings) -> TransitionResult:
         """The user's view of a ``Transition`` of the solver."""
+        from attnphase._version import __version__
+        from attnphase.theory import native
 
         def fmt(v: float | None, key: str) -> str:
             if v is None:
@@ -256,11 +263,14 @@ class TransitionResult:
             errors=MappingProxyType(dict(tr.errors)), linear_test_error=float(tr.linear_test_error),
             notes=tuple(tr.notes), replicas=frozen(tuple(tr.replicas)), grid=frozen(tr.grid), spec=spec,
             settings=settings, success=tr.alpha_c is not None, message=msg, record=frozen(tr.to_dict()),
+            params=frozen({**spec.to_dict(), "alpha": list(tr.grid.get("alpha", ())),
+                           "solver": asdict(settings), "version": __version__,
+                           "kernels": native.describe()}),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The record that ``attnphase transition --json`` prints."""
-        return jsonable(self.record)
+        """The record that ``attnphase transition --json`` prints: ``params`` and the solver's record."""
+        return jsonable({"params": self.params, **self.record})
 
 
 @dataclass(frozen=True)
@@ -324,3 +334,78 @@ class SimulationResult:
         rows = [{"d": self.d, "alpha": self.alpha, "n": self.n,
                  **{c: getattr(r, c) for c in cols if c != "overlaps"}} for r in self.runs]
         return pd.DataFrame(rows)
+
+
+#: keys of the JSON records that hold wall-clock times: they differ from run to run and are left
+#: out of :func:`compare_records`
+WALL_TIME_KEYS = frozenset({"seconds", "batch_seconds", "elapsed_s"})
+
+
+@dataclass(frozen=True)
+class RecordComparison:
+    """The numbers of two JSON records compared leaf by leaf (:func:`compare_records`).
+
+    ``compared``: how many numbers (and booleans) were compared; ``differing``: how many differ by
+    more than ``rtol``; ``largest``: the largest relative difference ``|a - b| / max(|a|, |b|)``
+    (``inf`` where a number is missing on one side or a boolean differs) and ``where`` its path.
+    ``success``: no number differs by more than ``rtol``; ``message``: one line.
+    """
+
+    compared: int
+    differing: int
+    largest: float
+    where: str | None
+    rtol: float
+    success: bool
+    message: str
+
+
+def compare_records(old: Any, new: Any, rtol: float = 1e-9,
+                    skip: frozenset[str] = WALL_TIME_KEYS) -> RecordComparison:
+    """Compare every number (and boolean) of the JSON record ``old`` with the one at the same path
+    of ``new``: relative difference ``|a - b| / max(|a|, |b|)`` (0 for equal values), a number
+    on one side only counts as an infinite difference. Strings (versions, reasons, kernel names)
+    and the keys in ``skip`` (wall-clock times) are not compared."""
+    diffs: list[tuple[float, str, Any, Any]] = []
+    count = 0
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def walk(a: Any, b: Any, path: str) -> None:
+        nonlocal count
+        if isinstance(a, Mapping) or isinstance(b, Mapping):
+            am = a if isinstance(a, Mapping) else {}
+            bm = b if isinstance(b, Mapping) else {}
+            for k in dict.fromkeys([*am, *bm]):
+                if k not in skip:
+                    walk(am.get(k), bm.get(k), f"{path}.{k}" if path else str(k))
+            return
+        if isinstance(a, list) or isinstance(b, list):
+            al = a if isinstance(a, list) else []
+            bl = b if isinstance(b, list) else []
+            for i in range(max(len(al), len(bl))):
+                walk(al[i] if i < len(al) else None, bl[i] if i < len(bl) else None, f"{path}[{i}]")
+            return
+        if number(a) and number(b):
+            count += 1
+            if a != b:
+                rel = abs(a - b) / max(abs(a), abs(b))
+                if rel > 0:
+                    diffs.append((rel, path, a, b))
+        elif number(a) or number(b) or isinstance(a, bool) or isinstance(b, bool):
+            count += 1
+            if a != b or type(a) is not type(b):
+                diffs.append((math.inf, path, a, b))
+
+    walk(old, new, "")
+    bad = [d for d in diffs if d[0] > rtol]
+    largest, where, a, b = max(diffs, key=lambda d: d[0]) if diffs else (0.0, None, None, None)
+    if bad:
+        msg = (f"{len(bad)} of {count} numbers differ by more than {rtol:g} relative; largest difference "
+               f"{largest:.3g} at {where} ({a!r} recorded, {b!r} now)")
+    else:
+        msg = f"all {count} numbers agree to {rtol:g} relative" + (
+            f" (largest difference {largest:.3g} at {where})" if diffs else " (bit for bit)")
+    return RecordComparison(compared=count, differing=len(bad), largest=float(largest), where=where,
+                            rtol=rtol, success=not bad, message=msg)

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "attnphase.cli.sweep_cmds",
     "attnphase.cli.histogram_cmds",
     "attnphase.cli.extension_cmds",
+    "attnphase.cli.rerun_cmds",
 )
 
 
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # (recorded in the JSON: attnphase rerun)
     try:
         return int(args.func(args) or 0)
     except (ValueError, UsageError) as exc:
@@ -60,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except OSError as exc:  # an output folder or store that cannot be written, a missing input file
         sys.stderr.write(f"attnphase {args.command}: error: {exc}\n")
+        return 2
+    except MemoryError as exc:  # sizes that pass every check but do not fit
+        sys.stderr.write(f"attnphase {args.command}: error: out of memory ({str(exc).splitlines()[0] if str(exc) else 'MemoryError'})\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("attnphase: interrupted\n")

@@ -71,6 +71,23 @@ def alpha_grid(text: str) -> np.ndarray:
     return values
 
 
+#: the key of the command line in the JSON records of the commands (what ``attnphase rerun`` runs)
+COMMAND_KEY = "command"
+
+
+def command_record(args: argparse.Namespace, **context: Any) -> dict[str, Any]:
+    """The command line that made a record: ``{"program": "attnphase", "argv": [...]}``, the
+    arguments after the program name exactly as given (``attnphase rerun FILE`` runs them again),
+    and what else the numbers depend on (``context``: e.g. ``torch_threads``, the CPU threads of
+    a simulation, whose sums they split)."""
+    return {"program": "attnphase", "argv": [str(a) for a in getattr(args, "argv", None) or ()], **context}
+
+
+def print_record(args: argparse.Namespace, record: dict[str, Any], **context: Any) -> None:
+    """Print a command's JSON record with its command line first (:func:`command_record`)."""
+    print_json({COMMAND_KEY: command_record(args, **context), **record})
+
+
 def json_text(obj: Any) -> str:
     """One JSON object as text (NaN/inf become ``null``), for stdout and files."""
     return json.dumps(jsonable(obj), indent=2) + "\n"

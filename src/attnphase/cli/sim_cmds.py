@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from attnphase import api
 from attnphase.cli.common import (
     add_model_flags,
     alpha_grid,
-    print_json,
+    print_record,
     spec_from_args,
     to_float,
     to_int,
@@ -48,9 +49,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     inits = parse_inits(args.init)
     settings = train_settings(args)
     n_test = None if args.n_test is None else to_int(args.n_test, "n-test")
-    res = api.simulate(alpha, d, init=inits, seeds=seeds_from_args(args), n_test=n_test, spec=spec, settings=settings)
+    seeds = seeds_from_args(args)
+    check_memory(spec, d, [alpha], n_test, len(seeds), settings.dtype)
+    res = api.simulate(alpha, d, init=inits, seeds=seeds, n_test=n_test, spec=spec, settings=settings)
     if args.json:
-        print_json(res.to_dict())
+        import torch  # (loaded by the simulation already)
+
+        print_record(args, res.to_dict(), torch_threads=torch.get_num_threads())
         return 0
     w = sys.stdout.write
     w(f"d={res.d} alpha={res.alpha:g} n={res.n} n_test={res.n_test} omega={spec.omega:g} "
@@ -70,6 +75,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         w(f"note: {len(bad)} of {len(res.runs)} runs diverged (non-finite loss) with {settings.optimizer} at "
           f"lr {settings.learning_rate:g}{hint}: lower --lr\n")
     return 0
+
+
+def check_memory(spec: Any, d: int, alphas: Any, n_test: int | None, runs: int, dtype: str) -> None:
+    """``ValueError`` when the training and test sequences of ``runs`` seeds (``n = alpha d`` and
+    ``n_test``, default ``max(n, 1000)``, sequences of ``L x d`` values each) would take more than
+    half of this machine's memory: a typo such as ``--d 1e10`` is refused, not swapped to death."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # (no sysconf: no check)
+        return
+    n = max(max(1, round(a * d)) for a in alphas)
+    tests = max(n, 1000) if n_test is None else max(n_test, 0)
+    size = runs * (n + tests) * spec.L * d * (8 if dtype == "float64" else 4)
+    if size > total / 2:
+        raise ValueError(f"the data would take {size / 2**30:.3g} GiB (seeds x (n + n_test) x L x d values), more "
+                         f"than half of this machine's {total / 2**30:.3g} GiB: lower --d, --alpha, --n-test or --seeds")
 
 
 def _fmt(v: Any) -> str:
@@ -100,8 +121,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise ValueError(f"--theory-points must be >= 2, got {theory_points}")
     order = None if args.theory_order is None else to_int(args.theory_order, "theory-order")
     settings = train_settings(args)
+    seeds = seeds_from_args(args)
+    check_memory(spec, d, alphas.tolist(), None, len(seeds), settings.dtype)
     out = Path(args.out)
-    table = run_compare(spec, alphas, d, seeds_from_args(args), settings, theory_points=theory_points,
+    table = run_compare(spec, alphas, d, seeds, settings, theory_points=theory_points,
                         theory_order=order)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "compare.csv", index=False)

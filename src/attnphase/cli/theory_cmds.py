@@ -16,10 +16,12 @@ from typing import Any
 
 from attnphase import __version__, api
 from attnphase.cli.common import (
+    COMMAND_KEY,
     add_model_flags,
     alpha_grid,
+    command_record,
     json_text,
-    print_json,
+    print_record,
     spec_from_args,
     to_float,
     to_int,
@@ -144,7 +146,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     res = api.solve(alpha, branch=args.branch, spec=spec, settings=settings,
                 progress=None if args.json or not several else _progress("solve", "branches"))
     if args.json:
-        print_json(res.to_dict())
+        print_record(args, res.to_dict())
         return 0
     print(f"alpha = {alpha:g}, omega = {spec.omega:g}, sigma = {spec.sigma:g}, lambda = {spec.lam:g}")
     print(f"{'branch':<11}{'q':>10}{'m':>10}{'theta':>10}{'V':>10}{'train':>12}{'test':>12}  status")
@@ -176,7 +178,7 @@ def cmd_transition(args: argparse.Namespace) -> int:
     tr = api.transition(alphas=grid, spec=spec, settings=settings,
                     progress=None if args.json else _progress("transition"))
     if args.json:
-        print_json(tr.to_dict())
+        print_record(args, tr.to_dict())
         return 0
 
     def fmt(v: float | None, key: str = "") -> str:
@@ -217,7 +219,8 @@ def cmd_curves(args: argparse.Namespace) -> int:
     lin = linear_test_error(spec)
     table = curves_table(grid, sem, pos, lin)
     table.to_csv(out / "curves.csv", index=False)
-    (out / "curves.json").write_text(json_text(_curves_record(spec, grid, settings, sem, pos, lin, tr)))
+    (out / "curves.json").write_text(json_text({COMMAND_KEY: command_record(args),
+                                                **_curves_record(spec, grid, settings, sem, pos, lin, tr)}))
     fig = curves_figure(table, spec, tr)
     for ext in ("png", "pdf"):
         fig.savefig(out / f"curves.{ext}", dpi=150)

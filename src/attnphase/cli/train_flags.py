@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from attnphase.sim.train import TrainSettings
 
 
+#: The most seeds one command trains (they run as one batch, in memory together).
+MAX_SEEDS = 10_000
+
+
 def add_value_flags(p: argparse.ArgumentParser) -> None:
     """Flags of the value matrix and the linear baseline (the ``value`` group of
     :class:`~attnphase.spec.ModelSpec`: ``--value``, ``--value-rank``, ``--lam-lin``)."""
@@ -57,6 +61,10 @@ def train_settings(args: argparse.Namespace) -> TrainSettings:
 def seeds_from_args(args: argparse.Namespace) -> tuple[int, ...]:
     count = to_int(args.seeds, "seeds")
     first = to_int(args.seed0, "seed0")
+    if first < 0:
+        raise ValueError(f"--seed0 must be >= 0, got {first}")
     if count < 1:
         raise ValueError(f"--seeds must be >= 1, got {count}")
+    if count > MAX_SEEDS:
+        raise ValueError(f"--seeds must be <= {MAX_SEEDS}, got {count}")
     return tuple(range(first, first + count))

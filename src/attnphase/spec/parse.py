@@ -23,6 +23,12 @@ BOOL_TEXT = {"true": True, "1": True, "yes": True, "false": False, "0": False, "
 #: The kinds of value a parameter can hold (see :func:`convert`).
 KINDS = ("float", "int", "str", "bool", "matrix")
 
+#: Integers are stored as 64-bit (numpy arrays, seeds, the results store): larger ones are refused.
+INT_LIMIT = 2**63
+
+#: The most values a ``start:stop:num`` range may hold (a larger ``num`` is a typo, not a grid).
+MAX_RANGE = 100_000
+
 
 def to_float(value: Any, name: str) -> float:
     """``value`` (text or number, not a boolean) as a finite float."""
@@ -41,16 +47,21 @@ def to_int(value: Any, name: str) -> int:
     """``value`` as an int: integer text (``"3"``), an integer, or a float with an integer value."""
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be an integer, got {value!r}")
+    v: int | None = None
     if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        return int(value)
-    if isinstance(value, str):
+        v = int(value)
+    elif isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        v = int(value)
+    elif isinstance(value, str):
         try:
-            return int(value)
+            v = int(value)
         except ValueError:
             pass
-    raise ValueError(f"{name} must be an integer, got {value!r}")
+    if v is None:
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not -INT_LIMIT <= v < INT_LIMIT:
+        raise ValueError(f"{name} must be a 64-bit integer (|{name}| < 2^63), got {value!r}")
+    return v
 
 
 def to_bool(value: Any, name: str) -> bool:
@@ -74,7 +85,7 @@ def to_str(value: Any, name: str, choices: tuple[str, ...] = ()) -> str:
 
 
 def parse_matrix(text: str, name: str = "matrix") -> Matrix:
-    """Parse ``"0.6,0.4;0.4,0.6"`` (rows separated by ``;``, entries by ``,``)."""
+    """Parse ``"0.6,0.4;0.4,0.6"`` (rows separated by ``;``, entries by ``,``); every entry finite."""
     out = []
     for row in text.strip().split(";"):
         try:
@@ -85,11 +96,13 @@ def parse_matrix(text: str, name: str = "matrix") -> Matrix:
             ) from None
     if len({len(r) for r in out}) != 1:
         raise ValueError(f"cannot parse {name} {text!r}: rows have different lengths")
+    if not all(math.isfinite(e) for r in out for e in r):
+        raise ValueError(f"{name} must have finite entries, got {text!r}")
     return tuple(out)
 
 
 def as_matrix(value: Any, name: str) -> Matrix:
-    """``value`` (text for :func:`parse_matrix`, or nested sequences) as a tuple of float rows."""
+    """``value`` (text for :func:`parse_matrix`, or nested sequences) as a tuple of finite float rows."""
     if isinstance(value, str):
         value = parse_matrix(value, name)
     try:
@@ -98,11 +111,14 @@ def as_matrix(value: Any, name: str) -> Matrix:
         raise ValueError(f"{name} must be a numeric matrix, got {value!r}") from exc
     if arr.ndim != 2:
         raise ValueError(f"{name} must be a 2-d matrix, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must have finite entries, got {value!r}")
     return tuple(tuple(float(x) for x in row) for row in arr)
 
 
 def parse_range(text: str, name: str = "range") -> tuple[float, ...]:
-    """Parse a range ``start:stop:num`` (inclusive linspace), a list ``a,b,c`` or one number."""
+    """Parse a range ``start:stop:num`` (inclusive linspace, ``1 <= num <=`` :data:`MAX_RANGE`), a list
+    ``a,b,c`` or one number; every value finite."""
     text = text.strip()
     bad = ValueError(f"cannot parse {name} {text!r}: expected 'start:stop:num', 'a,b,c' or a number")
     if ":" in text:
@@ -115,6 +131,8 @@ def parse_range(text: str, name: str = "range") -> tuple[float, ...]:
             raise bad from None
         if num < 1:
             raise ValueError(f"{name} {text!r} is empty (num must be >= 1)")
+        if num > MAX_RANGE:
+            raise ValueError(f"{name} {text!r} has too many values (num must be <= {MAX_RANGE})")
         values = tuple(float(x) for x in np.linspace(start, stop, num))
     else:
         try:

@@ -27,6 +27,10 @@ __all__ = [
 VARIANTS = ("tied", "untied", "causal", "untied-causal")
 VALUES = ("identity", "lowrank", "full")
 
+#: Largest ``L``, ``rank`` and ``teacher_rank``: the ``L x L`` matrices are built and checked when
+#: the spec is made, and the solver's cost grows like the 4th power of ``L`` times the rank.
+MAX_SIZE = 1000
+
 
 def default_A(L: int, diag: float = 0.6) -> Matrix:
     """Default positional target: ``diag`` on the diagonal, the rest spread evenly.
@@ -107,6 +111,9 @@ class ModelSpec:
     def __post_init__(self) -> None:
         for p in model_parameters():
             object.__setattr__(self, p.name, p.coerce(getattr(self, p.name)))
+        for name in ("L", "rank", "teacher_rank"):
+            if getattr(self, name) > MAX_SIZE:
+                raise ValueError(f"{name} must be <= {MAX_SIZE}, got {getattr(self, name)}")
         L = self.L
         A = default_A(L) if self.A is None else self.A
         Aa = np.asarray(A)
@@ -124,11 +131,14 @@ class ModelSpec:
             raise ValueError("positions Gram matrix must be symmetric positive semi-definite")
         if not np.allclose(np.diag(Ga), 1.0, atol=1e-9):
             raise ValueError("positions Gram matrix must have unit diagonal (||pi_l||^2 = d)")
+        tiny = np.finfo(float).tiny  # (a variance below it is subnormal: the solver's matrices turn singular)
+        if not tiny <= self.sigma * self.sigma < np.inf:
+            raise ValueError(f"sigma must have a finite, normal square (about 1e-154 < sigma < 1e154), got {self.sigma}")
         if self.token_cov is not None:
             Ca = np.asarray(self.token_cov)
             if Ca.shape != (L, L) or not np.allclose(Ca, Ca.T):
                 raise ValueError(f"token_cov must be a symmetric {L}x{L} matrix")
-            if np.linalg.eigvalsh(Ca).min() <= 0:
+            if np.linalg.eigvalsh(Ca).min() < tiny:
                 raise ValueError("token_cov must be positive definite")
         else:
             lo = -1.0 / (L - 1)
@@ -181,10 +191,20 @@ def model_parameters() -> tuple[Parameter, ...]:
     return parameters(ModelSpec)
 
 
+#: The sample complexities ``alpha = n/d`` the solver takes: beyond 1e12 its saddle-point matrices
+#: overflow or turn singular (1e20: "Singular matrix"; 1e300: overflow), below 1e-12 there is no
+#: sample at any dimension one could simulate.
+ALPHA_RANGE = (1e-12, 1e12)
+
+
 def check_alpha(alpha: float | Sequence[float]) -> None:
-    """Raise ``ValueError`` unless every ``alpha`` is finite and > 0."""
+    """Raise ``ValueError`` unless every ``alpha`` is finite, > 0 and within :data:`ALPHA_RANGE`."""
     values = np.atleast_1d(np.asarray(alpha, dtype=float))
     if values.size == 0:
         raise ValueError("alpha range is empty")
     if not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ValueError(f"alpha must be > 0, got {values[(~np.isfinite(values)) | (values <= 0)][0]}")
+    lo, hi = ALPHA_RANGE
+    out = values[(values < lo) | (values > hi)]
+    if out.size:
+        raise ValueError(f"alpha must lie in [{lo:g}, {hi:g}], got {out[0]:g}")
