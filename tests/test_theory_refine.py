@@ -532,10 +532,10 @@ def test_refinement_falls_back_to_the_full_solver(monkeypatch):
 
 
 def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(monkeypatch):
-    """L = 3, alpha = 3: each fine rule's own fixed point, from where the quasi-Newton stages of
+    """L = 3, alpha = 2: each fine rule's own fixed point, from where the quasi-Newton stages of
     the union stopped, leaves m unresolved, so the branch is reported absent without the fallback
     (the full solver's answer; measured at alpha = 1.5: 8.5 s instead of 25 s for the CLI solve).
-    At alpha 1.5 and 2 whether the rules' solves all converge, and so which of the two paths
+    At alpha 1.5 and 3 whether the rules' solves all converge, and so which of the two paths
     decides, changes with the rounding of the map (e.g. the data step's sums in another order);
     the verdict, absent, does not.
     A branch that is resolved (L = 2, alpha 1.5: m 0.25) is not decided there: its refinement,
@@ -544,7 +544,7 @@ def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(
     from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3, L=3)
-    p = solve_refined(spec, 3.0, "positional", SolverSettings(order=8, refine_order=11))
+    p = solve_refined(spec, 2.0, "positional", SolverSettings(order=8, refine_order=11))
     info = p.diagnostics["refined"]
     assert not p.exists and "fallback" not in info, info
     assert "mean of the 4 rules' own fixed points) is not resolved from zero" in info["unresolved"]
