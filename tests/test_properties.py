@@ -571,3 +571,29 @@ def test_memory_check_reads_the_machine():
     check_memory(ModelSpec(), 100, [1.0], None, 2, "float32")  # 2 x 1100 x 2 x 100 x 4 bytes: fine
     with pytest.raises(ValueError, match="the data would take"):
         check_memory(ModelSpec(), 10**6, [1000.0], None, 1, "float64")
+
+
+# ----------------------------------------------------------------------------- settings of a sweep
+@pytest.mark.parametrize("params", [
+    ["--kind", "theory", "--param", "alpha=1", "--param", "solver_tol=-1"],
+    ["--kind", "theory", "--param", "alpha=1", "--param", "solver_seed=-1"],
+    ["--kind", "simulation", "--param", "alpha=1", "--param", "d=20", "--param", "train_lr=-1"],
+    ["--kind", "simulation", "--param", "alpha=1", "--param", "d=20", "--param", "seed=-1"],
+    ["--kind", "selftest", "--param", "x=1", "--param", "seed=-1"],
+    ["--kind", "selftest", "--param", "x=1", "--connect-timeout", "nan"],
+])
+def test_a_sweep_with_a_bad_setting_is_refused_before_anything_runs(tmp_path, params):
+    """Solver and training settings and seeds are checked when the sweep is read, not when each
+    point runs (which stored one failed point per grid point and exited 0)."""
+    store = tmp_path / "s.sqlite"
+    argv = ["sweep", "run", *params, "--store", str(store), "--workers", "1", "--quiet"]
+    code, _, err = run_cli(argv)
+    assert_refused_in_one_line(code, err, argv)
+    assert not store.exists()
+
+
+def test_the_library_refuses_a_simulation_too_large_for_the_memory():
+    import attnphase as ap
+
+    with pytest.raises(ValueError, match="more than half of this machine's"):
+        ap.simulate(1.0, 10**11)

@@ -176,6 +176,7 @@ def simulate(
     # torch is imported here and not at module level, so that ``import attnphase`` stays cheap
     import torch
 
+    from attnphase.sim.data import check_memory
     from attnphase.sim.simulate import parse_inits
     from attnphase.sim.simulate import simulate as run_simulation
     from attnphase.sim.train import TrainSettings
@@ -203,6 +204,7 @@ def simulate(
     else:
         seed_list = tuple(int(s) for s in seeds)  # type: ignore[union-attr]
     inits = parse_inits(init)
+    check_memory(spec, d, [alpha], n_test, len(seed_list), st.dtype)
     total = len(seed_list) * len(inits)
     if progress is not None:
         progress(0, total)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     settings = train_settings(args)
     n_test = None if args.n_test is None else to_int(args.n_test, "n-test")
     seeds = seeds_from_args(args)
-    check_memory(spec, d, [alpha], n_test, len(seeds), settings.dtype)
     res = api.simulate(alpha, d, init=inits, seeds=seeds, n_test=n_test, spec=spec, settings=settings)
     if args.json:
         import torch  # (loaded by the simulation already)
@@ -77,22 +75,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_memory(spec: Any, d: int, alphas: Any, n_test: int | None, runs: int, dtype: str) -> None:
-    """``ValueError`` when the training and test sequences of ``runs`` seeds (``n = alpha d`` and
-    ``n_test``, default ``max(n, 1000)``, sequences of ``L x d`` values each) would take more than
-    half of this machine's memory: a typo such as ``--d 1e10`` is refused, not swapped to death."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):  # (no sysconf: no check)
-        return
-    n = max(max(1, round(a * d)) for a in alphas)
-    tests = max(n, 1000) if n_test is None else max(n_test, 0)
-    size = runs * (n + tests) * spec.L * d * (8 if dtype == "float64" else 4)
-    if size > total / 2:
-        raise ValueError(f"the data would take {size / 2**30:.3g} GiB (seeds x (n + n_test) x L x d values), more "
-                         f"than half of this machine's {total / 2**30:.3g} GiB: lower --d, --alpha, --n-test or --seeds")
-
-
 def _fmt(v: Any) -> str:
     return f"{v:.4f}" if isinstance(v, float) else "matrix"
 
@@ -114,6 +96,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     # (matplotlib, torch and numba are imported when the command runs, not to build the parser)
     from attnphase.compare import run_compare
     from attnphase.plots.compare import compare_figure
+    from attnphase.sim.data import check_memory
 
     spec, alphas, d = scalar_grid_args(args, "compare plots")
     theory_points = to_int(args.theory_points, "theory-points")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -40,12 +41,23 @@ def _setup_logging(quiet: bool = False) -> None:
     log.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (an argparse type)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, got {text!r}")
+    return v
+
+
 def _add_backend_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="local processes (default: every core; 1 runs in-process)")
     p.add_argument("--scheduler", type=str, default=None,
                    help="Dask scheduler address tcp://HOST:PORT (instead of the local pool)")
-    p.add_argument("--connect-timeout", type=float, default=5.0,
+    p.add_argument("--connect-timeout", type=_seconds, default=5.0,
                    help="seconds to wait for the Dask scheduler (default 5)")
     p.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto",
                    help="progress bar on a terminal, log lines otherwise (default auto)")

@@ -30,7 +30,8 @@ The test set is never stored: it is regenerated chunk by chunk when it is evalua
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -260,3 +261,19 @@ def n_samples(alpha: float, d: int) -> int:
     if n < 1:
         raise ValueError(f"alpha={alpha} at d={d} gives n={n} < 1 training samples")
     return n
+
+
+def check_memory(spec: ModelSpec, d: int, alphas: Sequence[float], n_test: int | None, runs: int, dtype: str) -> None:
+    """``ValueError`` when the training and test sequences of ``runs`` seeds (``n = alpha d`` and
+    ``n_test``, default ``max(n, 1000)``, sequences of ``L x d`` values each) would take more than
+    half of this machine's memory: a typo such as ``--d 1e10`` is refused, not swapped to death."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # (no sysconf: no check)
+        return
+    n = max(max(1, round(a * d)) for a in alphas)
+    tests = max(n, 1000) if n_test is None else max(n_test, 0)
+    size = runs * (n + tests) * spec.L * d * (8 if dtype == "float64" else 4)
+    if size > total / 2:
+        raise ValueError(f"the data would take {size / 2**30:.3g} GiB (seeds x (n + n_test) x L x d values), more "
+                         f"than half of this machine's {total / 2**30:.3g} GiB: lower d, alpha, n_test or the number of seeds")

@@ -127,12 +127,14 @@ def _solver_params() -> tuple[Param, ...]:
 
 
 def _normalize_solver(params: Mapping[str, Any], out: dict[str, Any]) -> None:
-    """Copy explicitly given solver settings that differ from their defaults."""
+    """Copy explicitly given solver settings that differ from their defaults, checked by
+    :class:`SolverSettings` now, so that a bad value refuses the sweep rather than fail each point."""
     for p in _solver_params():
         if p.name in params:
             v = _coerce(p, params[p.name])
             if v != p.default:
                 out[p.name] = v
+    _solver_settings(out)
 
 
 def _solver_settings(params: Mapping[str, Any]) -> Any:
@@ -183,6 +185,11 @@ def _split_diagnostics(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return d, dict(diag)
 
 
+def _check_seed(seed: int) -> None:
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+
+
 # ----------------------------------------------------------------------------- selftest
 _SELFTEST_PARAMS = (
     Param("x", "float", 0.0, "input"),
@@ -196,6 +203,7 @@ _SELFTEST_PARAMS = (
 
 def _selftest_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     out = _fill(_SELFTEST_PARAMS, params)
+    _check_seed(out["seed"])
     if out["sleep"] < 0:
         raise ValueError(f"sleep must be >= 0, got {out['sleep']}")
     return out
@@ -370,13 +378,21 @@ def _sim_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"d must be >= 2, got {extra['d']}")
     if extra["init"] not in SIM_INITS:
         raise ValueError(f"unknown init {extra['init']!r}; choose from {', '.join(SIM_INITS)}")
+    _check_seed(extra["seed"])
     out.update(extra)
     for p in _sim_train_params():
         if p.name in params:
             v = _coerce(p, params[p.name])
             if v != p.default:
                 out[p.name] = v
+    _train_settings(out)  # (checked now, so that a bad value refuses the sweep)
     return out
+
+
+def _train_settings(params: Mapping[str, Any]) -> Any:
+    from attnphase.sim import TrainSettings
+
+    return TrainSettings(**{k[len("train_"):]: v for k, v in params.items() if k.startswith("train_")})
 
 
 def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -384,11 +400,19 @@ def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
         from attnphase.sim import TrainSettings, simulate
     except ImportError as exc:
         raise RuntimeError(f"the simulator (attnphase.sim) cannot be imported: {exc}") from None
+    import torch
+
     spec = model_spec(params)
-    train = {k[len("train_"):]: v for k, v in params.items() if k.startswith("train_")}
-    settings = TrainSettings(**train)
-    res = simulate(spec, d=params["d"], alpha=params["alpha"], seeds=(params["seed"],),
-                   inits=(params["init"],), settings=settings)
+    settings: TrainSettings = _train_settings(params)
+    # one thread, wherever the point runs: torch's products split their sums over its threads, so
+    # the in-process runner, a pool worker and a Dask worker store the same bits
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        res = simulate(spec, d=params["d"], alpha=params["alpha"], seeds=(params["seed"],),
+                       inits=(params["init"],), settings=settings)
+    finally:
+        torch.set_num_threads(threads)
     run = res.runs[0].to_dict()
     diag_keys = ("steps", "converged", "stop", "grad_norm", "seconds", "overlaps")
     result = {k: v for k, v in run.items() if k not in diag_keys}
