@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from attnphase._revision import numerics_revision
 from attnphase._version import __version__
 from attnphase.results import SimulationResult, SolveResult, TransitionResult
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
@@ -114,7 +115,7 @@ def solve(
             progress(i + 1, len(names))
     lin = linear_test_error(spec)
     params = {**spec.to_dict(), "alpha": alpha, "solver": dataclasses.asdict(st), "version": __version__,
-              "kernels": native.describe()}
+              "revision": numerics_revision("theory"), "kernels": native.describe()}
     return SolveResult.from_points(spec, alpha, st, points, lin, params)
 
 

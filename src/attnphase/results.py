@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnphase._json import jsonable
+from attnphase._revision import numerics_revision
 from attnphase.spec.problem import ModelSpec
 
 if TYPE_CHECKING:
@@ -265,7 +266,7 @@ class TransitionResult:
             settings=settings, success=tr.alpha_c is not None, message=msg, record=frozen(tr.to_dict()),
             params=frozen({**spec.to_dict(), "alpha": list(tr.grid.get("alpha", ())),
                            "solver": asdict(settings), "version": __version__,
-                           "kernels": native.describe()}),
+                           "revision": numerics_revision("theory"), "kernels": native.describe()}),
         )
 
     def to_dict(self) -> dict[str, Any]:

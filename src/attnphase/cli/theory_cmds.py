@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from attnphase import __version__, api
+from attnphase._revision import numerics_revision
 from attnphase.cli.common import (
     COMMAND_KEY,
     add_model_flags,
@@ -241,7 +242,8 @@ def _curves_record(spec, grid, settings, sem, pos, lin, tr) -> dict:
 
     return {
         "params": {**spec.to_dict(), "alpha": [float(a) for a in grid], "solver": dataclasses.asdict(settings),
-                   "version": __version__, "kernels": native.describe()},
+                   "version": __version__, "revision": numerics_revision("theory"),
+                   "kernels": native.describe()},
         "linear_test_error": lin,
         "transition": tr.to_dict() if tr is not None else None,
         "points": {"semantic": [point(p) for p in sem], "positional": [point(p) for p in pos]},

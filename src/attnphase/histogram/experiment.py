@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
+from attnphase._revision import numerics_revision
 from attnphase.histogram.data import DataConfig, HistogramData, make_dataset
 from attnphase.histogram.model import ATTENTIONS, ModelConfig, build_model, to_unrestricted
 from attnphase.histogram.train import (
@@ -173,6 +174,7 @@ class ExperimentResult:
         return {
             "command": "histogram",
             "version": self.version,
+            "revision": numerics_revision("histogram"),
             "device": self.device,
             "config": self.config.to_dict(),
             "runs": runs,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnphase._revision import numerics_revision
 from attnphase.sim.data import Dataset, make_dataset, n_samples
 from attnphase.sim.models import (
     is_untied,
@@ -127,6 +128,7 @@ class TrainingBatch:
             "batched_runs": len(self.runs),
             "batch_seconds": self.batch_seconds,
             "version": self.version,
+            "revision": numerics_revision("sim"),
         }
         return {
             "params": params,

@@ -35,6 +35,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from attnphase._revision import numerics_revision
 from attnphase.sim.train import TrainSettings
 from attnphase.spec.problem import ModelSpec, check_alpha
 
@@ -260,6 +261,7 @@ class SimTransition:
                 "train": settings,
                 "require_held": self.require_held,
                 "version": self.version,
+                "revision": numerics_revision("sim"),
             },
             "alpha_c": self.crossing.alpha_c,
             "crossing": self.crossing.to_dict(),
