@@ -1,0 +1,344 @@
+"""The Bayes-optimal baseline: state evolution of the Bayes-optimal estimator (docs/model.md section 8).
+
+Given a sample ``(x, y)`` the learner knows the semantic tokens ``z`` (the positions are known) and
+reads the target matrix ``T`` off ``y = T z``; for ``omega < 1`` and a rank-one teacher ``T``
+determines the teacher's fields ``h* = (h*_1 .. h*_L)`` up to one common sign (8.1). Learning the
+teacher is then a generalised linear estimation with ``L`` measurements per sample and the output
+channel ``u = s h*``, ``s = +-1`` unknown. With the Gaussian prior of the teacher its state
+evolution has one order parameter, the normalised overlap ``x = q / rho`` of the Bayes estimate with
+the teacher (``rho = sigma^2``), and does not depend on ``sigma``, ``omega`` or ``A`` (8.2)-(8.4).
+
+Numerics only: the data and GAMP on them are in :mod:`attnphase.sim.gamp`.
+
+Units. ``overlap`` is ``x = q / rho`` in ``[0, 1]``, which is also the overlap of the estimate
+``Qhat = E[Q* | data]`` with the teacher in the package's user units, ``theta = Qhat^T Q* / d``
+(docs/model.md (1.5)); ``q = rho x`` is the paper-convention value. Test errors are in the units
+of every test error of the package (docs/model.md (4.2)).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special
+
+from attnphase.spec.problem import ModelSpec
+
+__all__ = [
+    "BayesPoint",
+    "BayesQuadrature",
+    "BayesThresholds",
+    "check_bayes_spec",
+    "make_rules",
+    "noiseless_map",
+    "se_fixed_point",
+    "test_error",
+    "thresholds",
+    "weak_recovery_threshold",
+    "perfect_recovery_it",
+]
+
+
+def check_bayes_spec(spec: ModelSpec, noise: float = 0.0) -> None:
+    """``ValueError`` (one line) for a model the Bayes-optimal baseline does not cover (docs/model.md (8.1))."""
+    if spec.teacher_rank != 1:
+        raise ValueError(f"the Bayes-optimal baseline covers teacher rank 1 only, got --teacher-rank {spec.teacher_rank}")
+    if spec.causal_target:
+        raise ValueError("the Bayes-optimal baseline does not cover the causal target (the masked softmax "
+                         "does not determine the teacher's fields up to a sign)")
+    if not spec.uncorrelated:
+        raise ValueError("the Bayes-optimal baseline covers uncorrelated tokens only (token_corr 0, no token_cov)")
+    if not spec.omega < 1.0:
+        raise ValueError("the Bayes-optimal baseline needs omega < 1 (at omega = 1 the labels carry no "
+                         "information about the teacher)")
+    if not (math.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be finite and >= 0, got {noise}")
+    if noise > 0:
+        raise ValueError(f"the Bayes-optimal baseline covers the noiseless labels only (noise 0), got noise {noise:g}")
+
+
+# --------------------------------------------------------------------------------- quadrature
+@dataclass(frozen=True)
+class BayesQuadrature:
+    """The rules of the noiseless state evolution (docs/model.md (8.3), (8.7)).
+
+    ``n_s``: generalised Gauss-Laguerre nodes for ``s = |h|^2 / rho ~ chi^2_L``; ``n_gh``:
+    Gauss-Hermite nodes for the Gaussian variable along ``h`` where ``b <= 1``; ``n_panels``:
+    16-point Gauss-Legendre panels on ``[-u_max, u_max]`` for ``b > 1``. ``test_samples``:
+    Monte-Carlo samples of the test error where ``L >= 4`` (``L = 2, 3``: product Gauss-Hermite
+    rules, :data:`_GH_ORDERS`).
+    """
+
+    n_s: int = 48
+    n_gh: int = 80
+    n_panels: int = 80
+    u_max: float = 40.0
+    test_samples: int = 1 << 14
+
+    def doubled(self) -> BayesQuadrature:
+        """The check rule: every order doubled (the difference is the error estimate)."""
+        return BayesQuadrature(2 * self.n_s, 2 * self.n_gh, 2 * self.n_panels, self.u_max, 2 * self.test_samples)
+
+
+def _sech2(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-2.0 * np.abs(x))
+    return 4.0 * e / (1.0 + e) ** 2
+
+
+class _Rules:
+    """Nodes and weights of a :class:`BayesQuadrature` for one ``L`` (built once per solve)."""
+
+    def __init__(self, L: int, quad: BayesQuadrature) -> None:
+        a = L / 2.0
+        # s ~ chi^2_L: E_s[s f(s)] = 2 (2/(1+c))^{a+1} / (2^a Gamma(a)) ... see _mean_s_sech2
+        self.t, self.wt = special.roots_genlaguerre(quad.n_s, a)
+        self.log_norm = -a * math.log(2.0) - special.gammaln(a)
+        self.a = a
+        z, w = special.roots_hermitenorm(quad.n_gh)
+        self.zeta, self.wz = z, w / math.sqrt(2.0 * math.pi)
+        g, gw = special.roots_legendre(16)
+        edges = np.linspace(-quad.u_max, quad.u_max, quad.n_panels + 1)
+        half = 0.5 * np.diff(edges)
+        mid = 0.5 * (edges[1:] + edges[:-1])
+        self.u = (mid[:, None] + half[:, None] * g[None, :]).ravel()
+        self.wu = (half[:, None] * gw[None, :]).ravel()
+        # e^u sech^2(u), the smooth part of the u-integrand (8.7)
+        self.eu_sech2 = 4.0 * np.exp(self.u - 2.0 * np.abs(self.u)) / (1.0 + np.exp(-2.0 * np.abs(self.u))) ** 2
+
+
+def _K(b: np.ndarray, R: _Rules) -> np.ndarray:
+    """``K(b) = e^{b^2/2} E_zeta sech^2(b^2 + b zeta)`` (docs/model.md (8.7)): Gauss-Hermite in
+    ``zeta`` for ``b <= 1``, ``K = int e^u sech^2(u) e^{-u^2/(2 b^2)} du / (sqrt(2 pi) b)`` on
+    Gauss-Legendre panels for ``b > 1``."""
+    b = np.asarray(b, dtype=float)
+    out = np.empty_like(b)
+    lo = b <= 1.0
+    if np.any(lo):
+        bl = b[lo]
+        out[lo] = np.exp(0.5 * bl**2) * (_sech2(bl[:, None] ** 2 + bl[:, None] * R.zeta[None, :]) @ R.wz)
+    if np.any(~lo):
+        bh = b[~lo]
+        gauss = np.exp(-0.5 * (R.u[None, :] / bh[:, None]) ** 2)
+        out[~lo] = (gauss * R.eu_sech2[None, :]) @ R.wu / (math.sqrt(2.0 * math.pi) * bh)
+    return out
+
+
+def _mean_s_sech2(x: float, R: _Rules) -> float:
+    """``E[s sech^2(c s + sqrt(c s) zeta)]`` with ``s ~ chi^2_L``, ``zeta ~ N(0, 1)``,
+    ``c = x / (1 - x)`` (docs/model.md (8.3), (8.7)), as
+    ``2^{-a} / Gamma(a) (2/(1+c))^{a+1} sum_j w_j K(sqrt(2 c t_j / (1 + c)))``, ``a = L/2``."""
+    c = x / (1.0 - x)
+    b = np.sqrt(2.0 * c * R.t / (1.0 + c))
+    log_pref = R.log_norm + (R.a + 1.0) * math.log(2.0 / (1.0 + c))
+    return float(math.exp(log_pref) * (R.wt @ _K(b, R)))
+
+
+def make_rules(L: int, quad: BayesQuadrature) -> _Rules:
+    """The nodes and weights of ``quad`` for ``L`` tokens (to share between calls)."""
+    return _Rules(L, quad)
+
+
+def noiseless_map(x: float, alpha: float, L: int, R: _Rules) -> float:
+    """One step of the noiseless state evolution, ``x -> x'`` (docs/model.md (8.3), (8.4)):
+    ``rho q_hat = alpha (L (1 - x) - E[s sech^2]) / (1 - x)^2``, ``x' = rho q_hat / (1 + rho q_hat)``."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    Q = alpha * (L * (1.0 - x) - _mean_s_sech2(x, R)) / (1.0 - x) ** 2
+    Q = max(Q, 0.0)
+    return Q / (1.0 + Q)
+
+
+def _growth(x: float, alpha: float, L: int, R: _Rules) -> float:
+    """``(x' - x) / (x (1 - x))``: positive where the iteration increases the overlap. Its limits
+    are ``alpha L (L + 1) - 1`` at ``x -> 0`` and ``1 - 1 / (alpha L)`` at ``x -> 1`` (8.5), (8.6)."""
+    return (noiseless_map(x, alpha, L, R) - x) / (x * (1.0 - x))
+
+
+#: the overlap grid on which the fixed points are bracketed (clustered at both ends)
+def _x_grid(n: int = 161) -> np.ndarray:
+    k = np.arange(1, n + 1)
+    return 0.5 - 0.5 * np.cos(np.pi * k / (n + 1))
+
+
+def weak_recovery_threshold(L: int) -> float:
+    """``alpha_WR = 1 / (L (L + 1))``, where the uninformative fixed point ``x = 0`` becomes
+    unstable (docs/model.md (8.5))."""
+    return 1.0 / (L * (L + 1))
+
+
+def perfect_recovery_it(L: int) -> float:
+    """``alpha_IT = 1 / L``: above it the free entropy of the perfect-recovery state diverges to
+    ``+inf`` and that state is locally stable (docs/model.md (8.6))."""
+    return 1.0 / L
+
+
+def se_fixed_point(alpha: float, L: int, quad: BayesQuadrature = BayesQuadrature(), *,
+                   _rules: _Rules | None = None) -> tuple[float, list[float]]:
+    """The fixed point that the state evolution reaches from the uninformative start (docs/model.md
+    (8.4)): ``0`` below ``alpha_WR``, the first root of ``x' = x`` above it, ``1`` (perfect
+    recovery) where there is none. Returns it and every root found in ``(0, 1)`` (the stable
+    and unstable fixed points, found by Brent's method to ``1e-13``)."""
+    R = _rules or _Rules(L, quad)
+    grid = _x_grid()
+    vals = np.array([_growth(float(x), alpha, L, R) for x in grid])
+    roots = []
+    for i in range(len(grid) - 1):
+        if vals[i] == 0.0:
+            roots.append(float(grid[i]))
+        elif vals[i] * vals[i + 1] < 0:
+            roots.append(float(optimize.brentq(_growth, grid[i], grid[i + 1], args=(alpha, L, R), xtol=1e-13)))
+    if alpha * L * (L + 1) <= 1.0:
+        return 0.0, roots
+    return (roots[0] if roots else 1.0), roots
+
+
+def _min_growth(alpha: float, L: int, R: _Rules) -> float:
+    """The interior minimum of :func:`_growth` over ``x`` (grid, then a bounded refinement)."""
+    grid = _x_grid()
+    vals = np.array([_growth(float(x), alpha, L, R) for x in grid])
+    i = int(np.argmin(vals))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    res = optimize.minimize_scalar(_growth, bounds=(lo, hi), args=(alpha, L, R), method="bounded",
+                                   options={"xatol": 1e-12})
+    return float(min(res.fun, vals[i]))
+
+
+@dataclass(frozen=True)
+class BayesThresholds:
+    """The recovery thresholds of the noiseless channel (docs/model.md (8.5), (8.6)).
+
+    ``alpha_WR``: weak recovery (closed form); ``alpha_IT``: information-theoretic perfect
+    recovery (closed form); ``alpha_PR``: algorithmic perfect recovery, the smallest ``alpha``
+    from which the state evolution started uninformed reaches ``x = 1``, located by Brent's
+    method on the minimum of the growth rate to ``precision`` (absolute, in ``alpha``);
+    ``alpha_PR_check``: the same on the doubled rule (their difference is the quadrature error).
+    """
+
+    L: int
+    alpha_WR: float
+    alpha_IT: float
+    alpha_PR: float
+    alpha_PR_check: float
+    precision: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alpha_WR": self.alpha_WR, "alpha_IT": self.alpha_IT, "alpha_PR": self.alpha_PR,
+                "alpha_PR_quadrature_error": abs(self.alpha_PR - self.alpha_PR_check),
+                "alpha_PR_root_precision": self.precision}
+
+
+def _alpha_pr(L: int, R: _Rules, xtol: float) -> float:
+    lo = max(perfect_recovery_it(L), weak_recovery_threshold(L)) * (1 + 1e-9)
+    f = lambda a: _min_growth(a, L, R)  # noqa: E731
+    if f(lo) >= 0:  # the overlap rises continuously to 1: no hard phase
+        return lo
+    hi = 2.0 * lo
+    while f(hi) < 0:
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e3:
+            raise RuntimeError("no perfect-recovery threshold below alpha = 1000")
+    return float(optimize.brentq(f, lo, hi, xtol=xtol))
+
+
+def thresholds(L: int, quad: BayesQuadrature = BayesQuadrature(), xtol: float = 1e-7) -> BayesThresholds:
+    """``alpha_WR``, ``alpha_IT`` and ``alpha_PR`` of the noiseless channel (docs/model.md (8.5), (8.6))."""
+    a_pr = _alpha_pr(L, _Rules(L, quad), xtol)
+    a_chk = _alpha_pr(L, _Rules(L, quad.doubled()), xtol)
+    return BayesThresholds(L, weak_recovery_threshold(L), perfect_recovery_it(L), a_pr, a_chk, xtol)
+
+
+# --------------------------------------------------------------------------------- test error
+def _softmax_rank1(h: np.ndarray) -> np.ndarray:
+    """``softmax(h h^T)`` row-wise for fields ``h`` of shape ``(..., L)``."""
+    s = h[..., :, None] * h[..., None, :]
+    s = s - s.max(axis=-1, keepdims=True)
+    e = np.exp(s)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_error(x: float, spec: ModelSpec, quad: BayesQuadrature = BayesQuadrature(), seed: int = 0) -> tuple[float, float]:
+    """The Bayes-optimal test error at overlap ``x`` and its error estimate (docs/model.md (8.8)):
+    ``eps_BO = (sigma^2/2) (1 - omega)^2 (E ||S(h)||_F^2 - E_xi ||E_eta S(h)||_F^2)`` with
+    ``h = sqrt(rho) (sqrt(x) xi + sqrt(1 - x) eta)``. ``L = 2``: product Gauss-Hermite rules of two
+    orders (the estimate is their difference); ``L >= 3``: Monte Carlo with independent inner
+    halves (unbiased for the square), the estimate is the standard error."""
+    x = min(max(float(x), 0.0), 1.0)
+    L, rho = spec.L, spec.sigma**2
+    pref = 0.5 * spec.sigma**2 * (1.0 - spec.omega) ** 2
+    orders = _GH_ORDERS.get(L)
+    if orders is not None:
+        lo, hi = (_test_error_gh(x, rho, L, n) for n in orders)
+        return pref * hi, pref * abs(hi - lo)
+    rng = np.random.default_rng(seed)
+    M, K = quad.test_samples, 16
+    h = math.sqrt(rho) * rng.standard_normal((M, L))
+    S0 = _softmax_rank1(h)
+    ES2 = np.einsum("mlj,mlj->m", S0, S0)
+    xi = rng.standard_normal((M, 1, L))
+    eta = rng.standard_normal((M, 2 * K, L))
+    S = _softmax_rank1(math.sqrt(rho) * (math.sqrt(x) * xi + math.sqrt(1.0 - x) * eta))
+    m1, m2 = S[:, :K].mean(axis=1), S[:, K:].mean(axis=1)
+    per = ES2 - np.einsum("mlj,mlj->m", m1, m2)
+    return pref * float(per.mean()), pref * float(per.std(ddof=1) / math.sqrt(M))
+
+
+#: the two product Gauss-Hermite orders (points per dimension) of the test error, by ``L``
+#: (``n^{2L}`` nodes for the nested integral); Monte Carlo for other ``L``
+_GH_ORDERS = {2: (16, 24), 3: (8, 11)}
+
+
+def _test_error_gh(x: float, rho: float, L: int, n: int) -> float:
+    """``E ||S(h)||^2 - E_xi ||E_eta S(h)||^2`` on product Gauss-Hermite rules of ``n`` points per
+    dimension (``L`` dimensions each)."""
+    z, w = special.roots_hermitenorm(n)
+    w = w / math.sqrt(2.0 * math.pi)
+    nodes = np.stack(np.meshgrid(*([z] * L), indexing="ij"), axis=-1).reshape(-1, L)
+    W = np.ones(1)
+    for _ in range(L):
+        W = np.multiply.outer(W, w).ravel()
+    S = _softmax_rank1(math.sqrt(rho) * nodes)
+    ES2 = float(np.einsum("a,alk,alk->", W, S, S))
+    S = _softmax_rank1(math.sqrt(rho) * (math.sqrt(x) * nodes[:, None, :] + math.sqrt(1.0 - x) * nodes[None, :, :]))
+    inner = np.einsum("j,ijlk->ilk", W, S)
+    return ES2 - float(np.einsum("i,ilk,ilk->", W, inner, inner))
+
+
+# --------------------------------------------------------------------------------- one point
+@dataclass(frozen=True)
+class BayesPoint:
+    """The Bayes-optimal state at one ``alpha`` (docs/model.md (8.4), (8.8)): the overlap ``x``
+    (``= theta`` in user units), the paper-convention ``q = rho x`` and ``V = rho (1 - x)``, the
+    test error and error estimates; ``fixed_points``: every root of ``x' = x`` in ``(0, 1)``."""
+
+    alpha: float
+    overlap: float
+    q: float
+    V: float
+    test_error: float
+    test_error_error: float
+    overlap_error: float
+    fixed_points: tuple[float, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "overlap": self.overlap, "q": self.q, "V": self.V,
+                "test_error": self.test_error, "overlap_error": self.overlap_error,
+                "test_error_error": self.test_error_error, "fixed_points": list(self.fixed_points)}
+
+
+def solve_point(alpha: float, spec: ModelSpec, quad: BayesQuadrature = BayesQuadrature(),
+                rules: tuple[Any, Any] | None = None,
+                overlap_fn: Callable[[float], tuple[float, list[float]]] | None = None) -> BayesPoint:
+    """The noiseless Bayes-optimal point at ``alpha`` (docs/model.md (8.4), (8.8)): the fixed
+    point on ``quad`` and on its doubled rule (the difference is ``overlap_error``)."""
+    L, rho = spec.L, spec.sigma**2
+    R1, R2 = rules or (_Rules(L, quad), _Rules(L, quad.doubled()))
+    x, roots = se_fixed_point(alpha, L, quad, _rules=R1)
+    x2, _ = se_fixed_point(alpha, L, quad, _rules=R2)
+    eps, eps_err = test_error(x, spec, quad)
+    return BayesPoint(float(alpha), x, rho * x, rho * (1.0 - x), eps, eps_err, abs(x - x2), tuple(roots))
