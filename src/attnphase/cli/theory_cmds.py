@@ -200,6 +200,10 @@ def cmd_curves(args: argparse.Namespace) -> int:
     from attnphase.plots.curves import curves_figure, curves_table
 
     spec = spec_from_args(args)
+    if args.bayes:  # (refused before the branches are followed, not after)
+        from attnphase.theory.bayes import check_bayes_spec
+
+        check_bayes_spec(spec)
     warn_theory_cost(spec)
     grid = alpha_grid(args.alpha).tolist()
     settings = settings_from_args(args)
@@ -215,9 +219,13 @@ def cmd_curves(args: argparse.Namespace) -> int:
         pos = refine_followed(spec, pos, settings)
     tr = find_transition(spec, grid, settings, branches=(sem, pos)) if args.transition else None
     lin = linear_test_error(spec)
-    table = curves_table(grid, sem, pos, lin)
+    bayes = api.bayes(grid, spec=spec) if args.bayes else None
+    table = curves_table(grid, sem, pos, lin, bayes=None if bayes is None else bayes.points)
     table.to_csv(out / "curves.csv", index=False)
-    (out / "curves.json").write_text(json_text(_curves_record(spec, grid, settings, sem, pos, lin, tr)))
+    record = _curves_record(spec, grid, settings, sem, pos, lin, tr)
+    if bayes is not None:
+        record["bayes"] = bayes.to_dict()
+    (out / "curves.json").write_text(json_text(record))
     fig = curves_figure(table, spec, tr)
     for ext in ("png", "pdf"):
         fig.savefig(out / f"curves.{ext}", dpi=150)
@@ -282,4 +290,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="attnphase-out", help="output folder")
     p.add_argument("--no-transition", dest="transition", action="store_false",
                    help="skip locating alpha_c and alpha_l")
+    p.add_argument("--bayes", action="store_true",
+                   help="add the Bayes-optimal overlap and test error (attnphase bayes) to the figure and tables")
     p.set_defaults(func=cmd_curves)

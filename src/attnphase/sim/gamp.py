@@ -116,7 +116,7 @@ class GampResult:
 
 #: GAMP stops as unstable where ``(|w|^2 / d + v) / rho`` leaves ``1`` by more than this (at
 #: finite ``d`` this happens past perfect recovery, where the error's norm can grow while ``v -> 0``)
-_CONSISTENCY = 0.25
+_CONSISTENCY = 0.5
 
 #: ``v / rho`` below which GAMP stops: the teacher is recovered to working precision
 _V_FLOOR = 1e-12

@@ -179,12 +179,23 @@ def perfect_recovery_it(L: int) -> float:
 
 
 def se_fixed_point(alpha: float, L: int, quad: BayesQuadrature = BayesQuadrature(), *,
-                   _rules: _Rules | None = None) -> tuple[float, list[float]]:
+                   _rules: _Rules | None = None, near: float | None = None) -> tuple[float, list[float]]:
     """The fixed point that the state evolution reaches from the uninformative start (docs/model.md
     (8.4)): ``0`` below ``alpha_WR``, the first root of ``x' = x`` above it, ``1`` (perfect
     recovery) where there is none. Returns it and every root found in ``(0, 1)`` (the stable
-    and unstable fixed points, found by Brent's method to ``1e-13``)."""
+    and unstable fixed points, found by Brent's method to ``1e-13`` after a scan of the growth
+    rate on a grid). ``near``: a root of a close rule (the check rule's fixed point is then looked
+    for in ``near +- 1e-3`` only, falling back to the scan)."""
     R = _rules or _Rules(L, quad)
+    if alpha * L * (L + 1) <= 1.0 and near is None:
+        near = 0.0
+    if near is not None:
+        if near in (0.0, 1.0):
+            return near, []
+        lo, hi = max(near - 1e-3, 1e-12), min(near + 1e-3, 1 - 1e-12)
+        if _growth(lo, alpha, L, R) > 0 > _growth(hi, alpha, L, R):
+            x = float(optimize.brentq(_growth, lo, hi, args=(alpha, L, R), xtol=1e-13))
+            return x, [x]
     grid = _x_grid()
     vals = np.array([_growth(float(x), alpha, L, R) for x in grid])
     roots = []
@@ -339,6 +350,6 @@ def solve_point(alpha: float, spec: ModelSpec, quad: BayesQuadrature = BayesQuad
     L, rho = spec.L, spec.sigma**2
     R1, R2 = rules or (_Rules(L, quad), _Rules(L, quad.doubled()))
     x, roots = se_fixed_point(alpha, L, quad, _rules=R1)
-    x2, _ = se_fixed_point(alpha, L, quad, _rules=R2)
+    x2, _ = se_fixed_point(alpha, L, quad, _rules=R2, near=x)
     eps, eps_err = test_error(x, spec, quad)
     return BayesPoint(float(alpha), x, rho * x, rho * (1.0 - x), eps, eps_err, abs(x - x2), tuple(roots))
