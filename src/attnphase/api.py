@@ -234,8 +234,9 @@ def bayes(
     (8.4); user units), the Bayes-optimal test error (8.8) and their quadrature error estimates.
     Thresholds: ``alpha_WR`` (8.5), ``alpha_IT`` and ``alpha_PR`` (8.6). ``gamp_d``: run GAMP
     (8.9) on the simulator's data at this ``d``, ``gamp_seeds`` datasets per ``alpha`` (a count
-    from ``seed0`` or the seeds). ``noise``: the label-noise variance ``Delta`` (only ``0`` is
-    covered). ``progress(done, total)`` is called after each ``alpha``. ``**model``:
+    from ``seed0`` or the seeds; noiseless labels only). ``noise``: the variance ``Delta`` of
+    Gaussian noise on every entry of the observed ``T`` (8.10; ``L = 2`` only; then ``alpha_WR``
+    is the only threshold, and each ``alpha`` costs seconds). ``progress(done, total)`` is called after each ``alpha``. ``**model``:
     :class:`ModelSpec` fields; the baseline needs a rank-one teacher, uncorrelated tokens, no
     causal target and ``omega < 1`` (``ValueError`` otherwise); the student's fields (``rank``,
     ``variant``, ``lam``) do not enter.
@@ -249,6 +250,8 @@ def bayes(
     check_alpha(grid.tolist())
     seeds: tuple[int, ...] = ()
     if gamp_d is not None:
+        if noise > 0:
+            raise ValueError("GAMP runs on noiseless labels only (noise 0)")
         if isinstance(gamp_d, bool) or int(gamp_d) != gamp_d or gamp_d < 2:
             raise ValueError(f"gamp_d must be an integer >= 2, got {gamp_d}")
         if isinstance(gamp_seeds, (int, np.integer)) and not isinstance(gamp_seeds, bool):
@@ -257,21 +260,26 @@ def bayes(
             seeds = tuple(range(seed0, seed0 + int(gamp_seeds)))
         else:
             seeds = tuple(int(s) for s in gamp_seeds)  # type: ignore[union-attr]
-    quad = bt.BayesQuadrature()
-    rules = (bt.make_rules(spec.L, quad), bt.make_rules(spec.L, quad.doubled()))
-    thr = bt.thresholds(spec.L, quad)
-    points = []
+    quad: Any
+    if noise > 0:
+        quad = bt.NoisyQuadrature.for_noise(noise)
+        noisy_points, thr_dict = bt.solve_noisy(grid.tolist(), spec, noise, quad)
+        points = [p.to_dict() for p in noisy_points]
+    else:
+        quad = bt.BayesQuadrature()
+        rules = (bt.make_rules(spec.L, quad), bt.make_rules(spec.L, quad.doubled()))
+        thr_dict = bt.thresholds(spec.L, quad).to_dict()
+        points = [bt.solve_point(a, spec, quad, rules=rules).to_dict() for a in grid.tolist()]
     gamp_runs = []
     for i, a in enumerate(grid.tolist()):
-        points.append(bt.solve_point(a, spec, quad, rules=rules).to_dict())
         if seeds:
             from attnphase.sim.gamp import run_gamp
 
             gamp_runs.append({**run_gamp(spec, a, int(gamp_d), seeds),  # type: ignore[arg-type]
-                              "state_evolution": points[-1]["overlap"]})
+                              "state_evolution": points[i]["overlap"]})
         if progress is not None:
             progress(i + 1, len(grid))
     lin = linear_test_error(spec)
     params = {**spec.to_dict(), "alpha": grid.tolist(), "noise": noise, "quadrature": dataclasses.asdict(quad),
               "gamp_d": gamp_d, "gamp_seeds": list(seeds), "version": __version__}
-    return BayesResult.from_points(spec, noise, points, thr.to_dict(), lin, gamp_runs, params)
+    return BayesResult.from_points(spec, noise, points, thr_dict, lin, gamp_runs, params)

@@ -29,8 +29,12 @@ def cmd_bayes(args: argparse.Namespace) -> int:
     w = sys.stdout.write
     t = res.thresholds
     w(f"Bayes-optimal baseline, L = {spec.L}, omega = {spec.omega:g}, sigma = {spec.sigma:g}, noise = {res.noise:g}\n")
-    w(f"alpha_WR = {t['alpha_WR']:.6f} (weak recovery), alpha_IT = {t['alpha_IT']:.6f} (perfect recovery, "
-      f"information-theoretic), alpha_PR = {t['alpha_PR']:.6f} +- {_pr_error(t):.1e} (perfect recovery, GAMP)\n")
+    if t.get("alpha_PR") is None:
+        w(f"alpha_WR = {t['alpha_WR']:.4f} +- {t['alpha_WR_error']:.1e} (weak recovery); with label noise the "
+          f"teacher is not recovered perfectly at any alpha\n")
+    else:
+        w(f"alpha_WR = {t['alpha_WR']:.6f} (weak recovery), alpha_IT = {t['alpha_IT']:.6f} (perfect recovery, "
+          f"information-theoretic), alpha_PR = {t['alpha_PR']:.6f} +- {_pr_error(t):.1e} (perfect recovery, GAMP)\n")
     gamp = {g["alpha"]: g for g in res.gamp}
     head = f"{'alpha':>8} {'overlap':>10} {'test error':>12} {'fixed points':>20}"
     if gamp:
@@ -60,7 +64,8 @@ def register(sub: Any) -> None:
     add_model_flags(p)
     p.add_argument("--alpha", default="0.05:1:20", help="alpha values: one, a comma list or start:stop:num "
                    "(default 0.05:1:20)")
-    p.add_argument("--noise", default="0", help="label noise variance Delta on every entry of T (default 0)")
+    p.add_argument("--noise", default="0", help="variance Delta of Gaussian noise on every entry of the observed T "
+                   "(default 0; L = 2 only; seconds per alpha)")
     p.add_argument("--gamp-d", default=None, help="also run GAMP on the simulator's data at this d")
     p.add_argument("--gamp-seeds", default="4", help="GAMP datasets per alpha (default 4)")
     p.add_argument("--seed0", default="0", help="first GAMP seed (default 0)")
