@@ -1,5 +1,8 @@
 """The Bayes-optimal baseline: state evolution of the Bayes-optimal estimator (docs/model.md section 8).
 
+Noiseless labels for any ``L`` ((8.1)-(8.8)); Gaussian noise on the observed ``T`` for ``L = 2``
+((8.10), slower: Monte Carlo over the outer variables).
+
 Given a sample ``(x, y)`` the learner knows the semantic tokens ``z`` (the positions are known) and
 reads the target matrix ``T`` off ``y = T z``; for ``omega < 1`` and a rank-one teacher ``T``
 determines the teacher's fields ``h* = (h*_1 .. h*_L)`` up to one common sign (8.1). Learning the
@@ -29,17 +32,25 @@ from scipy import optimize, special
 from attnphase.spec.problem import ModelSpec
 
 __all__ = [
+    "MIN_NOISE",
     "BayesPoint",
     "BayesQuadrature",
     "BayesThresholds",
+    "NoisyQuadrature",
     "check_bayes_spec",
+    "effective_noise",
     "make_rules",
     "noiseless_map",
+    "noisy_fixed_point",
+    "noisy_map",
+    "noisy_weak_recovery",
+    "perfect_recovery_it",
     "se_fixed_point",
+    "solve_noisy",
+    "solve_point",
     "test_error",
     "thresholds",
     "weak_recovery_threshold",
-    "perfect_recovery_it",
 ]
 
 
@@ -431,8 +442,9 @@ def _posterior(y: np.ndarray, center: np.ndarray, scale: float, delta_e: float, 
 
 def noisy_map(x: float, alpha: float, rho: float, delta_e: float, R: _NoisyRules, chunk: int = 512) -> float:
     """One step of the state evolution with label noise, ``x -> x'`` (docs/model.md (8.10), (8.4)):
-    ``rho q_hat = alpha (E |E[h | y, omega]|^2 / rho - 2 x) / (1 - x)^2``, the outer average over the
-    draws of ``R``, the posterior mean on the inner Gauss-Hermite rule."""
+    ``rho q_hat = alpha rho E |E[h | y, omega] - omega|^2 / V^2`` (``alpha E |g_out|^2``; the form
+    without ``omega``'s sample average, which would cancel against ``2 q`` near ``x = 1``), the
+    outer average over the draws of ``R``, the posterior mean on the inner Gauss-Hermite rule."""
     if x <= 0.0:
         return 0.0
     q, V = rho * x, rho * (1.0 - x)
@@ -444,9 +456,9 @@ def noisy_map(x: float, alpha: float, rho: float, delta_e: float, R: _NoisyRules
         s1, s2 = _s_diag(h0[:, 0], h0[:, 1])
         y = np.stack([s1, s2], axis=1) + math.sqrt(delta_e) * R.zeta[a:a + chunk]
         p, h = _posterior(y, om, math.sqrt(V), delta_e, R)
-        hm = np.einsum("mj,mjl->ml", p, h)
-        acc += float(np.sum(hm * hm))
-    Q = max(alpha * (acc / M / rho - 2.0 * x) / (1.0 - x) ** 2, 0.0)
+        dm = np.einsum("mj,mjl->ml", p, h) - om
+        acc += float(np.sum(dm * dm))
+    Q = alpha * rho * (acc / M) / V**2
     return Q / (1.0 + Q)
 
 
