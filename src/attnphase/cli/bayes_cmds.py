@@ -36,13 +36,13 @@ def cmd_bayes(args: argparse.Namespace) -> int:
         w(f"alpha_WR = {t['alpha_WR']:.6f} (weak recovery), alpha_IT = {t['alpha_IT']:.6f} (perfect recovery, "
           f"information-theoretic), alpha_PR = {t['alpha_PR']:.6f} +- {_pr_error(t):.1e} (perfect recovery, GAMP)\n")
     gamp = {g["alpha"]: g for g in res.gamp}
-    head = f"{'alpha':>8} {'overlap':>10} {'test error':>12} {'fixed points':>20}"
+    head = f"{'alpha':>8} {'overlap':>10} {'+-':>8} {'test error':>12} {'fixed points':>20}"
     if gamp:
         head += f" {'GAMP overlap':>16} {'conv.':>6}"
     w(head + "\n")
     for p in res.points:
         fp = ", ".join(f"{x:.4f}" for x in p["fixed_points"]) or "-"
-        line = f"{p['alpha']:>8.4f} {p['overlap']:>10.6f} {p['test_error']:>12.7f} {fp:>20}"
+        line = f"{p['alpha']:>8.4f} {p['overlap']:>10.6f} {p['overlap_error']:>8.1e} {p['test_error']:>12.7f} {fp:>20}"
         g = gamp.get(p["alpha"])
         if g is not None:
             line += f" {g['mean_overlap']:>9.4f} +- {g['sem']:.4f} {g['converged']:>3}/{len(g['runs'])}"
