@@ -173,6 +173,10 @@ def test_curves_table_and_figure_carry_the_bayes_curve():
     fig = curves_figure(table, ModelSpec(omega=0.3))
     labels = [ln.get_label() for ax in fig.axes for ln in ax.get_lines()]
     assert "Bayes-optimal" in labels and r"Bayes-optimal $\theta$" in labels
+    fine = ap.bayes(B.curve_grid(0.1, 0.8, 2), omega=0.3)  # (the line from a finer grid)
+    fig = curves_figure(table, ModelSpec(omega=0.3), bayes=fine.points)
+    line = next(ln for ax in fig.axes for ln in ax.get_lines() if ln.get_label() == "Bayes-optimal")
+    assert list(line.get_xdata()) == list(fine.alphas) and 1 / 6 in fine.alphas and 0.5 in fine.alphas
 
 
 def test_curves_and_compare_refuse_bayes_for_uncovered_models_before_computing(capsys):
@@ -200,8 +204,9 @@ def test_compare_bayes_rows_and_figure(tmp_path, monkeypatch, capsys):
     assert rc == 0, capsys.readouterr().err
     table = pd.read_csv(out / "compare.csv")
     bo = table[table["kind"] == "bayes"]
-    assert len(bo) == 4 and (bo["source"] == "theory").all()
-    assert bo["theta"].iloc[-1] == 1.0 and bo["test_error"].iloc[-1] < 1e-12  # alpha = 1.5 > alpha_PR
+    # 41 alphas over 0.5..1.5 (alpha_IT = alpha_PR = 0.5 the first), finer than the 4 theory points
+    assert len(bo) == 41 and (bo["source"] == "theory").all() and bo["alpha"].min() == 0.5
+    assert (bo["theta"] == 1.0).all() and (bo["test_error"] < 1e-12).all()
     assert (out / "compare.png").stat().st_size > 0
 
 
@@ -214,8 +219,10 @@ def test_demo_bayes_curve(tmp_path, fake_physics):  # noqa: F811
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--only", "curves", "--bayes", *ARGS]) == 0
     curves = pd.read_csv(out / "curves.csv")
-    bo = curves[curves.branch == "bayes-optimal"]
-    assert len(bo) == 10 and bo["theta"].iloc[-1] == 1.0 and "--bayes" in (out / "report.html").read_text()
+    bo = curves[curves.branch == "bayes-optimal"].sort_values("alpha")
+    # the theory grid 0.2..2 on 41 points plus alpha_PR = 0.5, where the overlap reaches 1
+    assert len(bo) == 42 and 0.5 in set(bo["alpha"]) and "--bayes" in (out / "report.html").read_text()
+    assert bo[bo.alpha < 0.5]["theta"].max() < 1.0 and (bo[bo.alpha >= 0.5]["theta"] == 1.0).all()
 
 
 # ----------------------------------------------------------------------------- label noise

@@ -120,13 +120,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _with_bayes(table: Any, spec: Any, alphas: Any, theory_points: int) -> Any:
     """``table`` with the Bayes-optimal baseline (:func:`attnphase.bayes`) as theory rows of kind
-    ``bayes`` (``theta``: its overlap, ``test_error``) on ``theory_points`` alphas spanning ``alphas``."""
+    ``bayes`` (``theta``: its overlap, ``test_error``) on ``max(theory_points, 41)`` alphas spanning
+    ``alphas`` and the thresholds between them (:func:`attnphase.theory.bayes.curve_grid`)."""
     import numpy as np
     import pandas as pd
 
     from attnphase.compare import COLUMNS
+    from attnphase.theory.bayes import curve_grid
 
-    fine = np.linspace(float(np.min(alphas)), float(np.max(alphas)), int(theory_points))
+    fine = curve_grid(float(np.min(alphas)), float(np.max(alphas)), spec.L, max(int(theory_points), 41))
     res = api.bayes(fine, spec=spec)
     rows = [{"source": "theory", "kind": "bayes", "alpha": p["alpha"], "theta": p["overlap"], "q": p["overlap"],
              "test_error": p["test_error"], "linear_test_error": res.linear_test_error, "exists": True}

@@ -219,14 +219,19 @@ def cmd_curves(args: argparse.Namespace) -> int:
         pos = refine_followed(spec, pos, settings)
     tr = find_transition(spec, grid, settings, branches=(sem, pos)) if args.transition else None
     lin = linear_test_error(spec)
-    bayes = api.bayes(grid, spec=spec) if args.bayes else None
+    bayes = fine = None
+    if args.bayes:  # on the figure's grid (the table) and on a fine grid with the thresholds (the line)
+        from attnphase.theory.bayes import curve_grid
+
+        bayes = api.bayes(grid, spec=spec)
+        fine = api.bayes(curve_grid(min(grid), max(grid), spec.L), spec=spec)
     table = curves_table(grid, sem, pos, lin, bayes=None if bayes is None else bayes.points)
     table.to_csv(out / "curves.csv", index=False)
     record = _curves_record(spec, grid, settings, sem, pos, lin, tr)
-    if bayes is not None:
-        record["bayes"] = bayes.to_dict()
+    if fine is not None:
+        record["bayes"] = fine.to_dict()
     (out / "curves.json").write_text(json_text(record))
-    fig = curves_figure(table, spec, tr)
+    fig = curves_figure(table, spec, tr, bayes=None if fine is None else fine.points)
     for ext in ("png", "pdf"):
         fig.savefig(out / f"curves.{ext}", dpi=150)
     print(f"wrote {out / 'curves.png'}, {out / 'curves.pdf'}, {out / 'curves.csv'}, {out / 'curves.json'}")

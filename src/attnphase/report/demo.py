@@ -169,8 +169,10 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
             sim = _sim_table(sim_pts, st)
         if s.bayes:  # the Bayes-optimal baseline on the theory grid (docs/model.md section 8)
             from attnphase.api import bayes
+            from attnphase.theory.bayes import curve_grid
 
-            bo = bayes(parse_range(s.theory_alpha, "--theory-alpha"), omega=s.omega)
+            grid = parse_range(s.theory_alpha, "--theory-alpha")
+            bo = bayes(curve_grid(min(grid), max(grid), spec.L), omega=s.omega)
             th["bayes-optimal"] = {"alpha": list(bo.alphas), "test_error": list(bo.test_errors),
                                    "theta": list(bo.overlaps)}
         curves = {"theory": th, "simulation": sim, "alpha_c": alpha_c, "alpha_l": alpha_l,

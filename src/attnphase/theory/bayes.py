@@ -38,6 +38,7 @@ __all__ = [
     "BayesThresholds",
     "NoisyQuadrature",
     "check_bayes_spec",
+    "curve_grid",
     "effective_noise",
     "make_rules",
     "noiseless_map",
@@ -182,6 +183,15 @@ def _growth(x: float, alpha: float, L: int, R: _Rules) -> float:
 def _x_grid(n: int = 161) -> np.ndarray:
     k = np.arange(1, n + 1)
     return 0.5 - 0.5 * np.cos(np.pi * k / (n + 1))
+
+
+def curve_grid(lo: float, hi: float, L: int, num: int = 41) -> list[float]:
+    """``num`` values of ``alpha`` spanning ``[lo, hi]`` plus ``alpha_WR`` and ``alpha_IT`` where they
+    fall inside (the kinks of the noiseless curves, (8.5), (8.6)), for drawing the Bayes-optimal
+    curves next to coarser grids."""
+    pts = set(np.linspace(lo, hi, num).tolist())
+    pts |= {a for a in (weak_recovery_threshold(L), perfect_recovery_it(L)) if lo < a < hi}
+    return sorted(pts)
 
 
 def weak_recovery_threshold(L: int) -> float:
