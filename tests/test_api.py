@@ -166,6 +166,24 @@ def test_unknown_or_bad_model_parameters_raise_the_cli_message(capsys):
         ap.solve(1.0, branch="mixed")
 
 
+def test_bayes_to_dict_is_what_the_cli_prints(capsys):
+    """``attnphase bayes --json`` is ``ap.bayes(...).to_dict()``; the refusals are one line, exit 2,
+    and the library's ValueError with the same message."""
+    out, args, kwargs, res = run_cli(["bayes", "--alpha", "0.1,0.4", "--omega", "0.3", "--json"], capsys, "bayes")
+    assert out == res.to_dict()
+    direct = ap.bayes([0.1, 0.4], omega=0.3)
+    assert direct.to_dict() == out and direct.success and direct.alphas == (0.1, 0.4)
+    assert out["points"][0]["overlap"] == 0.0 and 0.0 < out["points"][1]["overlap"] < 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        direct.noise = 1.0  # type: ignore[misc]
+    for flags, kwargs in ((["--teacher-rank", "2"], {"teacher_rank": 2}), (["--omega", "1"], {"omega": 1.0}),
+                          (["--causal-target"], {"causal_target": True}), (["--token-corr", "0.2"], {"token_corr": 0.2})):
+        msg = _cli_error(["bayes", "--alpha", "0.3", *flags], capsys)
+        with pytest.raises(ValueError) as err:
+            ap.bayes(0.3, **kwargs)
+        assert str(err.value) == msg and "\n" not in msg
+
+
 def test_results_are_frozen_and_carry_no_solver_caches(quick_solve):
     b = quick_solve.branches["positional"]
     assert b is not None
@@ -185,9 +203,9 @@ def test_results_are_frozen_and_carry_no_solver_caches(quick_solve):
 def test_the_top_level_names_are_the_api_and_importing_it_is_cheap():
     """``__all__`` is the API; ``dir(attnphase)`` holds it, modules and private names only (in a fresh
     process: the modules it loads itself); no torch, numba, matplotlib, dask or pandas."""
-    assert sorted(ap.__all__) == sorted(["BranchResult", "ModelSpec", "SimulationResult", "SolveResult",
-                                         "SolverSettings", "TransitionResult", "__version__", "simulate", "solve",
-                                         "transition"])
+    assert sorted(ap.__all__) == sorted(["BayesResult", "BranchResult", "ModelSpec", "SimulationResult", "SolveResult",
+                                         "SolverSettings", "TransitionResult", "__version__", "bayes", "simulate",
+                                         "solve", "transition"])
     for leaked in ("annotations", "version", "PackageNotFoundError", "parse_matrix"):
         assert not hasattr(ap, leaked)
     code = ("import sys, attnphase; print([n for n in dir(attnphase) if not n.startswith('_')]); "

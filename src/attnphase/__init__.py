@@ -11,19 +11,21 @@ The public API::
     res = ap.solve(1.0, omega=0.3)            # the fixed points at alpha = 1
     tr = ap.transition(omega=0.3)             # alpha_c, alpha_l, spinodals
     sim = ap.simulate(1.0, 200, omega=0.3)    # finite-d training runs
+    bo = ap.bayes(omega=0.3)                  # the Bayes-optimal baseline
 
 Each returns a frozen result whose ``to_dict()`` is what ``attnphase solve / transition /
-simulate --json`` prints; :class:`ModelSpec` holds the model, :class:`SolverSettings` the
+simulate / bayes --json`` prints; :class:`ModelSpec` holds the model, :class:`SolverSettings` the
 solver's numerics (``SolverSettings.preset("fast" | "default" | "precise")``).
 """
 
 from attnphase._version import __version__
-from attnphase.api import simulate, solve, transition
-from attnphase.results import BranchResult, SimulationResult, SolveResult, TransitionResult
+from attnphase.api import bayes, simulate, solve, transition
+from attnphase.results import BayesResult, BranchResult, SimulationResult, SolveResult, TransitionResult
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import SolverSettings
 
 __all__ = [
+    "BayesResult",
     "BranchResult",
     "ModelSpec",
     "SimulationResult",
@@ -31,6 +33,7 @@ __all__ = [
     "SolverSettings",
     "TransitionResult",
     "__version__",
+    "bayes",
     "simulate",
     "solve",
     "transition",

@@ -18,7 +18,7 @@ import numpy as np
 
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
-from attnphase.results import SimulationResult, SolveResult, TransitionResult
+from attnphase.results import BayesResult, SimulationResult, SolveResult, TransitionResult
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     SolverSettings,
@@ -29,7 +29,7 @@ from attnphase.theory import (
     solve_refined,
 )
 
-__all__ = ["DEFAULT_PRESET", "model_spec", "simulate", "solve", "transition"]
+__all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "transition"]
 
 #: ``progress(done, total)``: called as the work advances (branches, grid points or runs)
 Progress = Callable[[int, int], None]
@@ -40,6 +40,9 @@ DEFAULT_PRESET: Mapping[str, str] = MappingProxyType({"solve": "default", "trans
 
 #: ``transition``'s bracketing grid ``(start, stop, num)`` when none is given (``--alpha 0.2:2.4:12``)
 TRANSITION_GRID = (0.2, 2.4, 12)
+
+#: ``bayes``'s ``alpha`` grid ``(start, stop, num)`` when none is given (``--alpha 0.05:1:20``)
+BAYES_GRID = (0.05, 1.0, 20)
 
 #: ``simulate``'s training settings where they differ from ``TrainSettings``' defaults (those of
 #: the ``simulate`` command: ``--max-steps 10000 --tol 1e-5 --dtype float32``, no log lines)
@@ -213,3 +216,73 @@ def simulate(
     if progress is not None:
         progress(total, total)
     return SimulationResult.from_simulation(res)
+
+
+def bayes(
+    alpha: float | Sequence[float] | np.ndarray | None = None,
+    *,
+    noise: float = 0.0,
+    spec: ModelSpec | None = None,
+    gamp_d: int | None = None,
+    gamp_seeds: int | Sequence[int] = 4,
+    seed0: int = 0,
+    progress: Progress | None = None,
+    **model: Any,
+) -> BayesResult:
+    """The Bayes-optimal baseline (docs/model.md section 8): the state evolution of the
+    Bayes-optimal estimator at each ``alpha`` (default ``linspace(0.05, 1, 20)``), the recovery
+    thresholds, and optionally GAMP at finite ``d``.
+
+    Per ``alpha``: the overlap ``x`` of the Bayes estimate with the teacher (docs/model.md
+    (8.4); user units), the Bayes-optimal test error (8.8) and their quadrature error estimates.
+    Thresholds: ``alpha_WR`` (8.5), ``alpha_IT`` and ``alpha_PR`` (8.6). ``gamp_d``: run GAMP
+    (8.9) on the simulator's data at this ``d``, ``gamp_seeds`` datasets per ``alpha`` (a count
+    from ``seed0`` or the seeds; noiseless labels only). ``noise``: the variance ``Delta`` of
+    Gaussian noise on every entry of the observed ``T`` (8.10; ``L = 2`` only; then ``alpha_WR``
+    is the only threshold, and each ``alpha`` costs seconds). ``progress(done, total)`` is called after each ``alpha``. ``**model``:
+    :class:`ModelSpec` fields; the baseline needs a rank-one teacher, uncorrelated tokens, no
+    causal target and ``omega < 1`` (``ValueError`` otherwise); the student's fields (``rank``,
+    ``variant``, ``lam``) do not enter.
+    """
+    from attnphase.theory import bayes as bt
+
+    spec = model_spec(spec, **model)
+    noise = float(noise)
+    bt.check_bayes_spec(spec, noise)
+    grid = np.linspace(*BAYES_GRID) if alpha is None else np.atleast_1d(np.asarray(alpha, dtype=float))
+    check_alpha(grid.tolist())
+    seeds: tuple[int, ...] = ()
+    if gamp_d is not None:
+        if noise > 0:
+            raise ValueError("GAMP runs on noiseless labels only (noise 0)")
+        if isinstance(gamp_d, bool) or int(gamp_d) != gamp_d or gamp_d < 2:
+            raise ValueError(f"gamp_d must be an integer >= 2, got {gamp_d}")
+        if isinstance(gamp_seeds, (int, np.integer)) and not isinstance(gamp_seeds, bool):
+            if gamp_seeds < 1:
+                raise ValueError(f"gamp_seeds must be >= 1, got {gamp_seeds}")
+            seeds = tuple(range(seed0, seed0 + int(gamp_seeds)))
+        else:
+            seeds = tuple(int(s) for s in gamp_seeds)  # type: ignore[union-attr]
+    quad: Any
+    if noise > 0:
+        quad = bt.NoisyQuadrature.for_noise(noise)
+        noisy_points, thr_dict = bt.solve_noisy(grid.tolist(), spec, noise, quad)
+        points = [p.to_dict() for p in noisy_points]
+    else:
+        quad = bt.BayesQuadrature()
+        rules = (bt.make_rules(spec.L, quad), bt.make_rules(spec.L, quad.doubled()))
+        thr_dict = bt.thresholds(spec.L, quad).to_dict()
+        points = [bt.solve_point(a, spec, quad, rules=rules).to_dict() for a in grid.tolist()]
+    gamp_runs = []
+    for i, a in enumerate(grid.tolist()):
+        if seeds:
+            from attnphase.sim.gamp import run_gamp
+
+            gamp_runs.append({**run_gamp(spec, a, int(gamp_d), seeds),  # type: ignore[arg-type]
+                              "state_evolution": points[i]["overlap"]})
+        if progress is not None:
+            progress(i + 1, len(grid))
+    lin = linear_test_error(spec)
+    params = {**spec.to_dict(), "alpha": grid.tolist(), "noise": noise, "quadrature": dataclasses.asdict(quad),
+              "gamp_d": gamp_d, "gamp_seeds": list(seeds), "version": __version__}
+    return BayesResult.from_points(spec, noise, points, thr_dict, lin, gamp_runs, params)

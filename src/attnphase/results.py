@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from attnphase.sim.simulate import RunResult
     from attnphase.theory import BranchPoint, SolverSettings
 
-__all__ = ["BranchResult", "RecordComparison", "SimulationResult", "SolveResult", "TransitionResult",
-           "compare_records"]
+__all__ = ["BayesResult", "BranchResult", "RecordComparison", "SimulationResult", "SolveResult",
+           "TransitionResult", "compare_records"]
 
 
 def frozen(obj: Any) -> Any:
@@ -410,3 +410,80 @@ def compare_records(old: Any, new: Any, rtol: float = 1e-9,
             f" (largest difference {largest:.3g} at {where})" if diffs else " (bit for bit)")
     return RecordComparison(compared=count, differing=len(bad), largest=float(largest), where=where,
                             rtol=rtol, success=not bad, message=msg)
+
+
+#: the largest quadrature error estimate of a Bayes-optimal overlap that :class:`BayesResult` counts as a success
+BAYES_OVERLAP_TARGET = 1e-6
+#: the same with label noise (Monte-Carlo outer average)
+BAYES_NOISY_OVERLAP_TARGET = 2e-2
+
+
+@dataclass(frozen=True)
+class BayesResult:
+    """The Bayes-optimal baseline (:func:`attnphase.bayes`, docs/model.md section 8).
+
+    ``points``: per ``alpha`` the state-evolution fixed point reached from the uninformed start,
+    as records with ``alpha``, ``overlap`` (``x = q / rho``, equal to ``theta = Qhat^T Q* / d`` of
+    the Bayes estimate in user units, docs/model.md (1.5)), ``q`` and ``V`` (paper convention),
+    ``test_error`` (docs/model.md (8.8), the units of every test error of the package) and their
+    quadrature error estimates, and every fixed point found (``fixed_points``). ``thresholds``:
+    ``alpha_WR``, ``alpha_IT``, ``alpha_PR`` with their precision (docs/model.md (8.5), (8.6));
+    with label noise ``alpha_WR`` and its error, ``alpha_IT = alpha_PR = None`` (8.10).
+    ``linear_test_error``: the dense linear baseline (docs/model.md (4.3)), equal to the
+    Bayes-optimal error below ``alpha_WR``. ``gamp``: GAMP at finite ``d`` on the simulator's data
+    (docs/model.md (8.9)), one record per ``alpha`` (empty unless asked for). ``success``: every
+    overlap's quadrature error estimate is at most :data:`BAYES_OVERLAP_TARGET`
+    (:data:`BAYES_NOISY_OVERLAP_TARGET` with label noise) and every GAMP run converged.
+    """
+
+    spec: ModelSpec
+    noise: float
+    points: tuple[Mapping[str, Any], ...]
+    thresholds: Mapping[str, Any]
+    linear_test_error: float
+    gamp: tuple[Mapping[str, Any], ...]
+    params: Mapping[str, Any] = field(repr=False)
+    success: bool
+    message: str
+
+    @property
+    def alphas(self) -> tuple[float, ...]:
+        return tuple(float(p["alpha"]) for p in self.points)
+
+    @property
+    def overlaps(self) -> tuple[float, ...]:
+        return tuple(float(p["overlap"]) for p in self.points)
+
+    @property
+    def test_errors(self) -> tuple[float, ...]:
+        return tuple(float(p["test_error"]) for p in self.points)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record that ``attnphase bayes --json`` prints."""
+        return jsonable({"params": self.params, "thresholds": self.thresholds, "points": self.points,
+                         "linear_test_error": self.linear_test_error, "gamp": self.gamp,
+                         "success": self.success, "message": self.message})
+
+    @classmethod
+    def from_points(cls, spec: ModelSpec, noise: float, points: list[dict[str, Any]], thresholds: Mapping[str, Any],
+                    linear_test_error: float, gamp: list[dict[str, Any]], params: Mapping[str, Any]) -> BayesResult:
+        """Gather what :func:`attnphase.bayes` computed."""
+        bad_gamp = [g for g in gamp if g["converged"] < len(g["runs"])]
+        target = BAYES_OVERLAP_TARGET if noise == 0 else BAYES_NOISY_OVERLAP_TARGET
+        bad_points = [p for p in points if not p["overlap_error"] <= target]
+        t = thresholds
+        if t.get("alpha_PR") is None:  # label noise: no perfect recovery
+            msg = (f"L = {spec.L}, noise {noise:g}: alpha_WR = {t['alpha_WR']:.6g}, no perfect recovery; "
+                   f"{len(points)} alpha values")
+        else:
+            msg = (f"L = {spec.L}: alpha_WR = {t['alpha_WR']:.6g}, alpha_IT = {t['alpha_IT']:.6g}, "
+                   f"alpha_PR = {t['alpha_PR']:.6g}; {len(points)} alpha values")
+        if gamp:
+            msg += (f"; GAMP at d = {gamp[0]['d']}: {sum(g['converged'] for g in gamp)} of "
+                    f"{sum(len(g['runs']) for g in gamp)} runs converged")
+        if bad_points:
+            msg += (f"; overlap quadrature error above {target:g} at alpha = "
+                    + ", ".join(f"{p['alpha']:g}" for p in bad_points))
+        return cls(spec=spec, noise=float(noise), points=frozen(points), thresholds=frozen(dict(thresholds)),
+                   linear_test_error=float(linear_test_error), gamp=frozen(gamp), params=frozen(params),
+                   success=not bad_gamp and not bad_points, message=msg)

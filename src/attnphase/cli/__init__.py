@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "attnphase.cli.sweep_cmds",
     "attnphase.cli.histogram_cmds",
     "attnphase.cli.extension_cmds",
+    "attnphase.cli.bayes_cmds",
     "attnphase.cli.rerun_cmds",
 )
 

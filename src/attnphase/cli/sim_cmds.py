@@ -99,6 +99,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from attnphase.sim.data import check_memory
 
     spec, alphas, d = scalar_grid_args(args, "compare plots")
+    if args.bayes:  # (refused before anything runs)
+        from attnphase.theory.bayes import check_bayes_spec
+
+        check_bayes_spec(spec)
     theory_points = to_int(args.theory_points, "theory-points")
     if theory_points < 2:
         raise ValueError(f"--theory-points must be >= 2, got {theory_points}")
@@ -109,6 +113,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = Path(args.out)
     table = run_compare(spec, alphas, d, seeds, settings, theory_points=theory_points,
                         theory_order=order)
+    if args.bayes:
+        table = _with_bayes(table, spec, alphas, theory_points)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "compare.csv", index=False)
     fig = compare_figure(table, spec=spec, d=d)
@@ -116,6 +122,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
         fig.savefig(out / f"compare.{ext}", dpi=150)
     sys.stdout.write(f"wrote {out / 'compare.csv'}, {out / 'compare.png'}, {out / 'compare.pdf'}\n")
     return 0
+
+
+def _with_bayes(table: Any, spec: Any, alphas: Any, theory_points: int) -> Any:
+    """``table`` with the Bayes-optimal baseline (:func:`attnphase.bayes`) as theory rows of kind
+    ``bayes`` (``theta``: its overlap, ``test_error``) on ``max(theory_points, 41)`` alphas spanning
+    ``alphas`` and the thresholds between them (:func:`attnphase.theory.bayes.curve_grid`)."""
+    import numpy as np
+    import pandas as pd
+
+    from attnphase.compare import COLUMNS
+    from attnphase.theory.bayes import curve_grid
+
+    fine = curve_grid(float(np.min(alphas)), float(np.max(alphas)), spec.L, max(int(theory_points), 41))
+    res = api.bayes(fine, spec=spec)
+    rows = [{"source": "theory", "kind": "bayes", "alpha": p["alpha"], "theta": p["overlap"], "q": p["overlap"],
+             "test_error": p["test_error"], "linear_test_error": res.linear_test_error, "exists": True}
+            for p in res.points]
+    return pd.concat([table, pd.DataFrame(rows, columns=COLUMNS)], ignore_index=True)
 
 
 def register(subparsers: Any) -> None:
@@ -148,5 +172,7 @@ def register(subparsers: Any) -> None:
     c.add_argument("--theory-order", type=str, default=None,
                    help="integration order of the theory solver (default: its quick preset)")
     c.add_argument("--out", type=str, default="compare_out", help="output folder")
+    c.add_argument("--bayes", action="store_true",
+                   help="add the Bayes-optimal overlap and test error (attnphase bayes) as theory rows of kind bayes")
     add_train_flags(c, max_steps="4000", momentum="0.9")
     c.set_defaults(func=cmd_compare)

@@ -147,6 +147,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--phase-omega", type=str, default=DemoSettings.phase_omega)
     dm.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
                     help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
+    dm.add_argument("--bayes", action="store_true", help="draw the Bayes-optimal baseline on the curves")
     _add_backend_flags(dm)
     dm.set_defaults(func=cmd_demo)
 
@@ -292,7 +293,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = DemoSettings(
         omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
         seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,
-        parts=PARTS if args.only is None else (args.only,), solver=tuple(solver.items()))
+        parts=PARTS if args.only is None else (args.only,), solver=tuple(solver.items()), bayes=args.bayes)
     _setup_logging(args.quiet)
     res = run_demo(args.out, settings, store=args.store, **_run_kw(args))
     for f in res.files:

@@ -203,6 +203,10 @@ def cmd_curves(args: argparse.Namespace) -> int:
     from attnphase.plots.curves import curves_figure, curves_table
 
     spec = spec_from_args(args)
+    if args.bayes:  # (refused before the branches are followed, not after)
+        from attnphase.theory.bayes import check_bayes_spec
+
+        check_bayes_spec(spec)
     warn_theory_cost(spec)
     grid = alpha_grid(args.alpha).tolist()
     settings = settings_from_args(args)
@@ -218,11 +222,19 @@ def cmd_curves(args: argparse.Namespace) -> int:
         pos = refine_followed(spec, pos, settings)
     tr = find_transition(spec, grid, settings, branches=(sem, pos)) if args.transition else None
     lin = linear_test_error(spec)
-    table = curves_table(grid, sem, pos, lin)
+    bayes = fine = None
+    if args.bayes:  # on the figure's grid (the table) and on a fine grid with the thresholds (the line)
+        from attnphase.theory.bayes import curve_grid
+
+        bayes = api.bayes(grid, spec=spec)
+        fine = api.bayes(curve_grid(min(grid), max(grid), spec.L), spec=spec)
+    table = curves_table(grid, sem, pos, lin, bayes=None if bayes is None else bayes.points)
     table.to_csv(out / "curves.csv", index=False)
-    (out / "curves.json").write_text(json_text({COMMAND_KEY: command_record(args),
-                                                **_curves_record(spec, grid, settings, sem, pos, lin, tr)}))
-    fig = curves_figure(table, spec, tr)
+    record = {COMMAND_KEY: command_record(args), **_curves_record(spec, grid, settings, sem, pos, lin, tr)}
+    if fine is not None:
+        record["bayes"] = fine.to_dict()
+    (out / "curves.json").write_text(json_text(record))
+    fig = curves_figure(table, spec, tr, bayes=None if fine is None else fine.points)
     for ext in ("png", "pdf"):
         fig.savefig(out / f"curves.{ext}", dpi=150)
     print(f"wrote {out / 'curves.png'}, {out / 'curves.pdf'}, {out / 'curves.csv'}, {out / 'curves.json'}")
@@ -287,4 +299,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="attnphase-out", help="output folder")
     p.add_argument("--no-transition", dest="transition", action="store_false",
                    help="skip locating alpha_c and alpha_l")
+    p.add_argument("--bayes", action="store_true",
+                   help="add the Bayes-optimal overlap and test error (attnphase bayes) to the figure and tables")
     p.set_defaults(func=cmd_curves)

@@ -17,7 +17,7 @@ from attnphase.spec.problem import ModelSpec
 
 #: Colours per mechanism (theory branch and the simulation start aiming at it).
 COLORS = {"semantic": "#1f77b4", "positional": "#d62728", "random": "#2ca02c", "linear": "#7f7f7f",
-          "mixed": "#9467bd"}
+          "mixed": "#9467bd", "bayes": "#000000"}
 MARKERS = {"semantic": "o", "positional": "s", "random": "^"}
 
 
@@ -31,8 +31,9 @@ def compare_figure(
 ) -> Figure:
     """Three panels: test error, overlaps (``theta``, ``|m|``), training-error difference.
 
-    Theory branches are lines (solid semantic, dashed positional, grey linear baseline), simulation
-    points are means over seeds with standard deviations as error bars.
+    Theory branches are lines (solid semantic, dashed positional, grey linear baseline, black
+    Bayes-optimal baseline where the table has rows of kind ``bayes``), simulation points are
+    means over seeds with standard deviations as error bars.
     """
     th = table[table["source"] == "theory"]
     sim = table[table["source"] == "simulation"].copy()
@@ -50,6 +51,10 @@ def compare_figure(
         key = "m" if branch == "positional" else "theta"
         ax_o.plot(b["alpha"], b[key].abs(), ls, color=c,
                   label=f"theory {'theta' if key == 'theta' else '|m|'} ({branch})")
+    bo = th[th["kind"] == "bayes"].sort_values("alpha")
+    if not bo.empty:  # the Bayes-optimal baseline (docs/model.md (8.4), (8.8))
+        ax_e.plot(bo["alpha"], bo["test_error"], "-", color=COLORS["bayes"], lw=1.2, label="Bayes-optimal")
+        ax_o.plot(bo["alpha"], bo["theta"], "-", color=COLORS["bayes"], lw=1.2, label="Bayes-optimal theta")
     lin = th[th["kind"] == "linear"].sort_values("alpha")
     if not lin.empty:
         ax_e.plot(lin["alpha"], lin["test_error"], ":", color=COLORS["linear"],

@@ -167,6 +167,14 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
         with ResultStore(store) as st:
             th = _curve_table(curve_pts, st)
             sim = _sim_table(sim_pts, st)
+        if s.bayes:  # the Bayes-optimal baseline on the theory grid (docs/model.md section 8)
+            from attnphase.api import bayes
+            from attnphase.theory.bayes import curve_grid
+
+            grid = parse_range(s.theory_alpha, "--theory-alpha")
+            bo = bayes(curve_grid(min(grid), max(grid), spec.L), omega=s.omega)
+            th["bayes-optimal"] = {"alpha": list(bo.alphas), "test_error": list(bo.test_errors),
+                                   "theta": list(bo.overlaps)}
         curves = {"theory": th, "simulation": sim, "alpha_c": alpha_c, "alpha_l": alpha_l,
                   "eps_g_lin": lin}
         fig = plot_curves_with_points(
@@ -181,14 +189,15 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
         fs.append(out / "curves.csv")
         files += fs
         cmd = (f"{common_cmd} --only curves --omega {s.omega:g} --theory-alpha {s.theory_alpha} "
-               f"--sim-alpha {s.sim_alpha} --d {s.d} --seeds {s.seeds}")
+               f"--sim-alpha {s.sim_alpha} --d {s.d} --seeds {s.seeds}" + (" --bayes" if s.bayes else ""))
         figures.append(ReportFigure(
             f"Curves at omega = {s.omega:g}", png,
             caption=(f"Lines: theory branches (semantic, positional). Circles: gradient descent "
                      f"at d = {s.d} from the semantic and the positional start, mean of "
                      f"{s.seeds} seed(s). Vertical lines: alpha_c = {_fmt(alpha_c)} (solid), "
                      f"alpha_l = {_fmt(alpha_l)} (dash-dot); dotted: linear baseline "
-                     f"eps_g_lin = {_fmt(lin)}."),
+                     f"eps_g_lin = {_fmt(lin)}."
+                     + (" Black: the Bayes-optimal test error and overlap (attnphase bayes)." if s.bayes else "")),
             command=cmd, files=tuple(p.name for p in fs),
             params={"omega": s.omega, "d": s.d, "seeds": s.seeds,
                     "simulation alphas": s.sim_alpha, "theory alphas": s.theory_alpha}))

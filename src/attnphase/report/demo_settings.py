@@ -26,6 +26,8 @@ class DemoSettings:
     #: theory solver settings as ``(("solver_order", 10), ...)`` (empty: the sweep kinds' defaults);
     #: ``attnphase demo`` passes those of ``SolverSettings.preset("fast")`` with its ``--solver`` items
     solver: tuple[tuple[str, Any], ...] = ()
+    #: draw the Bayes-optimal baseline (:func:`attnphase.bayes`) on the curves
+    bayes: bool = False
 
     def __post_init__(self) -> None:
         for p in self.parts:
