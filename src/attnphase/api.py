@@ -284,5 +284,7 @@ def bayes(
             progress(i + 1, len(grid))
     lin = linear_test_error(spec)
     params = {**spec.to_dict(), "alpha": grid.tolist(), "noise": noise, "quadrature": dataclasses.asdict(quad),
-              "gamp_d": gamp_d, "gamp_seeds": list(seeds), "version": __version__}
+              "gamp_d": gamp_d, "gamp_seeds": list(seeds), "version": __version__,
+              "revision": numerics_revision("theory"),
+              "gamp_revision": None if gamp_d is None else numerics_revision("sim")}
     return BayesResult.from_points(spec, noise, points, thr_dict, lin, gamp_runs, params)

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from attnphase import api
-from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, to_float, to_int
+from attnphase.cli.common import add_model_flags, alpha_grid, print_record, spec_from_args, to_float, to_int
 
 
 def cmd_bayes(args: argparse.Namespace) -> int:
@@ -24,7 +24,7 @@ def cmd_bayes(args: argparse.Namespace) -> int:
     seed0 = to_int(args.seed0, "seed0")
     res = api.bayes(grid, noise=noise, spec=spec, gamp_d=gamp_d, gamp_seeds=seeds, seed0=seed0)
     if args.json:
-        print_json(res.to_dict())
+        print_record(args, res.to_dict())
         return 0
     w = sys.stdout.write
     t = res.thresholds
