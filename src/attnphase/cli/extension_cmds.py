@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnphase.cli.common import add_model_flags, json_text, print_json
+from attnphase.cli.common import COMMAND_KEY, add_model_flags, command_record, json_text, print_json
 from attnphase.cli.sim_cmds import scalar_grid_args
 from attnphase.cli.train_flags import add_train_flags, add_value_flags, seeds_from_args, train_settings
 
@@ -28,7 +28,9 @@ def cmd_sim_transition(args: argparse.Namespace) -> int:
     if args.out is not None:  # (before the training: a folder that cannot be made fails now)
         Path(args.out).mkdir(parents=True, exist_ok=True)
     res = sim_transition(spec, alphas, d, seeds, settings, require_held=not args.keep_all)
-    out = res.to_dict()
+    import torch  # (loaded by the simulation already)
+
+    out = {COMMAND_KEY: command_record(args, torch_threads=torch.get_num_threads()), **res.to_dict()}
     written: list[Path] = []
     if args.out is not None:
         import pandas as pd
