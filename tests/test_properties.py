@@ -564,7 +564,7 @@ def test_duplicate_flags_the_last_one_counts():
 
 def test_memory_check_reads_the_machine():
     """The simulate check compares with this machine's memory (where ``sysconf`` exists)."""
-    from attnphase.cli.sim_cmds import check_memory
+    from attnphase.sim.data import check_memory
 
     if not hasattr(os, "sysconf"):
         pytest.skip("no sysconf")
