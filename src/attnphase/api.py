@@ -201,12 +201,7 @@ def simulate(
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
         torch.set_num_threads(threads)
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {seeds}")
-        seed_list = tuple(range(seed0, seed0 + int(seeds)))
-    else:
-        seed_list = tuple(int(s) for s in seeds)  # type: ignore[union-attr]
+    seed_list = _seed_list(seeds, seed0, "seeds")
     inits = parse_inits(init)
     check_memory(spec, d, [alpha], n_test, len(seed_list), st.dtype)
     total = len(seed_list) * len(inits)
@@ -257,12 +252,7 @@ def bayes(
             raise ValueError("GAMP runs on noiseless labels only (noise 0)")
         if isinstance(gamp_d, bool) or int(gamp_d) != gamp_d or gamp_d < 2:
             raise ValueError(f"gamp_d must be an integer >= 2, got {gamp_d}")
-        if isinstance(gamp_seeds, (int, np.integer)) and not isinstance(gamp_seeds, bool):
-            if gamp_seeds < 1:
-                raise ValueError(f"gamp_seeds must be >= 1, got {gamp_seeds}")
-            seeds = tuple(range(seed0, seed0 + int(gamp_seeds)))
-        else:
-            seeds = tuple(int(s) for s in gamp_seeds)  # type: ignore[union-attr]
+        seeds = _seed_list(gamp_seeds, seed0, "gamp_seeds")
     quad: Any
     if noise > 0:
         quad = bt.NoisyQuadrature.for_noise(noise)
@@ -288,3 +278,14 @@ def bayes(
               "revision": numerics_revision("theory"),
               "gamp_revision": None if gamp_d is None else numerics_revision("sim")}
     return BayesResult.from_points(spec, noise, points, thr_dict, lin, gamp_runs, params)
+
+
+def _seed_list(seeds: int | Sequence[int], seed0: int, name: str) -> tuple[int, ...]:
+    """``seeds`` as a tuple: a count (``seed0``, ``seed0 + 1``, ...) or the seeds themselves."""
+    if isinstance(seeds, bool):
+        raise ValueError(f"{name} must be a count or a list of seeds, got {seeds!r}")
+    if isinstance(seeds, (int, np.integer)):
+        if seeds < 1:
+            raise ValueError(f"{name} must be >= 1, got {seeds}")
+        return tuple(range(seed0, seed0 + int(seeds)))
+    return tuple(int(s) for s in seeds)
