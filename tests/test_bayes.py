@@ -219,7 +219,7 @@ def test_demo_bayes_curve(tmp_path, fake_physics):  # noqa: F811
     out = tmp_path / "demo"
     assert main(["demo", "--out", str(out), "--only", "curves", "--bayes", *ARGS]) == 0
     curves = pd.read_csv(out / "curves.csv")
-    bo = curves[curves.branch == "bayes-optimal"].sort_values("alpha")
+    bo = curves[curves.branch == "bayes"].sort_values("alpha")
     # the theory grid 0.2..2 on 41 points plus alpha_PR = 0.5, where the overlap reaches 1
     assert len(bo) == 42 and 0.5 in set(bo["alpha"]) and "--bayes" in (out / "report.html").read_text()
     assert bo[bo.alpha < 0.5]["theta"].max() < 1.0 and (bo[bo.alpha >= 0.5]["theta"] == 1.0).all()

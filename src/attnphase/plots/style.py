@@ -21,7 +21,7 @@ BRANCH_COLORS: Mapping[str, str] = MappingProxyType({
     "trivial": "#7f7f7f",      # grey
     "linear": "#2ca02c",       # green
     "random": "#9467bd",       # purple (random start in simulations)
-    "bayes-optimal": "#000000",  # black (the Bayes-optimal baseline)
+    "bayes": "#000000",        # black (the Bayes-optimal baseline)
 })
 
 #: Colours and styles of the phase-diagram lines.

@@ -173,7 +173,7 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
 
             grid = parse_range(s.theory_alpha, "--theory-alpha")
             bo = bayes(curve_grid(min(grid), max(grid), spec.L), omega=s.omega)
-            th["bayes-optimal"] = {"alpha": list(bo.alphas), "test_error": list(bo.test_errors),
+            th["bayes"] = {"alpha": list(bo.alphas), "test_error": list(bo.test_errors),
                                    "theta": list(bo.overlaps)}
         curves = {"theory": th, "simulation": sim, "alpha_c": alpha_c, "alpha_l": alpha_l,
                   "eps_g_lin": lin}
