@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_basins(args: argparse.Namespace) -> int:
     """``attnphase basins``: basin fractions and reached errors over ``(alpha, omega)``."""
-    from attnphase.sim.basins import BASIN_OPTIMIZERS, basin_settings, check_init_scale
+    from attnphase.sim.basins import BASIN_OPTIMIZERS, basin_settings
     from attnphase.sweeps.basins import basin_map, global_minimum
     from attnphase.sweeps.grid import fixed_from_items
 
@@ -76,7 +76,8 @@ def cmd_basins(args: argparse.Namespace) -> int:
         raise ValueError(f"--d must be >= max(2, L={spec.L}), got {settings['d']}")
     if settings["seeds"] < 1 or settings["seed0"] < 0:
         raise ValueError("--seeds must be >= 1 and --seed0 >= 0")
-    check_init_scale(settings["init_scale"])
+    if not settings["init_scale"] > 0:
+        raise ValueError(f"--init-scale must be > 0, got {args.init_scale}")
     basin_settings(args.optimizer, settings["lr"], settings["max_steps"], settings["tol"],
                    args.dtype, args.device)  # (a bad value refuses the command before any work)
     if args.workers is not None and args.workers < 1:
