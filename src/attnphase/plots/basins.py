@@ -80,7 +80,7 @@ def plot_basin_errors(bm: BasinMap) -> Figure:
     for i, om in enumerate(w):
         c = cmap(i / max(len(w) - 1, 1))
         ax.errorbar(a, bm.test_error[i], yerr=np.nan_to_num(bm.test_error_se[i]), fmt="o",
-                    markersize=3, color=c, capsize=2, label=rf"$\omega$ = {om:g}")
+                    markersize=3, color=c, capsize=2, label=rf"$\omega$ = {om:.3g}")
         if bm.global_test_error is not None:
             ax.plot(a, bm.global_test_error[i], "-", color=c, linewidth=1.2)
     ax.set_xlabel(r"$\alpha$")
