@@ -18,7 +18,7 @@ from attnphase.cli.common import (
     to_float,
     to_int,
 )
-from attnphase.cli.sweep_cmds import _add_backend_flags, _fast_solver, _run_kw, _setup_logging
+from attnphase.cli.sweep_cmds import add_backend_flags, fast_solver, run_kw, setup_logging
 from attnphase.spec.parse import parse_range
 
 
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=str, default="attnphase-out", help="output folder for figures and CSV")
     p.add_argument("--json", action="store_true", help="print the map as JSON")
     add_model_flags(p, omega=False)
-    _add_backend_flags(p)
+    add_backend_flags(p)
     p.set_defaults(func=cmd_basins)
 
 
@@ -88,16 +88,16 @@ def cmd_basins(args: argparse.Namespace) -> int:
     out = Path(args.out)
     store = Path(args.store) if args.store else out / "results.sqlite"
     out.mkdir(parents=True, exist_ok=True)
-    _setup_logging(args.quiet)
-    run_kw = _run_kw(args)
-    bm = basin_map(base, omegas, alphas, store, settings, **run_kw)
+    setup_logging(args.quiet)
+    kw = run_kw(args)
+    bm = basin_map(base, omegas, alphas, store, settings, **kw)
     lines = None
     if not args.no_theory:
         from attnphase.sweeps.phase import phase_lines
 
-        solver = fixed_from_items("transition", _fast_solver() + list(args.solver), prefix="solver_")
-        lines = phase_lines({**base, **solver}, omegas, store, **run_kw)
-        bm = bm.with_global(*global_minimum({**base, **solver}, omegas, alphas, store, **run_kw))
+        solver = fixed_from_items("transition", fast_solver() + list(args.solver), prefix="solver_")
+        lines = phase_lines({**base, **solver}, omegas, store, **kw)
+        bm = bm.with_global(*global_minimum({**base, **solver}, omegas, alphas, store, **kw))
     from attnphase.plots.basins import plot_basin_errors, plot_basin_fractions
 
     files = []
