@@ -129,6 +129,10 @@ def test_phase_diagram_json_files_and_heatmaps(tmp_path, capsys, fake_physics):
     # semantic minus positional start, mean over seeds 0 and 1
     d0 = (1 + 2 * hm.omega - hm.alpha) / 100
     np.testing.assert_allclose(hm.train_diff, d0 + 0.0005, atol=1e-12)
+    # standard error over the two seeds (differences d0 and d0 + 0.001); test-error difference
+    np.testing.assert_allclose(hm.train_diff_se, 0.0005, atol=1e-12)
+    np.testing.assert_allclose(hm.test_diff, 0.001 - 0.003, atol=1e-12)
+    np.testing.assert_allclose(hm.test_diff_se, 0.0, atol=1e-12)
     # eps_g_lin - eps_g of the start with the lower training loss, per seed, then averaged
     gain = [np.where(d0 + s / 1000 <= 0, 0.001, -0.001) for s in (0, 1)]
     np.testing.assert_allclose(hm.gen_gain, np.mean(gain, axis=0), atol=1e-12)

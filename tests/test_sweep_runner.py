@@ -410,10 +410,10 @@ def test_cli_stale_rows_status_warning_recompute_and_export(tmp_path, capsys):
 
 def test_phase_diagram_and_demo_take_recompute_stale():
     from attnphase.cli import build_parser
-    from attnphase.cli.sweep_cmds import _run_kw
+    from attnphase.cli.sweep_cmds import run_kw
 
     parser = build_parser()
     for argv in (["phase-diagram", "--recompute-stale"], ["demo", "--recompute-stale"],
                  ["phase-diagram"]):
         args = parser.parse_args(argv)
-        assert _run_kw(args)["recompute_stale"] is ("--recompute-stale" in argv)
+        assert run_kw(args)["recompute_stale"] is ("--recompute-stale" in argv)

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "attnphase.cli.histogram_cmds",
     "attnphase.cli.extension_cmds",
     "attnphase.cli.bayes_cmds",
+    "attnphase.cli.basins_cmds",
     "attnphase.cli.rerun_cmds",
 )
 

@@ -31,7 +31,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
-def _setup_logging(quiet: bool = False) -> None:
+def setup_logging(quiet: bool = False) -> None:
     """Log lines of the sweep machinery to stderr (once; nothing when ``quiet``)."""
     log = logging.getLogger("attnphase")
     if not any(getattr(h, "_attnphase_cli", False) for h in log.handlers):
@@ -52,7 +52,7 @@ def _seconds(text: str) -> float:
     return v
 
 
-def _add_backend_flags(p: argparse.ArgumentParser) -> None:
+def add_backend_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="local processes (default: every core; 1 runs in-process)")
     p.add_argument("--scheduler", type=str, default=None,
@@ -67,7 +67,7 @@ def _add_backend_flags(p: argparse.ArgumentParser) -> None:
                         "the code (stale points; otherwise used as they are, with a warning)")
 
 
-def _fast_solver() -> list[str]:
+def fast_solver() -> list[str]:
     """The solver's ``"fast"`` preset (``SolverSettings.PRESETS``) as ``--solver`` items:
     phase-diagram and demo use it unless ``--solver`` overrides a setting. One QMC scramble per
     transition (``alpha_c`` scatters by ~0.04 between scrambles); ``--solver n_replicas=3`` stores
@@ -96,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="recompute every point of the grid, replacing stored results "
                         "(--recompute-stale: only those of another numerical revision)")
     r.add_argument("--json", action="store_true", help="print a JSON summary")
-    _add_backend_flags(r)
+    add_backend_flags(r)
     r.set_defaults(func=cmd_sweep_run)
 
     e = ssub.add_parser("export", help="export a store to CSV or Parquet")
@@ -129,7 +129,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ph.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
                     help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
     add_model_flags(ph, omega=False)
-    _add_backend_flags(ph)
+    add_backend_flags(ph)
     ph.set_defaults(func=cmd_phase_diagram)
 
     dm = sub.add_parser("demo", help="omega=0.3 curves with simulations, phase diagram, "
@@ -148,7 +148,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
                     help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
     dm.add_argument("--bayes", action="store_true", help="draw the Bayes-optimal baseline on the curves")
-    _add_backend_flags(dm)
+    add_backend_flags(dm)
     dm.set_defaults(func=cmd_demo)
 
 
@@ -161,7 +161,7 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
     base = sweep_from_toml(args.config, args.kind) if args.config else None
     kind = base.kind if base is not None else args.kind
     sweep = sweep_from_args(kind, args.param, base=base)
-    _setup_logging(args.quiet)
+    setup_logging(args.quiet)
     rep = run_sweep(sweep, args.store, workers=args.workers, scheduler=args.scheduler,
                     retry_errors=args.retry_errors, recompute=args.recompute,
                     recompute_stale=args.recompute_stale,
@@ -228,7 +228,7 @@ def cmd_sweep_kinds(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_kw(args: argparse.Namespace) -> dict:
+def run_kw(args: argparse.Namespace) -> dict:
     return {"workers": args.workers, "scheduler": args.scheduler,
             "progress": "none" if args.quiet else args.progress,
             "connect_timeout_s": args.connect_timeout, "recompute_stale": args.recompute_stale}
@@ -244,14 +244,14 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
     warn_theory_cost(spec)
     base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
-    base.update(fixed_from_items("transition", _fast_solver() + list(args.solver), prefix="solver_"))
+    base.update(fixed_from_items("transition", fast_solver() + list(args.solver), prefix="solver_"))
     alphas: list[float] = alpha_grid(args.alpha).tolist() if args.simulate else []
     if args.simulate and (args.d < 2 or args.seeds < 1):
         raise ValueError("--d must be >= 2 and --seeds >= 1")
     out = Path(args.out)
     store = Path(args.store) if args.store else out / "results.sqlite"
-    _setup_logging(args.quiet)
-    lines = phase_lines(base, omegas, store, **_run_kw(args))
+    setup_logging(args.quiet)
+    lines = phase_lines(base, omegas, store, **run_kw(args))
     out.mkdir(parents=True, exist_ok=True)
     files = []
     fig = plot_phase_lines(lines)
@@ -263,7 +263,7 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     if args.simulate:
         train = {} if args.max_steps is None else {"max_steps": args.max_steps}
         maps = phase_heatmaps(base, omegas, alphas, args.d, range(args.seeds), store,
-                              train=train, **_run_kw(args))
+                              train=train, **run_kw(args))
         fig = plot_phase_heatmaps(maps, lines)
         for ext in ("png", "pdf"):
             fig.savefig(out / f"phase_heatmaps.{ext}", dpi=150)
@@ -289,13 +289,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from attnphase.report.demo import run_demo
     from attnphase.sweeps.grid import fixed_from_items
 
-    solver = fixed_from_items("transition", _fast_solver() + list(args.solver), prefix="solver_")
+    solver = fixed_from_items("transition", fast_solver() + list(args.solver), prefix="solver_")
     settings = DemoSettings(
         omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
         seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,
         parts=PARTS if args.only is None else (args.only,), solver=tuple(solver.items()), bayes=args.bayes)
-    _setup_logging(args.quiet)
-    res = run_demo(args.out, settings, store=args.store, **_run_kw(args))
+    setup_logging(args.quiet)
+    res = run_demo(args.out, settings, store=args.store, **run_kw(args))
     for f in res.files:
         sys.stdout.write(f"wrote {f}\n")
     sys.stdout.write(f"demo finished in {res.seconds:.0f} s; open {res.report}\n")

@@ -76,17 +76,21 @@ def plot_phase_lines(lines: PhaseLines, title: str | None = None) -> Figure:
 
 
 def plot_phase_heatmaps(maps: HeatMaps, lines: PhaseLines | None = None) -> Figure:
-    """Two heat maps with the theory lines on top: measured training-error difference
-    (semantic start minus positional start) and ``eps_g_lin - eps_g``."""
-    fig = new_figure(10.5, 4.0)
-    axes = fig.subplots(1, 2)
+    """Heat maps with the theory lines on top: measured training-error difference
+    (semantic start minus positional start), the test-error difference where the maps carry it,
+    and ``eps_g_lin - eps_g``. On a difference, a dot marks a cell whose sign the seeds do not
+    resolve (``|mean| < 2`` standard errors)."""
+    panels = [(maps.train_diff, maps.train_diff_se,
+               r"$\epsilon_t$(semantic start) $-$ $\epsilon_t$(positional start)")]
+    if maps.test_diff is not None:
+        panels.append((maps.test_diff, maps.test_diff_se,
+                       r"$\epsilon_g$(semantic start) $-$ $\epsilon_g$(positional start)"))
+    panels.append((maps.gen_gain, None, r"$\epsilon_g^{\rm lin} - \epsilon_g$"))
+    fig = new_figure(5.25 * len(panels), 4.0)
+    axes = fig.subplots(1, len(panels))
     a = np.asarray(maps.alpha, dtype=float)
     w = np.asarray(maps.omega, dtype=float)
-    panels = (
-        (maps.train_diff, r"$\epsilon_t$(semantic start) $-$ $\epsilon_t$(positional start)"),
-        (maps.gen_gain, r"$\epsilon_g^{\rm lin} - \epsilon_g$"),
-    )
-    for ax, (z, label) in zip(axes, panels, strict=True):
+    for ax, (z, se, label) in zip(axes, panels, strict=True):
         z = np.asarray(z, dtype=float)
         finite = z[np.isfinite(z)]
         vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
@@ -100,6 +104,12 @@ def plot_phase_heatmaps(maps: HeatMaps, lines: PhaseLines | None = None) -> Figu
                               np.repeat(w[:, None], a.size, 1).ravel(), c=z.ravel(),
                               cmap=DIVERGING_CMAP, norm=norm, s=60)
         fig.colorbar(mesh, ax=ax, shrink=0.9)
+        if se is not None:
+            with np.errstate(invalid="ignore"):
+                unresolved = np.abs(z) < 2 * np.asarray(se, dtype=float)
+            ii, jj = np.nonzero(unresolved)
+            if ii.size:
+                ax.plot(a[jj], w[ii], "k.", markersize=3, label="|mean| < 2 s.e.")
         if lines is not None:
             draw_phase_lines(ax, lines, legend=ax is axes[0])
         ax.set_xlim(a.min() - 1e-9, a.max() + 1e-9) if a.size > 1 else None

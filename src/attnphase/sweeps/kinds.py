@@ -14,6 +14,8 @@ as JSON-ready dicts. Kinds:
   spinodals, ``eps_g_lin``; ``docs/model.md`` (5.2)-(5.4)) for one model;
 - ``simulation``: gradient descent at finite ``d`` from an informed or random start
   (the empirical risk ``docs/model.md`` (1.4)), through :mod:`attnphase.sim`;
+- ``basins``: runs from random starts at one ``(alpha, omega)``, batched over seeds, each
+  classified by the state it reaches (:func:`attnphase.sim.basins.train_basins`; docs/basins.md);
 - ``selftest``: a cheap deterministic function (optional sleep and failure switch) used to
   test the store and the backends without the heavy solvers.
 
@@ -427,6 +429,81 @@ def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     return result, diagnostics
 
 
+# ----------------------------------------------------------------------------- basins
+_BASIN_EXTRA = (
+    Param("alpha", "float", 1.0, "sample complexity n/d"),
+    Param("d", "int", 300, "embedding dimension"),
+    Param("seeds", "int", 8, "random starts (seeds seed0 ... seed0 + seeds - 1), trained as one batch"),
+    Param("seed0", "int", 0, "first seed"),
+    Param("init_scale", "float", 0.1, "start Q0 = init_scale N(0, I)"),
+    Param("optimizer", "str", "gd", "gd, momentum (gd, heavy ball 0.9) or adam"),
+    Param("lr", "float", None, "step size (default 0.15 gd/momentum, 0.01 adam)"),
+    Param("max_steps", "int", 5000, "step cap per run"),
+    Param("tol", "float", 1e-5, "stop a run when ||grad R||/sqrt(d) < tol"),
+    Param("dtype", "str", "float32", "float32 or float64"),
+    Param("device", "str", "cpu", "cpu or cuda (stored in the key when not cpu)"),
+)
+#: the most seeds one basins point trains (one batch, in memory together)
+MAX_BASIN_SEEDS = 10_000
+
+
+def _basin_params() -> tuple[Param, ...]:
+    return MODEL_PARAMS + _BASIN_EXTRA
+
+
+def _basin_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    out = _model_normalize(params)
+    extra = _fill(_BASIN_EXTRA, params)
+    _check_positive("alpha", extra["alpha"])
+    _check_positive("init_scale", extra["init_scale"])
+    if extra["d"] < max(2, out["L"]):
+        raise ValueError(f"d must be >= max(2, L={out['L']}), got {extra['d']}")
+    if not 1 <= extra["seeds"] <= MAX_BASIN_SEEDS:
+        raise ValueError(f"seeds must lie in [1, {MAX_BASIN_SEEDS}], got {extra['seeds']}")
+    _check_seed(extra["seed0"])
+    if extra["device"] == "cpu":  # the default device is not part of the key
+        del extra["device"]
+    out.update(extra)
+    try:  # (checked now, so that a bad value refuses the sweep; without the simulator each point says so)
+        _basin_settings(out)
+    except ImportError:
+        pass
+    return out
+
+
+def _basin_settings(params: Mapping[str, Any]) -> Any:
+    from attnphase.sim.basins import basin_settings
+
+    return basin_settings(params["optimizer"], params["lr"], params["max_steps"], params["tol"],
+                          params["dtype"], params.get("device", "cpu"))
+
+
+def _basin_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    try:
+        from attnphase.sim.basins import train_basins
+    except ImportError as exc:
+        raise RuntimeError(f"the simulator (attnphase.sim) cannot be imported: {exc}") from None
+    import torch
+
+    spec = model_spec(params)
+    settings = _basin_settings(params)
+    seeds = range(params["seed0"], params["seed0"] + params["seeds"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # (one thread wherever the point runs, as the simulation kind)
+    try:
+        (pt,) = train_basins(spec, params["d"], params["alpha"], seeds=seeds,
+                             init_scale=params["init_scale"], settings=settings)
+    finally:
+        torch.set_num_threads(threads)
+    result = pt.summary()
+    result["n"] = pt.n
+    for key in ("seed", "state", "m", "theta", "q", "train_loss", "test_error", "steps", "stop"):
+        result["runs_" + key] = [getattr(r, key) for r in pt.runs]
+    diagnostics = {"seconds": pt.seconds, "lr": settings.learning_rate,
+                   "momentum": settings.momentum, "run_steps": int(sum(r.steps for r in pt.runs))}
+    return result, diagnostics
+
+
 # ----------------------------------------------------------------------------- registry
 def builtin_kinds() -> Mapping[str, PointKind]:
     """The registry of point kinds (read-only mapping name -> :class:`PointKind`)."""
@@ -440,6 +517,8 @@ def builtin_kinds() -> Mapping[str, PointKind]:
                   _curve_params, _curve_normalize, _curve_compute, numerics=("theory",)),
         PointKind("simulation", "gradient descent at finite d",
                   _sim_params, _sim_normalize, _sim_compute, seeded=True, numerics=("sim",)),
+        PointKind("basins", "runs from random starts at one (alpha, omega): state reached per seed",
+                  _basin_params, _basin_normalize, _basin_compute, seeded=True, numerics=("sim",)),
         PointKind("selftest", "cheap deterministic test function (store/backends tests)",
                   lambda: _SELFTEST_PARAMS, _selftest_normalize, _selftest_compute,
                   seeded=True),

@@ -10,7 +10,9 @@
   ``train_diff = eps_t(semantic start) - eps_t(positional start)`` (negative where the
   semantic minimum is lower) and ``gen_gain = eps_g_lin - eps_g`` (positive where attention
   beats the linear baseline; ``eps_g`` of the start that reached the lower training loss),
-  both averaged over seeds.
+  both averaged over seeds, with the test-error difference
+  ``eps_g(semantic start) - eps_g(positional start)`` and the standard errors over seeds of both
+  differences.
 """
 
 from __future__ import annotations
@@ -103,15 +105,26 @@ class HeatMaps:
     gen_gain: np.ndarray
     n_runs: np.ndarray
     report: SweepReport | None = None
+    #: standard errors over seeds of ``train_diff`` (NaN with one seed), the test-error difference
+    #: ``eps_g(semantic start) - eps_g(positional start)`` and its standard error
+    train_diff_se: np.ndarray | None = None
+    test_diff: np.ndarray | None = None
+    test_diff_se: np.ndarray | None = None
 
     def to_frame(self) -> Any:
         import pandas as pd  # (only when a table is asked for: workers do not need it)
+
+        def at(a: np.ndarray | None, i: int, j: int) -> float | None:
+            return None if a is None else _num(a[i, j])
 
         rows = []
         for i, w in enumerate(self.omega):
             for j, a in enumerate(self.alpha):
                 rows.append({"omega": w, "alpha": a, "d": self.d,
                              "train_diff": _num(self.train_diff[i, j]),
+                             "train_diff_se": at(self.train_diff_se, i, j),
+                             "test_diff": at(self.test_diff, i, j),
+                             "test_diff_se": at(self.test_diff_se, i, j),
                              "gen_gain": _num(self.gen_gain[i, j]),
                              "n_seeds": int(self.n_runs[i, j])})
         return pd.DataFrame(rows)
@@ -194,9 +207,10 @@ def phase_heatmaps(
                 r["result"]
     shape = (len(omegas), len(alphas))
     diff, gain, count = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, int)
+    diff_se, tdiff, tdiff_se = (np.full(shape, np.nan) for _ in range(3))
     for i, w in enumerate(omegas):
         for j, a in enumerate(alphas):
-            ds, gs = [], []
+            ds, gs, es = [], [], []
             for s in seeds:
                 sem = table.get((round_sig(w), round_sig(a), s, "semantic"))
                 pos = table.get((round_sig(w), round_sig(a), s, "positional"))
@@ -206,6 +220,9 @@ def phase_heatmaps(
                 if ts is None or tp is None:
                     continue
                 ds.append(ts - tp)
+                es_ = _num(sem.get("test_error")), _num(pos.get("test_error"))
+                if es_[0] is not None and es_[1] is not None:
+                    es.append(es_[0] - es_[1])
                 best = sem if ts <= tp else pos
                 eg, lin = _num(best.get("test_error")), _num(best.get("linear_test_error"))
                 if eg is not None and lin is not None:
@@ -215,4 +232,12 @@ def phase_heatmaps(
                 diff[i, j] = float(np.mean(ds))
             if gs:
                 gain[i, j] = float(np.mean(gs))
-    return HeatMaps(omegas, alphas, int(d), seeds, diff, gain, count, rep)
+            diff_se[i, j] = _se(ds)
+            if es:
+                tdiff[i, j], tdiff_se[i, j] = float(np.mean(es)), _se(es)
+    return HeatMaps(omegas, alphas, int(d), seeds, diff, gain, count, rep, diff_se, tdiff, tdiff_se)
+
+
+def _se(values: Sequence[float]) -> float:
+    """Standard error of the mean over seeds (NaN below two values)."""
+    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
