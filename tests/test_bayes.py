@@ -190,6 +190,7 @@ def test_curves_and_compare_refuse_bayes_for_uncovered_models_before_computing(c
     assert err.count("\n") == 1 and "causal target" in err
 
 
+@pytest.mark.slow  # (a compare run with its figure; the curves test covers the --bayes option in the default run)
 def test_compare_bayes_rows_and_figure(tmp_path, monkeypatch, capsys):
     import pandas as pd
 
@@ -210,6 +211,7 @@ def test_compare_bayes_rows_and_figure(tmp_path, monkeypatch, capsys):
     assert (out / "compare.png").stat().st_size > 0
 
 
+@pytest.mark.slow  # (a demo run; the curves test covers the --bayes option in the default run)
 def test_demo_bayes_curve(tmp_path, fake_physics):  # noqa: F811
     import pandas as pd
 

@@ -124,6 +124,7 @@ def test_written_out_kernel_equals_the_generic_kernel(kw):
     assert n_multi >= 20, "the test should exercise nodes with several local minima"
 
 
+@pytest.mark.slow  # (a refined solve with each kernel; .ci/wheel compares the two kernels on a full solve on every CI run)
 @needs_c
 @pytest.mark.parametrize("kw", [{}, {"variant": "causal"}])
 def test_a_refined_solve_is_the_same_with_either_kernels(monkeypatch, kw):

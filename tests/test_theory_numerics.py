@@ -51,6 +51,7 @@ def _random_prox(spec: ModelSpec, N: int, w_scale: float, seed: int):
     return w, T, V, prox_batch(w, T, V, spec.C_array, AttentionMap.from_spec(spec))
 
 
+@pytest.mark.slow  # (a dense grid search over hundreds of nodes: about 14 s; the multi-start test of the correlated geometry stays in the default run)
 def test_prox_is_global_minimum_against_grid_search():
     """At random nodes (large V, where the problem is non-convex) the multi-start Newton value
     is never above a fine brute-force grid minimum, and the minimiser is stationary."""

@@ -416,6 +416,7 @@ def test_rank_two_mixed_point_refines_on_one_net_with_its_symmetry_zeros():
     assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
 
 
+@pytest.mark.slow  # (a full refinement of an untied rank-2 point: about 20 s)
 def test_untied_rank_two_point_refines_on_the_symmetrised_fine_rules():
     """Untied keys/queries of rank 2 keep all sign copies and the reflections in the fine rules:
     with the branch's own flip only, this refinement stops at the evaluation budget (seen, with
@@ -505,6 +506,7 @@ def test_coarse_tail_below_the_semantic_spinodal_is_not_a_branch():
     assert solve_refined(spec, 1.0, "semantic", s).exists
 
 
+@pytest.mark.slow  # (two refinements, one made to fail: about 10 s)
 def test_refinement_falls_back_to_the_full_solver(monkeypatch):
     """L = 3, omega = 0.3, alpha = 1.5, positional (the CLI's settings): from the coarse point
     (m ~ 0.058) the refinement's quasi-Newton stages stop with no decrease along the Newton
