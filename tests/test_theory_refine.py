@@ -533,6 +533,7 @@ def test_refinement_falls_back_to_the_full_solver(monkeypatch):
     assert p.exists == (fine_absence(p) is None)
 
 
+@pytest.mark.slow  # (two refined L = 3 solves: about 5 s)
 def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(monkeypatch):
     """L = 3, alpha = 2: each fine rule's own fixed point, from where the quasi-Newton stages of
     the union stopped, leaves m unresolved, so the branch is reported absent without the fallback
@@ -655,6 +656,7 @@ def test_semantic_branch_the_coarse_rule_misses_is_continued_from_above(alpha, b
     assert abs(p.theta) > 0.25  # (docs/variants.md: 0.287 / 0.323 at order 12 by continuation)
 
 
+@pytest.mark.slow  # (refined solves below the branch's end: about 3 s)
 def test_semantic_point_below_the_end_of_the_branch_stays_absent():
     """Below the fold of the causal semantic branch (alpha 1.5) the second try is made and fails:
     the branch is absent, and the reason says what was tried."""
@@ -665,6 +667,7 @@ def test_semantic_point_below_the_end_of_the_branch_stays_absent():
     assert "continued down from alpha 3 on order 9" in p.reason
 
 
+@pytest.mark.slow  # (a causal branch followed to its end: about 5 s)
 def test_causal_semantic_spinodal_is_where_the_fine_rules_end_the_branch(capsys):
     """The coarse rule of `transition` loses the causal semantic branch near alpha 1.77; the fine
     rules hold it down to the fold near 1.61 (docs/variants.md: the residual's minimum grows

@@ -55,6 +55,7 @@ def test_large_alpha_is_reached_by_geometric_continuation():
     assert t.diagnostics["residual"] < 1e-6
 
 
+@pytest.mark.slow  # (an L = 5 solve: about 3 s)
 def test_trivial_branch_of_five_tokens_is_reached_from_small_alpha():
     """L = 5: the trivial start leaves the valid domain at alpha = 0.5 and 1, so continuation
     from 0.5 cannot help; the branch continues smoothly from alpha = 0.2 (V ~ 34), and the

@@ -56,6 +56,7 @@ def theory_invariants(pt, L: int) -> dict[str, float]:
             "q": float(np.trace(q)), "test_error": pt.test_error}
 
 
+@pytest.mark.slow  # (a causal solve and training at d = 200: about 4 s)
 def test_causal_theory_and_simulation_land_on_the_same_branch():
     """Causal student, alpha = 3: the theory has a semantic and a positional branch (quick QMC
     order 6); GD at d = 200 from the semantic start ends semantic (theta >= 0.1 > |m|) and from
