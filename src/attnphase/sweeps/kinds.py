@@ -34,7 +34,8 @@ import dataclasses
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -387,11 +388,31 @@ def _sim_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
             v = _coerce(p, params[p.name])
             if v != p.default:
                 out[p.name] = v
-    try:  # (checked now, so that a bad value refuses the sweep; without the simulator each point says so)
-        _train_settings(out)
+    _check_settings_now(_train_settings, out)
+    return out
+
+
+def _check_settings_now(build: Callable[[Mapping[str, Any]], Any], params: Mapping[str, Any]) -> None:
+    """Build a simulation point's training settings when the sweep is read, so that a bad value
+    refuses the sweep rather than fail each point; without the simulator each point says so."""
+    try:
+        build(params)
     except ImportError:
         pass
-    return out
+
+
+@contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """Train on one torch thread wherever the point runs: torch's products split their sums over
+    its threads, so the in-process runner, a pool worker and a Dask worker store the same bits."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _train_settings(params: Mapping[str, Any]) -> Any:
@@ -405,19 +426,12 @@ def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
         from attnphase.sim import TrainSettings, simulate
     except ImportError as exc:
         raise RuntimeError(f"the simulator (attnphase.sim) cannot be imported: {exc}") from None
-    import torch
 
     spec = model_spec(params)
     settings: TrainSettings = _train_settings(params)
-    # one thread, wherever the point runs: torch's products split their sums over its threads, so
-    # the in-process runner, a pool worker and a Dask worker store the same bits
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with _one_torch_thread():
         res = simulate(spec, d=params["d"], alpha=params["alpha"], seeds=(params["seed"],),
                        inits=(params["init"],), settings=settings)
-    finally:
-        torch.set_num_threads(threads)
     run = res.runs[0].to_dict()
     diag_keys = ("steps", "converged", "stop", "grad_norm", "seconds", "overlaps")
     result = {k: v for k, v in run.items() if k not in diag_keys}
@@ -464,10 +478,7 @@ def _basin_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     if extra["device"] == "cpu":  # the default device is not part of the key
         del extra["device"]
     out.update(extra)
-    try:  # (checked now, so that a bad value refuses the sweep; without the simulator each point says so)
-        _basin_settings(out)
-    except ImportError:
-        pass
+    _check_settings_now(_basin_settings, out)
     return out
 
 
@@ -483,18 +494,13 @@ def _basin_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
         from attnphase.sim.basins import train_basins
     except ImportError as exc:
         raise RuntimeError(f"the simulator (attnphase.sim) cannot be imported: {exc}") from None
-    import torch
 
     spec = model_spec(params)
     settings = _basin_settings(params)
     seeds = range(params["seed0"], params["seed0"] + params["seeds"])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # (one thread wherever the point runs, as the simulation kind)
-    try:
+    with _one_torch_thread():
         (pt,) = train_basins(spec, params["d"], params["alpha"], seeds=seeds,
                              init_scale=params["init_scale"], settings=settings)
-    finally:
-        torch.set_num_threads(threads)
     result = pt.summary()
     result["n"] = pt.n
     for key in ("seed", "state", "m", "theta", "q", "train_loss", "test_error", "steps", "stop"):
