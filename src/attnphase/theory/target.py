@@ -14,6 +14,7 @@ from typing import Any
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import MIXED, BranchPoint, continue_from, final_test_error, solve_point
+from attnphase.theory.continuation import semantic_by_arclength
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import TARGET_KEYS, SolverSettings
 from attnphase.theory.refinement import (
@@ -106,6 +107,11 @@ def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: Sol
     origin = RAMP_DOWN * alpha
     how = f"continued down from alpha {origin:g} on order {mid_settings.order}"
     mid = continue_from(spec, alpha, branch, mid_settings, origin)
+    if mid is None and branch == "semantic":
+        mid, end = semantic_by_arclength(spec, alpha, mid_settings, origin)
+        if mid is None:
+            return None, f"{how}: " + (end or "the branch was lost on the way")
+        how += " by pseudo-arclength continuation"
     if mid is None:
         return None, f"{how}: the branch was lost on the way"
     point = refine_point(spec, mid, settings, tol=settings.tol)
