@@ -81,3 +81,26 @@ def test_solve_reports_the_fold(alpha):
     p = solve_refined(CAUSAL, alpha, "semantic", s)
     assert not p.exists
     assert "pseudo-arclength" in p.reason and ("fold" in p.reason or "meets the trivial" in p.reason)
+
+
+@pytest.mark.slow  # (GD at d = 1000, 2 seeds: about 2-4 min on 2 cores; two refined solves)
+def test_L3_has_no_positional_branch_at_1_5_in_theory_or_gd():
+    """L = 3, omega = 0.3, alpha = 1.5: the solver reports no positional branch, and GD at
+    d = 1000 from the positional start ends on the semantic minimum, whose overlaps and errors
+    agree with the theory's semantic branch within 5 % (measured: theta -1.4 %, q -1.3 %, test
+    error +0.6 %, training error -0.4 %; docs/variants.md, "L = 3")."""
+    import attnphase as ap
+
+    spec = ModelSpec(omega=0.3, L=3)
+    s = SolverSettings.preset("default")
+    assert not solve_refined(spec, 1.5, "positional", s).exists
+    sem = solve_refined(spec, 1.5, "semantic", s)
+    assert sem.exists
+    sim = ap.simulate(1.5, 1000, init="positional", seeds=2, spec=spec, momentum=0.9, tol=1e-6, dtype="float64",
+                      threads=1)
+    runs = sim.to_dict()["runs"]
+    assert all(r["converged"] and r["branch"] == "semantic" for r in runs), runs
+    for key in ("theta", "q", "test_error", "train_loss"):
+        gd = float(np.mean([abs(r[key]) for r in runs]))
+        th = abs(getattr(sem, key))
+        assert abs(gd - th) / th < 0.05, (key, gd, th)
