@@ -208,8 +208,8 @@ def _correct(ex: _Extended, y: np.ndarray, a: float, ref: DataStep, J: np.ndarra
     return (u[:n], float(u[n]), g, ds) if np.max(np.abs(g)) < CORRECTOR_TOL else None
 
 
-def _accept(ex: _Extended, y: np.ndarray, a: float, ds_warm: DataStep, J: np.ndarray,
-            row: np.ndarray, u_pred: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, DataStep] | None:
+def _accept(ex: _Extended, y: np.ndarray, a: float, J: np.ndarray, row: np.ndarray,
+            u_pred: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, DataStep] | None:
     """A corrected point confirmed with the full multi-start set (every node's global minimum):
     corrected again from the full data step where a node's global minimum switched; ``None`` if
     the full map has no root there."""
@@ -323,7 +323,7 @@ def arclength(
     J0 = None if (g0 is None or ds0 is None) else ex.jacobian(y, alpha0, g0, ds0, ds0)
     if J0 is None or ds0 is None:
         return result(False, "the start is not a valid point", [])
-    first = _accept(ex, y, alpha0, ds0, J0, e_a, np.append(y, alpha0))
+    first = _accept(ex, y, alpha0, J0, e_a, np.append(y, alpha0))
     if first is None:
         return result(False, f"no fixed point near the start on the order-{order} rule", [])
     y, a, g, ds = first
@@ -352,7 +352,7 @@ def arclength(
             row = st.t
         out = _correct(ex, u_pred[:n], float(u_pred[n]), st.ds, st.J, row, u_pred)
         if out is not None:
-            out = _accept(ex, out[0], out[1], out[3], st.J, row, u_pred)
+            out = _accept(ex, out[0], out[1], st.J, row, u_pred)
         if out is None:
             h *= 0.5
             if h < min_step:
