@@ -262,6 +262,13 @@ def _fold_alpha(s: list[float], a: list[float]) -> float:
     return float(np.polyval(c, sv))
 
 
+def _far_side(points: list[ArcPoint]) -> str:
+    """How the points past a fold are described: held by the damped iteration or not."""
+    if any(not p.stable for p in points):
+        return "past the fold the branch runs back up in alpha as fixed points the damped iteration cannot hold"
+    return "past the fold the branch runs back up in alpha"
+
+
 def _fold_message(branch: str, fold: float, order: int, target: float) -> str:
     return (f"the {branch} branch turns at a fold at alpha {fold:.4g} on the order-{order} rule (pseudo-arclength "
             f"continuation): no {branch} fixed point beyond it towards alpha {target:g}")
@@ -338,6 +345,7 @@ def arclength(
     h = step
     fold: float | None = None
     fold_pt: ArcPoint | None = None
+    fold_at = 0
     after = 0
     while len(points) < max_points:
         u = np.append(st.y, st.alpha)
@@ -375,15 +383,13 @@ def arclength(
             msg = (f"the {branch} branch meets the trivial branch at alpha {crossed:.4g} on the order-{order} rule "
                    f"(pseudo-arclength continuation; its {DEFINING[branch]} changes sign there)")
             if fold is not None:
-                msg = (f"{_fold_message(branch, fold, order, target)}; past the fold the branch runs back, "
-                       f"{'unstable under the iteration, ' if not points[-2].stable else ''}and meets the "
-                       f"trivial branch at alpha {crossed:.4g}")
+                msg = (f"{_fold_message(branch, fold, order, target)}; {_far_side(points[fold_at:-1])} and meets "
+                       f"the trivial branch at alpha {crossed:.4g}")
             return result(False, msg, points, fold, fold_pt, rejoins=meet)
         if pt.branch != branch:
             if fold is not None:
-                msg = (f"{_fold_message(branch, fold, order, target)}; past the fold the branch runs back, "
-                       f"{'unstable under the iteration, ' if not points[-2].stable else ''}and meets the "
-                       f"{pt.branch} branch at alpha {a:.4g}")
+                msg = (f"{_fold_message(branch, fold, order, target)}; {_far_side(points[fold_at:-1])} and meets "
+                       f"the {pt.branch} branch at alpha {a:.4g}")
                 return result(False, msg, points, fold, fold_pt, rejoins=pt)
             msg = f"the continuation left the {branch} branch for the {pt.branch} one at alpha {a:.4g}"
             return result(False, msg, points, fold, fold_pt)
@@ -391,6 +397,7 @@ def arclength(
             return result(True, f"reached alpha {target:g}", points, fold, fold_pt, reached=pt)
         if fold is None and t[n] * st.t[n] < 0 and t[n] * direction < 0:
             fold = _fold_alpha(s_hist, a_hist)
+            fold_at = len(points) - 1
             fold_pt = min(points[-3:], key=lambda p: abs(p.alpha - fold))
         if fold is not None:
             after += 1
