@@ -141,8 +141,8 @@ DEFINING_OVERLAPS = {"semantic": ("theta",), "positional": ("m",), MIXED: ("thet
 #: ``omega = 0.3`` the rules' mean and the fallback's fixed point gave the same verdict wherever
 #: both were computed: ``alpha = 1.5`` (rules: ``m`` 0.0227, relative standard error 0.53;
 #: fallback: 0.0137, 0.79), ``alpha = 2`` (0.83 and 0.89), ``alpha = 3`` (0.83; the fallback goes
-#: trivial). With a margin of 2 the ``alpha = 1.5`` solve ran the fallback (14 of 22 s of the
-#: positional solve) for that same answer
+#: trivial). A margin of 2 runs the fallback at ``alpha = 1.5`` (14 of the 22 s of the positional
+#: solve) for that same answer
 UNRESOLVED_MARGIN = 1.0
 #: Broyden evaluations of each fine rule for that decision (they start farther from the rules'
 #: fixed points than the per-rule solves of the error estimate)
