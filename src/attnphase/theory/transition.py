@@ -1,11 +1,12 @@
-"""The transition points of one model (docs/model.md (5.2)-(5.4)).
+"""The transition points of one model (docs/model.md (5.2)-(5.5)).
 
 :func:`find_transition` follows the semantic and the positional branch on a grid of ``alpha``
 and locates ``alpha_c`` (equal training errors, (5.2)), the spinodals (where a branch stops
 existing, (5.3)) and ``alpha_l`` (the global minimum's test error crosses the linear baseline,
 (5.4)) by bisection and regula falsi with warm starts, on refined points where the settings ask
-for refinement. :func:`find_transition_replicated` and :func:`combine_transitions` repeat it
-over independent QMC scrambles.
+for refinement, and whether the global minimum changes there continuously or by a jump ((5.5)).
+:func:`find_transition_replicated` and :func:`combine_transitions` repeat it over independent QMC
+scrambles.
 """
 
 from __future__ import annotations
@@ -303,8 +304,9 @@ def find_transition(
     progress: Callable[[int, int], None] | None = None,
     branches: tuple[list[BranchPoint], list[BranchPoint]] | None = None,
 ) -> Transition:
-    """``alpha_c`` (docs/model.md (5.2)), the spinodals ((5.3)) and ``alpha_l`` ((5.4)) by
-    continuation on a grid, then bisection.
+    """``alpha_c`` (docs/model.md (5.2)), the spinodals ((5.3)), ``alpha_l`` ((5.4)) and how
+    the global minimum changes at ``alpha_c`` ((5.5): the branches exchanged, continuous or
+    discontinuous, the order parameter on either side) by continuation on a grid, then bisection.
 
     The semantic branch is followed downward from the largest ``alpha`` and the positional
     branch upward from the smallest, so each is tracked as far as it exists (its spinodal).
