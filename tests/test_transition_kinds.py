@@ -135,3 +135,29 @@ def test_phase_lines_carry_the_kind(tmp_path):
     fig = plot_phase_lines(lines)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("continuous" in t for t in labels)
+
+
+def test_the_library_result_carries_the_kind_and_says_it():
+    """``TransitionResult`` (frozen) exposes the solver's kind, exchange and order parameter, in
+    ``to_dict()`` and in its one-line message; without a located change they stay empty."""
+    import dataclasses
+
+    from attnphase.results import TransitionResult
+    from attnphase.theory.transition import Transition
+
+    tr = Transition(0.7, 1.42, {"semantic": 0.675, "positional": None}, 0.00197, ("a note",), {"alpha": [0.6, 0.8]},
+                    {"alpha_c": 0.03, "alpha_l": 0.004}, (), "discontinuous", ("positional", "mixed"),
+                    {"name": "theta", "below": 0.0, "above": 0.1244, "above_error": 0.0044, "at": 0.7})
+    res = TransitionResult.from_transition(tr, ModelSpec(omega=0.3, rank=2), CHEAP)
+    assert res.kind == "discontinuous" and res.exchange == ("positional", "mixed")
+    assert res.order_parameter["above"] == pytest.approx(0.1244)
+    assert "positional -> mixed, discontinuous" in res.message
+    d = res.to_dict()
+    assert d["kind"] == "discontinuous" and d["exchange"] == ["positional", "mixed"]
+    assert d["order_parameter"]["above_error"] == pytest.approx(0.0044)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.kind = "continuous"  # type: ignore[misc]
+    none = TransitionResult.from_transition(Transition(None, None, {"semantic": None, "positional": None}, 0.002),
+                                            ModelSpec(omega=0.3), CHEAP)
+    assert none.kind is None and none.exchange is None and dict(none.order_parameter) == {}
+    assert not none.success and none.to_dict()["kind"] is None
