@@ -161,3 +161,19 @@ def test_the_library_result_carries_the_kind_and_says_it():
                                             ModelSpec(omega=0.3), CHEAP)
     assert none.kind is None and none.exchange is None and dict(none.order_parameter) == {}
     assert not none.success and none.to_dict()["kind"] is None
+
+
+def test_lower_at_its_first_grid_point_with_nothing_confirmed_below(monkeypatch):
+    """The spinodal search confirms the mixed side only down to the grid point 0.6 itself (absent
+    at 0.55; seen for untied keys/queries at rank 2): alpha_c is that point, with the bracket to
+    the absent end as its error, not null."""
+    search = _search(monkeypatch, 0.2, 0.02, diff=lambda a: -1e-5)
+    search.sem_start, search.sem_absent = 0.8, 0.75
+    sem = [_point("mixed", a, 0.2, 0.02) for a in (0.6, 0.8, 1.0)]
+    assert search.crossing_below(sem, sem, 1, -1e-5) == pytest.approx(0.8)
+    assert search.alpha_c_error == pytest.approx(0.05)
+    search.classify()
+    assert search.kind == "discontinuous"
+    search.sem_absent = None
+    assert search.crossing_below(sem, sem, 1, -1e-5) is None
+    assert any("alpha_c not located" in n for n in search.notes)

@@ -384,8 +384,10 @@ class _TransitionSearch:
         #: the error of alpha_c where it is not a root of the training-error difference (the start
         #: of the semantic side, :meth:`crossing_below`)
         self.alpha_c_error: float | None = None
-        #: the lowest alpha where the semantic side was confirmed (the present end of its spinodal search)
+        #: the lowest alpha where the semantic side was confirmed (the present end of its spinodal
+        #: search) and the highest where it was not (the absent end)
         self.sem_start: float | None = None
+        self.sem_absent: float | None = None
         #: where the global minimum changes, and the semantic side's points near it (:meth:`change_at`)
         self.change: tuple[float, BranchPoint, BranchPoint] | None = None
 
@@ -476,11 +478,11 @@ class _TransitionSearch:
         present, absent = _bisect_bracket(lambda a: self.probe_exists(a, self.sem_name, anchor),
                                           grid[i], grid[i - 1], 1.0, SPINODAL_XTOL)
         coarse_end = _midpoint(present, absent)
-        self.sem_start = float(present)
+        self.sem_start, self.sem_absent = float(present), float(absent)
         below = _spinodal_below(self.spec, self.sem_name, self.settings, self.probe, anchor, absent, grid)
         if below is None:
             return coarse_end
-        self.sem_start = float(below)
+        self.sem_start, self.sem_absent = float(below), float(below) - SPINODAL_XTOL / 2
         # (the lowest followed point may already be one continued on the finer rule, handed over by
         # curves: what ended near the bisection are the coarse-rule probes below it)
         self.notes.append(f"probes on the coarse rule end the {self.sem_name} branch near alpha "
@@ -632,11 +634,18 @@ class _TransitionSearch:
         top = float(self.grid[k])
         start = self.sem_start if self.sem_start is not None else float(self.grid[k - 1])
         name, notes = self.sem_name, self.notes
-        if not start < top:
-            notes.append(f"the {name} branch is lower at alpha = {top:g}, the lowest grid point where it exists, "
-                         "and its start was not located below it: alpha_c not located")
-            return None
         s_near, p_near = sem[k], pos[k]
+        if not start < top:  # (its spinodal search confirmed nothing below the grid point)
+            below = self.sem_absent if self.sem_absent is not None and self.sem_absent < top else None
+            if below is None:
+                notes.append(f"the {name} branch is lower at alpha = {top:g}, the lowest grid point where it exists, "
+                             "and its start was not located below it: alpha_c not located")
+                return None
+            notes.append(f"the {name} branch is lower at alpha = {top:g}, the lowest grid point where it exists, and "
+                         f"not found at {below:.4g}: the global minimum changes where it begins, between the two")
+            self.alpha_c_error = max(top - below, SPINODAL_XTOL / 2)
+            self.change_at(top, s_near, s_near)
+            return top
         last_a, last_d = top, dk
         for a in np.linspace(top, start, SCAN_STEPS + 1)[1:]:
             a = _midpoint(a, a)
