@@ -90,3 +90,21 @@ def test_sweep_points_accept_the_mixed_branch_only_where_it_exists():
     assert _curve_normalize({"alphas": "1:2:3", "branch": "mixed", "rank": 2})["branch"] == MIXED
     with pytest.raises(ValueError, match="unknown branch 'mixed'"):
         _theory_normalize({"alpha": 1.5, "branch": "mixed"})
+
+
+@pytest.mark.slow
+def test_rank_two_transition_is_a_discontinuous_exchange_positional_to_mixed(capsys):
+    """docs/model.md (5.5): at omega = 0.3 the rank-2 student's global minimum passes from the
+    positional to the mixed branch where the mixed branch begins (fast preset: 0.70 +- 0.03; the
+    single-rule crossings of studies/rank2_bifurcation.py lie in 0.6-0.7), and |theta| jumps there
+    from 0 to ~0.12, resolved from zero: a discontinuous change, not a bifurcation (about 2 min)."""
+    rc = main(["transition", "--rank", "2", "--omega", "0.3", "--preset", "fast", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["alpha_c"] is not None and 0.6 <= out["alpha_c"] <= 0.8
+    assert out["errors"]["alpha_c"] is not None and out["errors"]["alpha_c"] < 0.1
+    assert out["exchange"] == ["positional", MIXED] and out["kind"] == "discontinuous"
+    op = out["order_parameter"]
+    assert op["below"] == 0.0 and 0.05 < op["above"] < 0.2 and op["above"] > 3 * op["above_error"]
+    # the mixed branch begins near alpha_c: a first-order change close to its spinodal
+    assert out["spinodals"]["semantic"] is not None and out["spinodals"]["semantic"] <= out["alpha_c"]

@@ -10,7 +10,7 @@ solver's caches (warm starts, Jacobians, the fine rules) stay on the internal ``
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -220,6 +220,14 @@ class TransitionResult:
     independent scrambles when ``settings.n_replicas > 1``; then each scramble's result is in
     ``replicas``). ``linear_test_error``: docs/model.md (4.3). ``grid``: the followed branches on
     the bracketing grid. ``success``: ``alpha_c`` was located.
+
+    How the global minimum changes at ``alpha_c`` (docs/model.md (5.5)): ``exchange``, the branches
+    that exchange it (below, above: ``("positional", "semantic")``, or ``("positional", "mixed")``
+    at rank ``r >= 2``); ``kind``, ``"discontinuous"`` (the training errors cross and the order
+    parameter jumps, first order) or ``"continuous"`` (the new branch grows out of the old one, a
+    bifurcation); ``order_parameter``, the overlap that tells them apart (``name``, its value
+    ``below`` and ``above`` ``alpha_c`` and the standard error ``above_error``). ``None`` and
+    empty where no change was located.
     """
 
     alpha_c: float | None
@@ -239,6 +247,9 @@ class TransitionResult:
     #: the model, the bracketing grid ``alpha``, the solver settings, the version and the kernels
     #: that ran (as ``SolveResult.params``)
     params: Mapping[str, Any] = field(repr=False)
+    kind: str | None = None
+    exchange: tuple[str, str] | None = None
+    order_parameter: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def from_transition(cls, tr: Any, spec: ModelSpec, settings: SolverSettings) -> TransitionResult:
@@ -258,6 +269,8 @@ class TransitionResult:
                + ", ".join(f"{b} {fmt(v, f'spinodal_{b}')}" for b, v in spin.items()))
         if tr.alpha_c is None:
             msg += "; alpha_c not located on the grid"
+        else:
+            msg += "; " + describe_change(tr.kind, tr.exchange, tr.order_parameter)
         msg += "".join(f"; {n}" for n in tr.notes)
         return cls(
             alpha_c=tr.alpha_c, alpha_l=tr.alpha_l, spinodals=MappingProxyType(spin),
@@ -267,11 +280,28 @@ class TransitionResult:
             params=frozen({**spec.to_dict(), "alpha": list(tr.grid.get("alpha", ())),
                            "solver": asdict(settings), "version": __version__,
                            "revision": numerics_revision("theory"), "kernels": native.describe()}),
+            kind=tr.kind, exchange=tuple(tr.exchange) if tr.exchange else None,
+            order_parameter=MappingProxyType(dict(tr.order_parameter)),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The record that ``attnphase transition --json`` prints: ``params`` and the solver's record."""
         return jsonable({"params": self.params, **self.record})
+
+
+def describe_change(kind: str | None, exchange: Sequence[str] | None, order_parameter: Mapping[str, Any]) -> str:
+    """One line on how the global minimum changes at ``alpha_c`` (docs/model.md (5.5)), e.g.
+    ``positional -> mixed, discontinuous (training errors cross; |theta| jumps 0 -> 0.124 +- 0.004)``."""
+    if kind is None or not exchange:
+        return "how the global minimum changes was not determined"
+    head = f"{exchange[0]} -> {exchange[1]}, {kind}"
+    name, above, se = order_parameter.get("name", "theta"), order_parameter.get("above"), order_parameter.get("above_error")
+    if above is None:
+        return head
+    val = f"{above:.3g}" + (f" +- {se:.1g}" if se is not None else "")
+    if kind == "discontinuous":
+        return f"{head} (training errors cross; |{name}| jumps 0 -> {val})"
+    return f"{head} (a bifurcation: |{name}| grows from 0; {val} at alpha_c)"
 
 
 @dataclass(frozen=True)

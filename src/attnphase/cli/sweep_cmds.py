@@ -275,12 +275,17 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
         logging.getLogger("attnphase.cli").warning("transition failed at %s", what)
     if args.json:
         d = lines.to_dict()
-        print_json({"omega": d["omega"], "alpha_c": d["alpha_c"], "alpha_l": d["alpha_l"],
+        print_json({"omega": d["omega"], "alpha_c": d["alpha_c"], "kind": d["kind"], "exchange": d["exchange"],
+                    "alpha_l": d["alpha_l"],
                     "spinodals": d["spinodals"], "eps_g_lin": d["eps_g_lin"],
                     "errors": d["errors"], "files": [str(f) for f in files]})
     else:
         for f in files:
             sys.stdout.write(f"wrote {f}\n")
+        d = lines.to_dict()
+        for w, ac, kind, ex in zip(d["omega"], d["alpha_c"], d["kind"], d["exchange"], strict=True):
+            if ac is not None:  # (how the global minimum changes, docs/model.md (5.5))
+                sys.stdout.write(f"omega = {w:g}: alpha_c = {ac:.4g}, {ex}, {kind}\n")
     return 0
 
 

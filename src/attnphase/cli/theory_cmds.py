@@ -28,6 +28,7 @@ from attnphase.cli.common import (
     to_int,
     warn_theory_cost,
 )
+from attnphase.results import describe_change
 from attnphase.theory import (
     SolverSettings,
     branches_for,
@@ -192,6 +193,8 @@ def cmd_transition(args: argparse.Namespace) -> int:
           f"spinodals: semantic {fmt(tr.spinodals['semantic'], 'spinodal_semantic')}, "
           f"positional {fmt(tr.spinodals['positional'], 'spinodal_positional')}; "
           f"linear baseline test error {tr.linear_test_error:.6f}")
+    if tr.alpha_c is not None:  # (docs/model.md (5.5))
+        print(f"global minimum at alpha_c: {describe_change(tr.kind, tr.exchange, tr.order_parameter)}")
     for n in tr.notes:
         print(f"note: {n}")
     return 0

@@ -32,7 +32,8 @@ def _arr(values: Sequence[float | None]) -> np.ndarray:
 
 
 def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
-    """Draw ``alpha_c(omega)``, its spinodals and ``alpha_l(omega)`` on ``ax``."""
+    """Draw ``alpha_c(omega)``, its spinodals and ``alpha_l(omega)`` on ``ax``; an ``alpha_c``
+    where the global minimum changes continuously (docs/model.md (5.5)) gets an open circle."""
     w = np.asarray(lines.omega, dtype=float)
     first = True
     for _name, vals in sorted(lines.spinodals.items()):
@@ -41,6 +42,11 @@ def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
     for key, marker in (("alpha_c", "o"), ("alpha_l", "s")):
         xs = _arr(getattr(lines, key))
         ax.plot(xs, w, marker=marker, markersize=3, label=rf"$\alpha_{key[-1]}$", **LINE_STYLES[key])
+        if key == "alpha_c" and any(k == "continuous" for k in lines.kind):
+            # (docs/model.md (5.5)): open circles where the change is continuous (a bifurcation)
+            cont = np.array([k == "continuous" for k in lines.kind])
+            ax.plot(xs[cont], w[cont], linestyle="none", marker="o", markersize=6, markerfacecolor="white",
+                    color=LINE_STYLES[key].get("color"), label=r"$\alpha_c$ continuous (bifurcation)")
         se = _arr(getattr(lines, f"{key}_se", ()) or [None] * len(w))
         if np.isfinite(se).any():  # integration-error bars (standard errors)
             ax.errorbar(xs, w, xerr=np.nan_to_num(se), fmt="none", elinewidth=0.8, capsize=2,

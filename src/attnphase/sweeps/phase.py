@@ -1,7 +1,8 @@
 """Phase diagrams in (alpha, omega) through the sweep machinery (results are stored).
 
-- :func:`phase_lines`: ``alpha_c(omega)`` (semantic/positional transition, where the two
-  branches' training losses cross), its spinodals and ``alpha_l(omega)`` (where the
+- :func:`phase_lines`: ``alpha_c(omega)`` (semantic/positional transition, where the global
+  minimum changes: the two branches' training losses cross, or the new branch grows out of the
+  old one; its kind and the branches exchanged, docs/model.md (5.5)), its spinodals and ``alpha_l(omega)`` (where the
   semantic solution beats the dense linear baseline), from
   :func:`attnphase.theory.find_transition`, one ``transition`` point per ``omega``
   (``docs/model.md`` (5.2)-(5.4)).
@@ -57,6 +58,11 @@ class PhaseLines:
     #: integration-error estimates (standard errors) of alpha_c and alpha_l, when the solver gave one
     alpha_c_se: tuple[float | None, ...] = ()
     alpha_l_se: tuple[float | None, ...] = ()
+    #: how the global minimum changes at each alpha_c (docs/model.md (5.5)): ``"discontinuous"``,
+    #: ``"continuous"`` or ``None``, and the branches that exchange it ("below->above", e.g.
+    #: ``"positional->mixed"``)
+    kind: tuple[str | None, ...] = ()
+    exchange: tuple[str | None, ...] = ()
 
     @property
     def semantic_side(self) -> str:
@@ -73,6 +79,8 @@ class PhaseLines:
             "alpha_l": list(self.alpha_l),
             "alpha_c_error": list(self.alpha_c_se) or [None] * len(self.omega),
             "alpha_l_error": list(self.alpha_l_se) or [None] * len(self.omega),
+            "kind": list(self.kind) or [None] * len(self.omega),
+            "exchange": list(self.exchange) or [None] * len(self.omega),
             "spinodals": {k: list(v) for k, v in self.spinodals.items()},
             "eps_g_lin": list(self.eps_g_lin),
             "errors": list(self.errors),
@@ -85,7 +93,8 @@ class PhaseLines:
         none = (None,) * len(self.omega)
         data: dict[str, Any] = {"omega": self.omega, "alpha_c": self.alpha_c,
                                 "alpha_c_error": self.alpha_c_se or none, "alpha_l": self.alpha_l,
-                                "alpha_l_error": self.alpha_l_se or none}
+                                "alpha_l_error": self.alpha_l_se or none, "kind": self.kind or none,
+                                "exchange": self.exchange or none}
         for k, v in self.spinodals.items():
             data[f"spinodal_{k}"] = v
         data["eps_g_lin"] = self.eps_g_lin
@@ -155,6 +164,8 @@ def phase_lines(
     points = sweep.points()
     rep, res = _run_and_fetch(points, store, **run_kw)
     omega, ac, al, lin, errs, ac_se, al_se = [], [], [], [], [], [], []
+    kinds: list[str | None] = []
+    exchanges: list[str | None] = []
     spin: dict[str, list[float | None]] = {}
     for i, p in enumerate(points):
         r = res.get(p.key, {})
@@ -167,12 +178,15 @@ def phase_lines(
         ac_se.append(_num(se.get("alpha_c")))
         al_se.append(_num(se.get("alpha_l")))
         lin.append(_num(out.get("linear_test_error", out.get("eps_g_lin"))))
+        kinds.append(out.get("kind") if out.get("alpha_c") is not None else None)
+        ex = out.get("exchange")
+        exchanges.append("->".join(ex) if ex and out.get("alpha_c") is not None else None)
         for k, v in (out.get("spinodals") or {}).items():
             spin.setdefault(str(k), [None] * len(points))[i] = _num(v)
     params = {k: v for k, v in points[0].params.items() if k != "omega"} if points else {}
     return PhaseLines(tuple(omega), tuple(ac), tuple(al),
                       {k: tuple(v) for k, v in spin.items()}, tuple(lin), tuple(errs),
-                      params, rep, tuple(ac_se), tuple(al_se))
+                      params, rep, tuple(ac_se), tuple(al_se), tuple(kinds), tuple(exchanges))
 
 
 def phase_heatmaps(

@@ -1,11 +1,12 @@
-"""The transition points of one model (docs/model.md (5.2)-(5.4)).
+"""The transition points of one model (docs/model.md (5.2)-(5.5)).
 
 :func:`find_transition` follows the semantic and the positional branch on a grid of ``alpha``
 and locates ``alpha_c`` (equal training errors, (5.2)), the spinodals (where a branch stops
 existing, (5.3)) and ``alpha_l`` (the global minimum's test error crosses the linear baseline,
 (5.4)) by bisection and regula falsi with warm starts, on refined points where the settings ask
-for refinement. :func:`find_transition_replicated` and :func:`combine_transitions` repeat it
-over independent QMC scrambles.
+for refinement, and whether the global minimum changes there continuously or by a jump ((5.5)).
+:func:`find_transition_replicated` and :func:`combine_transitions` repeat it over independent QMC
+scrambles.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any, cast
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha
-from attnphase.theory.branches import BranchPoint, follow_branch, semantic_side, solve_point
+from attnphase.theory.branches import CLASSIFY_TOL, BranchPoint, follow_branch, semantic_side, solve_point
 from attnphase.theory.fixed_point import SolverSettings
 from attnphase.theory.refinement import (
+    RESOLVE_SE,
     fine_absence,
     is_confirmed,
     mark_unresolved,
@@ -46,6 +48,15 @@ class Transition:
     errors: dict[str, float | None] = field(default_factory=dict)
     #: the transition of each scramble when several were combined
     replicas: tuple[dict[str, Any], ...] = ()
+    #: how the global minimum changes at ``alpha_c`` (docs/model.md (5.5)): ``"discontinuous"`` (the
+    #: training errors of two branches cross and the order parameter jumps), ``"continuous"`` (the new
+    #: branch grows out of the old one: its order parameter rises from zero), ``None`` (no change located)
+    kind: str | None = None
+    #: the branches that exchange the global minimum at ``alpha_c``: (below, above)
+    exchange: tuple[str, str] | None = None
+    #: the order parameter that tells the two apart (``name``; ``below`` and ``above``: its value on
+    #: the global minimum just below and just above ``alpha_c``; ``above_error``: its standard error)
+    order_parameter: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -54,6 +65,9 @@ class Transition:
             "spinodals": dict(self.spinodals),
             "linear_test_error": self.linear_test_error,
             "notes": list(self.notes),
+            "kind": self.kind,
+            "exchange": list(self.exchange) if self.exchange is not None else None,
+            "order_parameter": dict(self.order_parameter),
         }
         if self.errors:
             d["errors"] = dict(self.errors)
@@ -89,9 +103,20 @@ def combine_transitions(runs: Sequence[dict[str, Any]], seed0: int = 0) -> dict[
         notes += [f"scramble {k}: {n}" for n in r.get("notes", [])]
         if r.get("alpha_c") is None and a_c is not None:
             notes.append(f"scramble {k} found no alpha_c; the mean uses the others")
+    kinds = [r.get("kind") for r in runs if r.get("kind") is not None]
+    kind = max(set(kinds), key=kinds.count) if kinds else None
+    if len(set(kinds)) > 1:
+        notes.append("the scrambles disagree on the kind of the change: " + ", ".join(map(str, kinds)))
+    exchange = next((r.get("exchange") for r in runs if r.get("exchange")), None)
+    ops = [r.get("order_parameter") or {} for r in runs if r.get("kind") == kind and r.get("order_parameter")]
+    order_parameter: dict[str, Any] = {}
+    if ops:
+        above, above_se = combine([o.get("above") for o in ops])
+        order_parameter = {"name": ops[0].get("name"), "below": ops[0].get("below"), "above": above,
+                           "above_error": above_se}
     return {"alpha_c": a_c, "alpha_l": a_l, "spinodals": spin,
             "linear_test_error": runs[0].get("linear_test_error"), "notes": notes, "errors": errs,
-            "replicas": runs}
+            "replicas": runs, "kind": kind, "exchange": exchange, "order_parameter": order_parameter}
 
 
 def find_transition_replicated(
@@ -121,8 +146,10 @@ def find_transition_replicated(
     if replicas == 1:
         return runs[0]
     d = combine_transitions([r.to_dict() for r in runs], settings.seed)
+    exchange = d["exchange"]
     return Transition(d["alpha_c"], d["alpha_l"], d["spinodals"], runs[0].linear_test_error,
-                      tuple(d["notes"]), runs[0].grid, d["errors"], tuple(d["replicas"]))
+                      tuple(d["notes"]), runs[0].grid, d["errors"], tuple(d["replicas"]), d["kind"],
+                      tuple(exchange) if exchange else None, d["order_parameter"])
 
 
 def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
@@ -248,6 +275,9 @@ SPINODAL_PROBE_ITER = 60
 SPINODAL_XTOL = 0.06
 #: fine data steps of a spinodal probe's refinement (a refinement near the spinodal took 16)
 PROBE_REFINE_EVALS = 8
+#: steps of the scan between the start of the semantic side and the lowest grid point where it
+#: exists, where it is already lower there (:meth:`_TransitionSearch.crossing_below`)
+SCAN_STEPS = 4
 
 
 def _refined_se(p: BranchPoint, key: str) -> float | None:
@@ -274,8 +304,9 @@ def find_transition(
     progress: Callable[[int, int], None] | None = None,
     branches: tuple[list[BranchPoint], list[BranchPoint]] | None = None,
 ) -> Transition:
-    """``alpha_c`` (docs/model.md (5.2)), the spinodals ((5.3)) and ``alpha_l`` ((5.4)) by
-    continuation on a grid, then bisection.
+    """``alpha_c`` (docs/model.md (5.2)), the spinodals ((5.3)), ``alpha_l`` ((5.4)) and how
+    the global minimum changes at ``alpha_c`` ((5.5): the branches exchanged, continuous or
+    discontinuous, the order parameter on either side) by continuation on a grid, then bisection.
 
     The semantic branch is followed downward from the largest ``alpha`` and the positional
     branch upward from the smallest, so each is tracked as far as it exists (its spinodal).
@@ -301,6 +332,7 @@ def find_transition(
     spinodals = {"semantic": search.semantic_spinodal(sem), "positional": search.positional_spinodal(pos)}
     alpha_c = search.alpha_c(sem, pos)
     alpha_l = search.alpha_l(sem, pos)
+    search.classify()
     errors = search.errors(alpha_c, alpha_l)
     grid_data = {
         "alpha": grid.tolist(),
@@ -309,7 +341,8 @@ def find_transition(
         "semantic_test": [p.test_error if p.exists else None for p in sem],
         "positional_test": [p.test_error if p.exists else None for p in pos],
     }
-    return Transition(alpha_c, alpha_l, spinodals, search.eps_lin, tuple(search.notes), grid_data, errors)
+    return Transition(alpha_c, alpha_l, spinodals, search.eps_lin, tuple(search.notes), grid_data, errors, (),
+                      search.kind, search.exchange, dict(search.order_parameter))
 
 
 class _Ticker:
@@ -344,6 +377,19 @@ class _TransitionSearch:
         self.refined: dict[tuple, BranchPoint] = {}
         #: evaluations (alpha, value, its standard error) of the two root searches
         self.hist: dict[str, list[tuple[float, float, float | None]]] = {"alpha_c": [], "alpha_l": []}
+        #: how the global minimum changes at alpha_c (docs/model.md (5.5)), set by :meth:`alpha_c`
+        self.kind: str | None = None
+        self.exchange: tuple[str, str] | None = None
+        self.order_parameter: dict[str, Any] = {}
+        #: the error of alpha_c where it is not a root of the training-error difference (the start
+        #: of the semantic side, :meth:`crossing_below`)
+        self.alpha_c_error: float | None = None
+        #: the lowest alpha where the semantic side was confirmed (the present end of its spinodal
+        #: search) and the highest where it was not (the absent end)
+        self.sem_start: float | None = None
+        self.sem_absent: float | None = None
+        #: where the global minimum changes, and the semantic side's points near it (:meth:`change_at`)
+        self.change: tuple[float, BranchPoint, BranchPoint] | None = None
 
     # --- solving and refining points ---
 
@@ -432,9 +478,11 @@ class _TransitionSearch:
         present, absent = _bisect_bracket(lambda a: self.probe_exists(a, self.sem_name, anchor),
                                           grid[i], grid[i - 1], 1.0, SPINODAL_XTOL)
         coarse_end = _midpoint(present, absent)
+        self.sem_start, self.sem_absent = float(present), float(absent)
         below = _spinodal_below(self.spec, self.sem_name, self.settings, self.probe, anchor, absent, grid)
         if below is None:
             return coarse_end
+        self.sem_start, self.sem_absent = float(below), float(below) - SPINODAL_XTOL / 2
         # (the lowest followed point may already be one continued on the finer rule, handed over by
         # curves: what ended near the bisection are the coarse-rule probes below it)
         self.notes.append(f"probes on the coarse rule end the {self.sem_name} branch near alpha "
@@ -521,35 +569,144 @@ class _TransitionSearch:
         return k
 
     def alpha_c(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> float | None:
-        """Where the training errors of the two branches cross (docs/model.md (5.2))."""
+        """Where the global minimum changes from the positional branch to the semantic side
+        (docs/model.md (5.2), (5.5)): where their training errors cross, or where the semantic
+        side begins if it is lower wherever it exists (:meth:`crossing_below`); then how it
+        changes (:meth:`change_at`, :meth:`classify`)."""
         grid, notes = self.grid, self.notes
         alpha_c = None
         n_notes = len(notes)  # (notes on alpha_c added below)
         diff = [(s.train_loss - p.train_loss) if (s.exists and p.exists) else None for s, p in zip(sem, pos, strict=True)]
-        for k in range(len(grid) - 1):
-            d0, d1 = diff[k], diff[k + 1]
-            if d0 is None or d1 is None or not d0 > 0 >= d1:
-                continue
+        bracket = next((k for k in range(len(grid) - 1) if _falls(diff[k], diff[k + 1])), None)
+        if bracket is None and self.settings.refine_order:
+            bracket = self.refined_bracket(sem, pos, diff)
+        if bracket is not None:
+            k = bracket
             if self.settings.refine_order:
                 k = self.settle(lambda i: self.train_diff(sem[i], pos[i]), k, lambda v: v is not None and v > 0)
             s_anchor, p_anchor = sem[k], pos[k]
             dlo, dhi = self.train_diff(sem[k], pos[k]), self.train_diff(sem[k + 1], pos[k + 1])
             if dlo is None and dhi is not None and dhi <= 0:
-                se = self.last_se("alpha_c")
-                notes.append(f"the refined training errors do not cross where both branches exist: the {self.sem_name} "
-                             f"branch is already lower at alpha = {grid[k + 1]:g} (difference {dhi:.2g}"
-                             + (f" +- {se:.1g}" if se is not None else "") + "), the lowest grid point where it "
-                             "exists, so alpha_c (if any) lies between its spinodal and there")
-                break
-            if dlo is None or dhi is None or not dlo > 0 >= dhi:
+                alpha_c = self.crossing_below(sem, pos, k + 1, dhi)
+            elif not _falls(dlo, dhi):
                 notes.append("the refined training errors do not cross on the coarse bracket")
-                break
-            alpha_c = _root(partial(self.train_diff_at, s_near=s_anchor, p_near=p_anchor), grid[k], grid[k + 1],
-                            dlo, dhi, self.xtol, noise=partial(self.last_se, "alpha_c"))
-            break
+            else:
+                alpha_c = _root(partial(self.train_diff_at, s_near=s_anchor, p_near=p_anchor), grid[k], grid[k + 1],
+                                cast(float, dlo), dhi, self.xtol, noise=partial(self.last_se, "alpha_c"))
+                self.change_at(alpha_c, s_anchor, sem[k + 1])
         if alpha_c is None and len(notes) == n_notes:
             notes.append("no crossing of the training errors on the alpha grid")
         return alpha_c
+
+    def refined_bracket(self, sem: list[BranchPoint], pos: list[BranchPoint], diff: list[float | None]) -> int | None:
+        """A bracket ``[k, k+1]`` of the change of the global minimum where the coarse training
+        errors show none but do not decide it (within ``GLOBAL_MARGIN``): from the lowest grid
+        point where both branches exist upward, the refined differences until one is ``<= 0``.
+        At rank 2 the coarse rule's bias (``+2.6e-5`` at ``alpha = 0.8``, ``omega = 0.3``) is
+        larger than the difference itself, so the coarse values do not change sign."""
+        prev = None
+        for k in (k for k in range(len(self.grid)) if diff[k] is not None):
+            s, p = sem[k], pos[k]
+            if abs(s.train_loss - p.train_loss) > GLOBAL_MARGIN * max(s.train_loss, p.train_loss):
+                if cast(float, diff[k]) <= 0:
+                    return None  # (the coarse rule decides: the semantic side is lower)
+                prev = k
+                continue
+            d = self.train_diff(s, p)
+            if d is None:
+                continue
+            if d <= 0:
+                if prev is not None and prev == k - 1:
+                    return prev
+                if prev is None and k > 0 and pos[k - 1].exists and not sem[k - 1].exists:
+                    return k - 1  # (the semantic side begins below k, already lower: crossing_below)
+                return None
+            prev = k
+        return None
+
+    def crossing_below(self, sem: list[BranchPoint], pos: list[BranchPoint], k: int, dk: float) -> float | None:
+        """``alpha_c`` where the semantic side is already lower at ``grid[k]``, the lowest grid
+        point where it exists: the refined difference (``dk <= 0`` there) is followed down to the
+        start of the semantic side (the lowest point its spinodal search confirmed) in
+        ``SCAN_STEPS`` steps; a sign change on the way is located by regula falsi, otherwise the
+        global minimum changes where the semantic side begins (the lowest point scanned; its error:
+        the scan step, or the difference's standard error over its slope where that is larger)."""
+        top = float(self.grid[k])
+        start = self.sem_start if self.sem_start is not None else float(self.grid[k - 1])
+        name, notes = self.sem_name, self.notes
+        s_near, p_near = sem[k], pos[k]
+        if not start < top:  # (its spinodal search confirmed nothing below the grid point)
+            below = self.sem_absent if self.sem_absent is not None and self.sem_absent < top else None
+            if below is None:
+                notes.append(f"the {name} branch is lower at alpha = {top:g}, the lowest grid point where it exists, "
+                             "and its start was not located below it: alpha_c not located")
+                return None
+            notes.append(f"the {name} branch is lower at alpha = {top:g}, the lowest grid point where it exists, and "
+                         f"not found at {below:.4g}: the global minimum changes where it begins, between the two")
+            self.alpha_c_error = max(top - below, SPINODAL_XTOL / 2)
+            self.change_at(top, s_near, s_near)
+            return top
+        last_a, last_d = top, dk
+        for a in np.linspace(top, start, SCAN_STEPS + 1)[1:]:
+            a = _midpoint(a, a)
+            d = self.train_diff_at(a, s_near, p_near)
+            if d is None:
+                break
+            if d > 0:
+                alpha_c = _root(partial(self.train_diff_at, s_near=s_near, p_near=p_near), a, last_a, d, last_d,
+                                self.xtol, noise=partial(self.last_se, "alpha_c"))
+                notes.append(f"the refined training errors cross between alpha = {a:.4g} and {last_a:.4g}, below the "
+                             f"lowest grid point where the {name} branch exists ({top:g}): located on a finer scan")
+                self.change_at(alpha_c, s_near, s_near)
+                return alpha_c
+            last_a, last_d = a, d
+        se = self.last_se("alpha_c")
+        notes.append(f"the refined training error of the {name} branch is lower than the positional one's wherever "
+                     f"the {name} branch was found, down to alpha = {last_a:.4g} (difference there {last_d:.2g}"
+                     + (f" +- {se:.1g}" if se is not None else "") + f"): the global minimum changes where the {name} "
+                     "branch begins")
+        # (the scan step, or the difference's standard error over its slope where that is larger)
+        self.alpha_c_error = max((top - start) / SCAN_STEPS, SPINODAL_XTOL / 2, _root_error(self.hist["alpha_c"]) or 0.0)
+        self.change_at(last_a, s_near, s_near)
+        return last_a
+
+    def change_at(self, alpha_c: float, s_near: BranchPoint, s_fallback: BranchPoint) -> None:
+        """Record that the global minimum changes at ``alpha_c`` (:meth:`classify` says how, once
+        ``alpha_l`` is located: its solves do not warm-start the ``alpha_l`` search)."""
+        self.change = (alpha_c, s_near, s_fallback)
+
+    def classify(self) -> None:
+        """How the global minimum changes at ``alpha_c`` (docs/model.md (5.5)), from the order
+        parameter ``theta`` (``|theta|`` at rank ``r >= 2``: the semantic overlap, zero on the
+        positional branch) of the semantic side there, refined, and its standard error over the
+        fine rules: resolved from zero (``RESOLVE_SE`` standard errors), it jumps: a
+        discontinuous change (a crossing of training errors, first order); not resolved, the
+        semantic side grows out of the positional branch: a continuous change (a bifurcation).
+        Where the semantic side is not found at ``alpha_c`` itself, or its refinement there gives
+        no error estimate, the nearest point above (``s_fallback``) stands in; without any
+        estimate (no refinement) an overlap above ``CLASSIFY_TOL`` counts as resolved."""
+        if self.change is None:
+            return
+        alpha_c, s_near, s_fallback = self.change
+        s = self.solve_at(alpha_c, self.sem_name, s_near)
+        f = self.fine(s) if s.exists else s_fallback
+        if self.settings.refine_order and _theta_error(f) is None and s_fallback.exists:
+            f = self.fine(s_fallback)  # (the refinement at alpha_c did not converge: the point above)
+        val = float(abs(f.theta))
+        rel = _theta_error(f)
+        se = float(val * rel) if rel is not None else None
+        resolved = val > RESOLVE_SE * se if se is not None else val > CLASSIFY_TOL
+        self.kind = "discontinuous" if resolved else "continuous"
+        self.exchange = ("positional", self.sem_name)
+        self.order_parameter = {"name": "theta", "below": 0.0, "above": val, "above_error": se, "at": float(f.alpha)}
+        err = f" +- {se:.1g}" if se is not None else ""
+        if resolved:
+            self.notes.append(f"discontinuous change (a crossing of training errors): |theta| jumps from 0 on the "
+                              f"positional branch to {val:.3g}{err} on the {self.sem_name} branch (at alpha = {f.alpha:.4g})")
+        else:
+            self.notes.append(f"continuous change (a bifurcation): |theta| of the {self.sem_name} branch at alpha = "
+                              f"{f.alpha:.4g} is {val:.2g}{err}, not resolved from zero: the {self.sem_name} branch "
+                              "grows out of the positional one")
 
     def alpha_l(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> float | None:
         """The smallest ``alpha`` above which the global minimum's test error stays below the
@@ -591,7 +748,8 @@ class _TransitionSearch:
         settings = self.settings
         if not (settings.refine_order and self.refined):
             return {}
-        errors = {"alpha_c": _root_error(self.hist["alpha_c"]) if alpha_c is not None else None,
+        errors = {"alpha_c": (self.alpha_c_error if self.alpha_c_error is not None else
+                              _root_error(self.hist["alpha_c"])) if alpha_c is not None else None,
                   "alpha_l": _root_error(self.hist["alpha_l"]) if alpha_l is not None else None}
         self.notes.append(f"alpha_c and alpha_l from points refined on {settings.refine_replicas} x "
                           f"{settings.method} rules of order {settings.refine_order} (errors: their standard error)")
@@ -600,3 +758,14 @@ class _TransitionSearch:
                 self.notes.append(f"no error estimate for {name}: fewer than two points near it refined "
                                   "(see the branches' diagnostics)")
         return errors
+
+
+def _theta_error(p: BranchPoint) -> float | None:
+    """The relative error estimate of ``p``'s ``theta`` (user units; ``None`` if it has none)."""
+    return (p.diagnostics.get("error_estimate") or {}).get("theta_user")
+
+
+def _falls(lo: float | None, hi: float | None) -> bool:
+    """The training-error difference (semantic side minus positional) changes sign from
+    ``lo > 0`` to ``hi <= 0`` (both branches exist at both ends)."""
+    return lo is not None and hi is not None and lo > 0 >= hi
