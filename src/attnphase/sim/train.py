@@ -153,6 +153,9 @@ def init_params(
             if W is not None:
                 W[i, k] = 0.1 * torch.randn(d, spec.value_rank, generator=gen, dtype=torch.float64)
     out = {"P": P}
+    if spec.value == "gain":  # g = sqrt(d) v, start v = value_gain (docs/model.md (6.5))
+        out["g"] = torch.full((len(datasets), len(inits), 1, 1), math.sqrt(d) * spec.value_gain,
+                              dtype=torch.float64)
     if U is not None and W is not None:
         out.update(U=U, W=W)
     if M is not None:
