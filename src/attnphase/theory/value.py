@@ -128,13 +128,17 @@ def _slopes(p1: BranchPoint, p2: BranchPoint, v1: float, v2: float) -> dict[str,
 
 
 def solve_gain(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings | None = None,
-               refine: bool = True) -> GainPoint:
+               refine: bool = True, optimise: bool = True) -> GainPoint:
     """``branch`` at ``alpha`` with the value gain minimising the training error (docs/model.md
     (6.5)); the search starts from ``spec.value_gain`` (any ``spec.value``: the result is that of
-    ``value = "gain"``). ``refine=False``: the coarse rule only."""
+    ``value = "gain"``). ``refine=False``: the coarse rule only. ``optimise=False``: the refined
+    point at the gain ``spec.value_gain`` held fixed (1 for the identity value: its own point)."""
     check_alpha(alpha)
     settings = settings or SolverSettings.preset("default")
     v = float(spec.value_gain) if spec.value == "gain" else 1.0
+    if not optimise:
+        point = solve_refined(_gain_spec(spec, v) if spec.value == "gain" else spec, alpha, branch, settings)
+        return GainPoint(branch, float(alpha), point.exists, point.reason, v, 0.0, point)
     hist: list[tuple[float, float]] = []
     pts: list[BranchPoint] = []
     warm = None
@@ -218,17 +222,19 @@ def _diff_of(s: GainPoint, p: GainPoint) -> tuple[float, float]:
 
 
 def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSettings | None = None,
-                    max_iter: int = 4, xtol: float = 2e-3) -> GainTransition:
+                    max_iter: int = 4, xtol: float = 2e-3, optimise: bool = True) -> GainTransition:
     """``alpha_c`` with the trainable gain: the training-error difference (semantic minus
     positional, each branch at its optimal gain, :func:`solve_gain`) on the grid ``alphas``, then
     Illinois regula falsi inside the first bracket where it changes sign (refined points
     throughout); the root is the zero of the line through the two evaluations nearest it, its
-    error the difference's standard error there over that line's slope."""
+    error the difference's standard error there over that line's slope. ``optimise=False``: the
+    same search at the fixed gain of ``spec`` (the identity value's ``alpha_c`` for comparison)."""
     settings = settings or SolverSettings.preset("default")
     evals: list[tuple[float, GainPoint, GainPoint]] = []
 
     def diff(a: float) -> float:
-        s, p = solve_gain(spec, a, "semantic", settings), solve_gain(spec, a, "positional", settings)
+        s = solve_gain(spec, a, "semantic", settings, optimise=optimise)
+        p = solve_gain(spec, a, "positional", settings, optimise=optimise)
         evals.append((a, s, p))
         return _diff_of(s, p)[0]
 
