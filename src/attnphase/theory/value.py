@@ -12,8 +12,9 @@ explicit one, ``alpha E[d ell / d v]`` at the proximal minimisers, so the minimi
 :func:`solve_gain` finds it by a secant search on the coarse rule (warm-started solves), then
 solves the branch at that gain on the refined rules (docs/model.md (7.3), (7.5)), evaluates the
 stationarity there on the fine rules (the standard error over the rules is the gain's error
-estimate) and, where the fine rules move the gain by more than that, takes one secant step with
-the coarse slope and solves the refined point again. :func:`gain_transition` locates ``alpha_c``
+estimate) and, where the fine rules move the gain by more than that and by enough to move an overlap by a
+tenth of the error target, takes one secant step with the coarse slope and solves the refined
+point again. :func:`gain_transition` locates ``alpha_c``
 (docs/model.md (5.2)) between the two branches, each at its own optimal gain.
 """
 
@@ -182,7 +183,12 @@ def solve_gain(spec: ModelSpec, alpha: float, branch: str, settings: SolverSetti
         per_rule = gain_update_by_rule(union, ds, len(fine))
         err = float(np.std(per_rule, ddof=1) / math.sqrt(len(fine))) if len(fine) > 1 else math.nan
         r = v_fine - v
-        if attempt == 0 and abs(r) > max(err, GAIN_TOL) and slope is not None and slope < 0:
+        # (what the fine rules' offset of the gain moves the overlaps by, relative; the training error
+        # is stationary in v)
+        moved = max((abs(slopes.get(k, 0.0) * r) / abs(getattr(point, k)) for k in ("q", "m", "theta")
+                     if getattr(point, k)), default=0.0)
+        small = moved <= 0.1 * (settings.target_error or settings.tol)
+        if attempt == 0 and not small and abs(r) > max(err, GAIN_TOL) and slope is not None and slope < 0:
             v = v - r / slope
             msg = f"one fine secant step ({r:+.2e} on the fine rules at the coarse gain)"
             continue
