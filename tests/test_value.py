@@ -126,6 +126,21 @@ def test_simulator_gain_risk_and_gradient():
     torch.testing.assert_close(v, num / den, rtol=1e-10, atol=0)
 
 
+def test_simulator_gain_risk_is_the_explicit_prediction():
+    """``R = sum ||y - v S x||^2 / (2d)`` (no ridge on ``v``) with the prediction formed in full."""
+    spec = ModelSpec(value="gain", value_gain=1.3)
+    d = 30
+    ds = [make_dataset(spec, d, 20, 0, dtype=torch.float64, keep_labels=True)]
+    batch = stack_batch(ds)
+    params = init_params(spec, ds, ("semantic",))
+    assert float(params["g"].reshape(-1)[0]) == pytest.approx(1.3 * math.sqrt(d), rel=1e-15)
+    H = project(batch.X, params["P"]) / math.sqrt(d)
+    S = torch.softmax(H @ H.transpose(-1, -2), dim=-1)[0, 0]
+    yhat = 1.3 * S @ batch.X[0]
+    direct = ((batch.Y[0] - yhat) ** 2).sum() / (2 * d) + 0.5 * spec.lam * (params["P"] ** 2).sum()
+    torch.testing.assert_close(risk(spec, batch, params).reshape(()), direct, rtol=1e-12, atol=0)
+
+
 def test_simulator_trains_the_gain_without_a_ridge():
     """The trained gain is stationary with no ridge term: at the end of training
     ``v = sum <S x, y> / sum ||S x||^2`` at the trained ``Q``, and the training loss is below the
