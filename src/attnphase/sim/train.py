@@ -16,7 +16,8 @@ columns
 * ``random``: ``0.1 N(0, 1)`` entries.
 
 Untied variants start the key ``K`` equal to ``Q`` for the informed starts and independent for the
-random one.
+random one. A trainable value starts as in docs/model.md (6.4): the gain ``V = v I`` at
+``v = spec.value_gain`` (stored as ``g = sqrt(d) v``).
 """
 
 from __future__ import annotations
