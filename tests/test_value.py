@@ -61,7 +61,7 @@ def test_training_error_derivative_in_the_gain_is_the_explicit_one(semantic8):
     fixed points at ``v = 1 +- 0.01``. On a finite rule the Stein forms are the stationarity
     conditions only up to the quadrature error: measured 1.8 % apart on the order-8 rule, 0.19 %
     on order 10 and 0.09 % on order 12 (the central difference itself converged to 1e-4)."""
-    spec, alpha, dv = ModelSpec(value="gain"), 1.25, 0.01
+    spec, alpha, dv = ModelSpec(value="gain", value_gain=1.0), 1.25, 0.01
     st = SolverSettings(order=10, seed=0)
     p0 = solve_point(spec, alpha, "semantic", st, error_estimate=False, start=semantic8.order_params)
     a, b = make_saddle(spec, alpha, st).gain_sums(p0._data)

@@ -32,7 +32,7 @@ spec.value_rank``,
   ``g = sqrt(d) v`` (the coordinate in which the curvature of ``R`` is ``O(alpha)``, like that of
   ``Q``'s entries, so one learning rate and the stopping rule on ``||grad||/sqrt(d)`` serve both),
   no ridge (a ridge of order one on one scalar is ``O(1/d)`` of ``R/d``); start
-  ``v = spec.value_gain``. The Grams become ``v^2 x x^T`` and ``v y x^T``: the cost of the
+  ``v = spec.gain_start`` (``value_gain``, 1 when unset). The Grams become ``v^2 x x^T`` and ``v y x^T``: the cost of the
   identity value.
 
 Gradients: an analytic gradient for the identity value (all four attention variants) and autograd

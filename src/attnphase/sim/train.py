@@ -17,7 +17,7 @@ columns
 
 Untied variants start the key ``K`` equal to ``Q`` for the informed starts and independent for the
 random one. A trainable value starts as in docs/model.md (6.4): the gain ``V = v I`` at
-``v = spec.value_gain`` (stored as ``g = sqrt(d) v``).
+``v = spec.gain_start`` (``value_gain``, 1 when unset; stored as ``g = sqrt(d) v``).
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def init_params(
                 W[i, k] = 0.1 * torch.randn(d, spec.value_rank, generator=gen, dtype=torch.float64)
     out = {"P": P}
     if spec.value == "gain":  # g = sqrt(d) v, start v = value_gain (docs/model.md (6.5))
-        out["g"] = torch.full((len(datasets), len(inits), 1, 1), math.sqrt(d) * spec.value_gain,
+        out["g"] = torch.full((len(datasets), len(inits), 1, 1), math.sqrt(d) * spec.gain_start,
                               dtype=torch.float64)
     if U is not None and W is not None:
         out.update(U=U, W=W)

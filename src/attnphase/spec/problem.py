@@ -81,9 +81,11 @@ class ModelSpec:
       ``token_cov`` (6.3).
     - ``value``: value matrix (6.4): ``identity``; ``gain`` (``V = v I``, trainable gain ``v``,
       theory and simulator, 6.5); ``lowrank``/``full`` are simulation-only. ``value_rank``: the
-      rank of ``lowrank``; ``value_gain``: the gain ``v`` at which the saddle-point equations of
-      ``gain`` are solved (:mod:`attnphase.theory.value` minimises over it) and the simulator's
-      start.
+      rank of ``lowrank``; ``value_gain``: the gain ``v`` of ``gain``. ``None`` (the default): the
+      trainable gain, the theory's entry points (:func:`attnphase.solve`,
+      :func:`attnphase.transition`) minimise the training error over ``v`` (6.5,
+      :mod:`attnphase.theory.value`); a number: the saddle-point equations hold ``v`` there. The
+      simulator always trains ``v``, from ``value_gain`` (1 when unset).
     - ``lam_lin``: ridge of the dense linear baseline (4.3).
     """
 
@@ -109,9 +111,10 @@ class ModelSpec:
                            "lowrank and full: simulation only, docs/model.md (6.4))", choices=VALUES,
                            group="value")
     value_rank: int = described(1, "int", "rank of the low-rank value", minimum=1, group="value")
-    value_gain: float = described(1.0, "float", "gain v of value = gain (V = v I): held fixed by the "
-                                  "saddle-point equations, the start of the simulator's trained gain",
-                                  minimum=0.0, strict_minimum=True, group="value")
+    value_gain: float | None = described(None, "float", "gain v of value = gain (V = v I): unset, the theory "
+                                         "minimises the training error over v; set, it holds v there. The "
+                                         "simulator trains v from it (default 1)",
+                                         minimum=0.0, strict_minimum=True, group="value")
     lam_lin: float = described(1e-4, "float", "ridge of the linear baseline", minimum=0.0,
                                group="value")
 
@@ -158,6 +161,18 @@ class ModelSpec:
     def replace(self, **changes: Any) -> ModelSpec:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+    @property
+    def gain_start(self) -> float:
+        """The value gain ``v`` the saddle-point equations and the simulator start from (docs/model.md
+        (6.5)): ``value_gain``, 1 when unset."""
+        return 1.0 if self.value_gain is None else float(self.value_gain)
+
+    @property
+    def optimal_gain(self) -> bool:
+        """``value = "gain"`` with ``value_gain`` unset: the theory minimises the training error over
+        the gain (docs/model.md (6.5))."""
+        return self.value == "gain" and self.value_gain is None
 
     @property
     def A_array(self) -> np.ndarray:

@@ -172,8 +172,11 @@ class Saddle:
         self.F = self.amap.field_dim
         self.rs = spec.teacher_rank
         # --- value gain (docs/model.md (6.5)): ell(h; T, v) = ell(h; T / v) with C -> v^2 C ---
+        if spec.optimal_gain:
+            raise ValueError("value = gain with value_gain unset is minimised over the gain by attnphase.solve and "
+                             "attnphase.transition (attnphase.theory.value); give value_gain to hold the gain fixed")
         #: the gain ``v`` of the value ``V = v I`` (1 for the identity value)
-        self.gain = float(spec.value_gain) if spec.value == "gain" else 1.0
+        self.gain = spec.gain_start if spec.value == "gain" else 1.0
         #: the covariance in the loss, ``v^2 C`` (what the proximal problem and the errors use;
         #: the fields and the whitening use ``C`` itself)
         self.C = self.gain**2 * spec.C_array

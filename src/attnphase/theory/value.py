@@ -131,12 +131,13 @@ def _slopes(p1: BranchPoint, p2: BranchPoint, v1: float, v2: float) -> dict[str,
 def solve_gain(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings | None = None,
                refine: bool = True, optimise: bool = True) -> GainPoint:
     """``branch`` at ``alpha`` with the value gain minimising the training error (docs/model.md
-    (6.5)); the search starts from ``spec.value_gain`` (any ``spec.value``: the result is that of
-    ``value = "gain"``). ``refine=False``: the coarse rule only. ``optimise=False``: the refined
-    point at the gain ``spec.value_gain`` held fixed (1 for the identity value: its own point)."""
+    (6.5)); the search starts from ``spec.gain_start`` (``value_gain``, 1 when unset; any
+    ``spec.value``: the result is that of ``value = "gain"``). ``refine=False``: the coarse rule
+    only. ``optimise=False``: the refined point at the gain ``spec.gain_start`` held fixed (1 for
+    the identity value: its own point)."""
     check_alpha(alpha)
     settings = settings or SolverSettings.preset("default")
-    v = float(spec.value_gain) if spec.value == "gain" else 1.0
+    v = spec.gain_start if spec.value == "gain" else 1.0
     if not optimise:
         point = solve_refined(_gain_spec(spec, v) if spec.value == "gain" else spec, alpha, branch, settings)
         return GainPoint(branch, float(alpha), point.exists, point.reason, v, 0.0, point)
