@@ -18,11 +18,12 @@ import numpy as np
 
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
-from attnphase.results import BayesResult, SimulationResult, SolveResult, TransitionResult
+from attnphase.results import BayesResult, SimulationResult, SolveResult, TransitionResult, frozen
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     BranchPoint,
     SolverSettings,
+    Transition,
     branches_for,
     find_transition_replicated,
     linear_test_error,
@@ -198,13 +199,50 @@ def transition(
     ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on independent
     scrambles and reports their mean and standard error. ``progress(done, total)`` is called
     after each grid point. ``**model``: :class:`ModelSpec` fields.
+
+    ``value="gain"`` with ``value_gain`` unset: ``alpha_c`` with each branch at the gain that
+    minimises its training error (docs/model.md (6.5), :func:`attnphase.theory.value.gain_transition`;
+    one scramble, the error from the fine rules; the gains in ``TransitionResult.gains``);
+    ``alpha_l`` and the spinodals are not located there.
     """
     spec = model_spec(spec, **model)
+    check_theory_value(spec)
     grid = np.linspace(*TRANSITION_GRID) if alphas is None else np.asarray(alphas, dtype=float)
     check_alpha(grid.tolist())
     st = _solver_settings(settings, "transition")
+    if spec.optimal_gain:
+        return _transition_gain(spec, grid.tolist(), st, progress)
     tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=progress)
     return TransitionResult.from_transition(tr, spec, st)
+
+
+def _transition_gain(spec: ModelSpec, grid: list[float], st: SolverSettings,
+                     progress: Progress | None) -> TransitionResult:
+    """:func:`transition` with the optimal value gain (docs/model.md (5.2), (6.5)): ``alpha_c`` of
+    :func:`attnphase.theory.value.gain_transition` as a :class:`TransitionResult`."""
+    from attnphase.theory.value import gain_transition
+
+    if st.n_replicas > 1:
+        raise ValueError("the transition at the optimal value gain runs one scramble (its error comes from the "
+                         "refinement's fine rules): use replicas 1")
+    gt = gain_transition(spec, grid, st, progress=progress)
+    notes = ["each branch at the value gain that minimises its training error (docs/model.md (6.5)); alpha_l and "
+             "the spinodals are not located with the optimal gain"]
+    gains: dict[str, Any] = {"evaluations": [[a, s.gain, p.gain] for a, s, p in gt.points]}
+    if gt.success:
+        a, s, p = min(gt.points, key=lambda e: abs(e[0] - gt.alpha_c))
+        gains.update(at_alpha=a, semantic={"gain": s.gain, "gain_error": s.gain_error},
+                     positional={"gain": p.gain, "gain_error": p.gain_error})
+        notes.append(f"optimal gains at alpha = {a:.4g}: semantic {s.gain:.6g} +- {s.gain_error:.1e}, "
+                     f"positional {p.gain:.6g} +- {p.gain_error:.1e}")
+    else:
+        notes.append(gt.message)
+    err = gt.alpha_c_error if gt.success and np.isfinite(gt.alpha_c_error) else None
+    tr = Transition(alpha_c=gt.alpha_c if gt.success else None, alpha_l=None,
+                    spinodals={"semantic": None, "positional": None}, linear_test_error=linear_test_error(spec),
+                    notes=tuple(notes), grid={"alpha": list(grid)}, errors={"alpha_c": err} if err is not None else {})
+    res = TransitionResult.from_transition(tr, spec, st)
+    return dataclasses.replace(res, gains=frozen(gains), record=frozen({**res.record, "gains": gains}))
 
 
 def simulate(

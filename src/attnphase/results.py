@@ -249,6 +249,10 @@ class TransitionResult:
     #: the model, the bracketing grid ``alpha``, the solver settings, the version and the kernels
     #: that ran (as ``SolveResult.params``)
     params: Mapping[str, Any] = field(repr=False)
+    #: ``value = "gain"`` with the optimal gain (docs/model.md (6.5)): each branch's optimal gain and
+    #: its error at the evaluation nearest ``alpha_c`` (``at_alpha``), and ``evaluations``, the
+    #: ``[alpha, semantic gain, positional gain]`` of every evaluation; ``None`` otherwise
+    gains: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @classmethod
     def from_transition(cls, tr: Any, spec: ModelSpec, settings: SolverSettings) -> TransitionResult:

@@ -214,11 +214,11 @@ def cmd_transition(args: argparse.Namespace) -> int:
 
 def cmd_curves(args: argparse.Namespace) -> int:
     """``attnphase curves``: the paper-style figure of both branches against ``alpha``."""
+    spec = spec_from_args(args)
+    _check_fixed_gain(spec, "curves")  # (before matplotlib is imported)
     # (matplotlib is imported with the figure module, only when a figure is drawn)
     from attnphase.plots.curves import curves_figure, curves_table
 
-    spec = spec_from_args(args)
-    _check_fixed_gain(spec, "curves")
     if args.bayes:  # (refused before the branches are followed, not after)
         from attnphase.theory.bayes import check_bayes_spec
 
@@ -311,6 +311,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("transition", help="alpha_c, alpha_l and spinodals at one omega")
     add_model_flags(p)
+    add_theory_value_flags(p)
     add_solver_flags(p, "transition")
     p.add_argument("--alpha", default="0.2:2.4:12", help="bracketing grid start:stop:num")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -229,13 +229,16 @@ def _diff_of(s: GainPoint, p: GainPoint) -> tuple[float, float]:
 
 
 def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSettings | None = None,
-                    max_iter: int = 4, xtol: float = 2e-3, optimise: bool = True) -> GainTransition:
+                    max_iter: int = 4, xtol: float = 2e-3, optimise: bool = True,
+                    progress: Callable[[int, int], None] | None = None) -> GainTransition:
     """``alpha_c`` with the trainable gain: the training-error difference (semantic minus
     positional, each branch at its optimal gain, :func:`solve_gain`) on the grid ``alphas``, then
     Illinois regula falsi inside the first bracket where it changes sign (refined points
     throughout); the root is the zero of the line through the two evaluations nearest it, its
     error the difference's standard error there over that line's slope. ``optimise=False``: the
-    same search at the fixed gain of ``spec`` (the identity value's ``alpha_c`` for comparison)."""
+    same search at the fixed gain of ``spec`` (the identity value's ``alpha_c`` for comparison).
+    ``progress(done, len(alphas))`` is called after each grid point (and with ``done = len(alphas)``
+    once the grid scan stops at its bracket)."""
     settings = settings or SolverSettings.preset("default")
     evals: list[tuple[float, GainPoint, GainPoint]] = []
 
@@ -247,14 +250,19 @@ def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSe
 
     lo = hi = None
     prev = None
-    for a in sorted(float(x) for x in alphas):
+    grid = sorted(float(x) for x in alphas)
+    for i, a in enumerate(grid):
         fa = diff(a)
+        if progress is not None:
+            progress(i + 1, len(grid))
         if not math.isfinite(fa):
             continue
         if prev is not None and prev[1] > 0 >= fa:
             lo, hi = prev, (a, fa)
             break
         prev = (a, fa)
+    if progress is not None and len(evals) < len(grid):  # (the scan stopped at its bracket)
+        progress(len(grid), len(grid))
     if lo is None or hi is None:
         return GainTransition(False, "no sign change of the training-error difference on the grid",
                               points=tuple(evals))
