@@ -111,3 +111,10 @@ def test_fixed_point_solvers_refuse_the_unset_gain():
     assert ModelSpec(value="gain").gain_start == 1.0 and ModelSpec(value="gain").optimal_gain
     assert not ModelSpec(value="gain", value_gain=1.0).optimal_gain
     assert ModelSpec(value="gain", value_gain=2.0).gain_start == 2.0
+
+
+def test_sweep_theory_kinds_refuse_the_unset_gain(capsys, tmp_path):
+    """The sweep's theory kinds solve at a fixed gain: the unset one is refused before any point."""
+    rc, out, err = _run(capsys, ["sweep", "run", "--kind", "theory", "--param", "value=gain", "--param", "alpha=1.25",
+                                 "--store", str(tmp_path / "s.db")])
+    assert rc == 2 and err.count("\n") == 1 and "give value_gain with value = gain" in err
