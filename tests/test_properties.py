@@ -196,8 +196,9 @@ FIELD_VALUES = {
     "token_corr": st.one_of(st.floats(-1.5, 1.5), st.floats(allow_nan=True)),
     "token_cov": st.sampled_from([None, ((0.25, 0.05), (0.05, 0.25)), ((1e-320, 0.0), (0.0, 1e-320)),
                                   ((1.0, 2.0), (2.0, 1.0)), ((float("inf"), 0.0), (0.0, 1.0)), "1,0;0,1"]),
-    "value": st.sampled_from(["identity", "lowrank", "full", "", "x"]),
+    "value": st.sampled_from(["identity", "lowrank", "full", "gain", "", "x"]),
     "value_rank": st.one_of(st.integers(-1, 4), st.just("2")),
+    "value_gain": st.one_of(st.floats(allow_nan=True), st.sampled_from([1.0, 0.0, -1.0, "1.1"])),
     "lam_lin": st.one_of(st.floats(allow_nan=True), st.just(1e-4)),
 }
 

@@ -27,13 +27,13 @@ TEXT = {
     "omega": "0.2", "sigma": "0.7", "lam": "0.05", "A": "0.7,0.3;0.2,0.8", "L": "2", "rank": "2",
     "teacher_rank": "1", "positions": "1,-0.5;-0.5,1", "variant": "untied", "causal_target": "true",
     "token_corr": "0.1", "token_cov": "0.3,0.05;0.05,0.2", "value": "lowrank", "value_rank": "2",
-    "lam_lin": "0.001",
+    "value_gain": "1.1", "lam_lin": "0.001",
 }
 VALUES = {
     "omega": 0.2, "sigma": 0.7, "lam": 0.05, "A": ((0.7, 0.3), (0.2, 0.8)), "L": 2, "rank": 2,
     "teacher_rank": 1, "positions": ((1.0, -0.5), (-0.5, 1.0)), "variant": "untied",
     "causal_target": True, "token_corr": 0.1, "token_cov": ((0.3, 0.05), (0.05, 0.2)),
-    "value": "lowrank", "value_rank": 2, "lam_lin": 0.001,
+    "value": "lowrank", "value_rank": 2, "value_gain": 1.1, "lam_lin": 0.001,
 }
 
 
@@ -67,10 +67,10 @@ def test_flag_groups():
     with its own ``--omega`` leaves it out."""
     p = argparse.ArgumentParser()
     add_model_flags(p, omega=False)
-    assert set(_flags(p)) == set(FIELDS) - {"omega", "value", "value_rank", "lam_lin"}
+    assert set(_flags(p)) == set(FIELDS) - {"omega", "value", "value_rank", "value_gain", "lam_lin"}
     p = argparse.ArgumentParser()
     add_value_flags(p)
-    assert set(_flags(p)) == {"value", "value_rank", "lam_lin"}
+    assert set(_flags(p)) == {"value", "value_rank", "value_gain", "lam_lin"}
 
 
 def test_defaults_agree():
@@ -110,7 +110,7 @@ def test_library_cli_and_sweeps_build_the_same_spec():
         ("lam", "-1", "lam must be >= 0, got -1.0"),
         ("rank", "0", "rank must be >= 1, got 0"),
         ("variant", "sideways", "unknown variant 'sideways'; choose from tied, untied, causal, untied-causal"),
-        ("value", "dense", "unknown value 'dense'; choose from identity, lowrank, full"),
+        ("value", "dense", "unknown value 'dense'; choose from identity, lowrank, full, gain"),
     ],
 )
 def test_one_message_for_a_bad_value_on_every_route(name, text, message, capsys):

@@ -18,10 +18,12 @@ import numpy as np
 
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
-from attnphase.results import BayesResult, SimulationResult, SolveResult, TransitionResult
+from attnphase.results import BayesResult, SimulationResult, SolveResult, TransitionResult, frozen
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
+    BranchPoint,
     SolverSettings,
+    Transition,
     branches_for,
     find_transition_replicated,
     linear_test_error,
@@ -70,6 +72,16 @@ def model_spec(spec: ModelSpec | None = None, **model: Any) -> ModelSpec:
     return spec.replace(**model) if model else spec
 
 
+def check_theory_value(spec: ModelSpec) -> None:
+    """``ValueError`` (one line) unless the theory covers ``spec``'s value: ``identity`` or ``gain``
+    (docs/model.md (6.4)), ``value_gain`` only with ``gain``."""
+    if spec.value not in ("identity", "gain"):
+        raise ValueError(f"the theory covers value = identity and gain only, got {spec.value} (lowrank and full do "
+                         "not enter at leading order, docs/model.md (6.4)); use the simulator")
+    if spec.value_gain is not None and spec.value != "gain":
+        raise ValueError(f"value_gain is the gain of value = gain; got value = {spec.value}")
+
+
 def _solver_settings(settings: SolverSettings | str | None, command: str) -> SolverSettings:
     """``settings`` as given, a preset by name, or ``command``'s default preset."""
     if settings is None:
@@ -102,8 +114,14 @@ def solve(
     Returns a :class:`~attnphase.results.SolveResult`: per branch the overlaps (docs/model.md
     (1.5)), the training error (4.1), the test error (4.2) and their error estimates, the global
     minimum, and the linear baseline (4.3).
+
+    ``value="gain"`` (``V = v I``, docs/model.md (6.5)): with ``value_gain`` unset (the default)
+    each branch is solved at the gain that minimises its training error
+    (:func:`attnphase.theory.value.solve_gain`; ``BranchResult.gain`` and ``gain_error``), with
+    ``value_gain=v`` at that gain held fixed.
     """
     spec = model_spec(spec, **model)
+    check_theory_value(spec)
     check_alpha(alpha)
     alpha = float(alpha)
     known = branches_for(spec)
@@ -111,15 +129,57 @@ def solve(
         raise ValueError(f"branch must be one of {', '.join(known)}, all; got {branch!r}")
     st = _solver_settings(settings, "solve")
     names = known if branch == "all" else (branch,)
+    if spec.value == "gain":
+        return _solve_gain(spec, alpha, names, st, progress)
     points = {}
     for i, b in enumerate(names):
         points[b] = solve_refined(spec, alpha, b, st)
         if progress is not None:
             progress(i + 1, len(names))
-    lin = linear_test_error(spec)
-    params = {**spec.to_dict(), "alpha": alpha, "solver": dataclasses.asdict(st), "version": __version__,
-              "revision": numerics_revision("theory"), "kernels": native.describe()}
-    return SolveResult.from_points(spec, alpha, st, points, lin, params)
+    return SolveResult.from_points(spec, alpha, st, points, linear_test_error(spec), _solve_params(spec, alpha, st))
+
+
+def _solve_params(spec: ModelSpec, alpha: float, st: SolverSettings) -> dict[str, Any]:
+    """``SolveResult.params``: the model, ``alpha``, the solver settings, the version and the kernels."""
+    return {**spec.to_dict(), "alpha": alpha, "solver": dataclasses.asdict(st), "version": __version__,
+            "revision": numerics_revision("theory"), "kernels": native.describe()}
+
+
+def _solve_gain(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverSettings,
+                progress: Progress | None) -> SolveResult:
+    """:func:`solve` for the value gain ``V = v I`` (docs/model.md (6.5)): each branch at the gain
+    that minimises its training error (``value_gain`` unset; :func:`attnphase.theory.value.solve_gain`)
+    or at the fixed ``value_gain``. A branch with no fixed point at the start gain is absent; a gain
+    search that fails after it started (no convergence, the branch lost on the way, the refinement
+    at the optimal gain not converged) makes ``success`` false and says why in ``message``."""
+    from attnphase.theory.value import solve_gain
+
+    points: dict[str, BranchPoint] = {}
+    gains: dict[str, tuple[float, float | None]] = {}
+    failed: dict[str, str] = {}
+    for i, b in enumerate(names):
+        if spec.optimal_gain:
+            g = solve_gain(spec, alpha, b, st)
+            point = g.point if g.point is not None else BranchPoint(b, alpha, False, g.message)
+            if not g.success and g.history:
+                failed[b] = g.message
+                if not point.exists:
+                    point = dataclasses.replace(point, reason=f"the gain search failed: {g.message}")
+            gains[b] = (g.gain, g.gain_error)
+        else:
+            point = solve_refined(spec, alpha, b, st)
+            gains[b] = (spec.gain_start, None)
+        points[b] = point
+        if progress is not None:
+            progress(i + 1, len(names))
+    res = SolveResult.from_points(spec, alpha, st, points, linear_test_error(spec), _solve_params(spec, alpha, st))
+    branches = {b: None if r is None else dataclasses.replace(r, gain=gains[b][0], gain_error=gains[b][1])
+                for b, r in res.branches.items()}
+    message = res.message + "".join(f"; {b}: optimal gain {r.gain:.6g} +- {r.gain_error:.1e}"
+                                    for b, r in branches.items() if r is not None and spec.optimal_gain)
+    message += "".join(f"; {b}: the gain search failed: {why}" for b, why in failed.items())
+    return dataclasses.replace(res, branches=MappingProxyType(branches), success=res.success and not failed,
+                               message=message)
 
 
 def transition(
@@ -139,13 +199,50 @@ def transition(
     ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on independent
     scrambles and reports their mean and standard error. ``progress(done, total)`` is called
     after each grid point. ``**model``: :class:`ModelSpec` fields.
+
+    ``value="gain"`` with ``value_gain`` unset: ``alpha_c`` with each branch at the gain that
+    minimises its training error (docs/model.md (6.5), :func:`attnphase.theory.value.gain_transition`;
+    one scramble, the error from the fine rules; the gains in ``TransitionResult.gains``);
+    ``alpha_l`` and the spinodals are not located there.
     """
     spec = model_spec(spec, **model)
+    check_theory_value(spec)
     grid = np.linspace(*TRANSITION_GRID) if alphas is None else np.asarray(alphas, dtype=float)
     check_alpha(grid.tolist())
     st = _solver_settings(settings, "transition")
+    if spec.optimal_gain:
+        return _transition_gain(spec, grid.tolist(), st, progress)
     tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=progress)
     return TransitionResult.from_transition(tr, spec, st)
+
+
+def _transition_gain(spec: ModelSpec, grid: list[float], st: SolverSettings,
+                     progress: Progress | None) -> TransitionResult:
+    """:func:`transition` with the optimal value gain (docs/model.md (5.2), (6.5)): ``alpha_c`` of
+    :func:`attnphase.theory.value.gain_transition` as a :class:`TransitionResult`."""
+    from attnphase.theory.value import gain_transition
+
+    if st.n_replicas > 1:
+        raise ValueError("the transition at the optimal value gain runs one scramble (its error comes from the "
+                         "refinement's fine rules): use replicas 1")
+    gt = gain_transition(spec, grid, st, progress=progress)
+    notes = ["each branch at the value gain that minimises its training error (docs/model.md (6.5)); alpha_l and "
+             "the spinodals are not located with the optimal gain"]
+    gains: dict[str, Any] = {"evaluations": [[a, s.gain, p.gain] for a, s, p in gt.points]}
+    if gt.success:
+        a, s, p = min(gt.points, key=lambda e: abs(e[0] - gt.alpha_c))
+        gains.update(at_alpha=a, semantic={"gain": s.gain, "gain_error": s.gain_error},
+                     positional={"gain": p.gain, "gain_error": p.gain_error})
+        notes.append(f"optimal gains at alpha = {a:.4g}: semantic {s.gain:.6g} +- {s.gain_error:.1e}, "
+                     f"positional {p.gain:.6g} +- {p.gain_error:.1e}")
+    else:
+        notes.append(gt.message)
+    err = gt.alpha_c_error if gt.success and np.isfinite(gt.alpha_c_error) else None
+    tr = Transition(alpha_c=gt.alpha_c if gt.success else None, alpha_l=None,
+                    spinodals={"semantic": None, "positional": None}, linear_test_error=linear_test_error(spec),
+                    notes=tuple(notes), grid={"alpha": list(grid)}, errors={"alpha_c": err} if err is not None else {})
+    res = TransitionResult.from_transition(tr, spec, st)
+    return dataclasses.replace(res, gains=frozen(gains), record=frozen({**res.record, "gains": gains}))
 
 
 def simulate(

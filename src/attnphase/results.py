@@ -96,6 +96,13 @@ class BranchResult:
     m_matrix: tuple[tuple[float, ...], ...]
     theta_matrix: tuple[tuple[float, ...], ...]
     diagnostics: Mapping[str, Any] = field(repr=False)
+    #: the value gain ``v`` of ``value = "gain"`` (docs/model.md (6.5)): the one the training error
+    #: is minimised at (``value_gain`` unset) or the one held fixed; ``None`` for other values
+    gain: float | None = None
+    #: the optimal gain's error estimate (the fine rules' scatter and the offset of their stationary
+    #: gain, :func:`attnphase.theory.value.solve_gain`; ``nan`` on the coarse rule only, ``None``
+    #: for a fixed gain)
+    gain_error: float | None = None
 
     @classmethod
     def from_point(cls, point: BranchPoint) -> BranchResult:
@@ -141,8 +148,11 @@ class BranchResult:
         return _kept_coarse(self.diagnostics.get("refined"))
 
     def to_dict(self) -> dict[str, Any]:
-        """The branch's entry under ``branches`` in ``attnphase solve --json``."""
-        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate})
+        """The branch's entry under ``branches`` in ``attnphase solve --json`` (with ``gain`` and
+        ``gain_error`` for the value gain)."""
+        gain = {} if self.gain is None else {"gain": self.gain, "gain_error": self.gain_error}
+        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate,
+                         **gain})
 
 
 @dataclass(frozen=True)
@@ -250,6 +260,10 @@ class TransitionResult:
     kind: str | None = None
     exchange: tuple[str, str] | None = None
     order_parameter: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: ``value = "gain"`` with the optimal gain (docs/model.md (6.5)): each branch's optimal gain and
+    #: its error at the evaluation nearest ``alpha_c`` (``at_alpha``), and ``evaluations``, the
+    #: ``[alpha, semantic gain, positional gain]`` of every evaluation; ``None`` otherwise
+    gains: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @classmethod
     def from_transition(cls, tr: Any, spec: ModelSpec, settings: SolverSettings) -> TransitionResult:

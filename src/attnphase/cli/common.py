@@ -41,6 +41,12 @@ def add_model_flags(p: argparse.ArgumentParser, omega: bool = True) -> None:
     add_parameter_flags(p, "model", omit=() if omega else ("omega",))
 
 
+def add_theory_value_flags(p: argparse.ArgumentParser) -> None:
+    """``--value`` and ``--value-gain`` on the theory commands (docs/model.md (6.4), (6.5)): the
+    value gain ``V = v I``, minimised over ``v`` where ``--value-gain`` is not given."""
+    add_parameter_flags(p, "value", omit=("value_rank", "lam_lin"))
+
+
 def to_float(text: str, name: str) -> float:
     """The number given to the flag ``--name`` (:func:`attnphase.spec.parse.to_float`)."""
     return parse.to_float(text, f"--{name}")

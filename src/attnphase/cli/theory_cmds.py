@@ -19,6 +19,7 @@ from attnphase._revision import numerics_revision
 from attnphase.cli.common import (
     COMMAND_KEY,
     add_model_flags,
+    add_theory_value_flags,
     alpha_grid,
     command_record,
     json_text,
@@ -28,7 +29,7 @@ from attnphase.cli.common import (
     to_int,
     warn_theory_cost,
 )
-from attnphase.results import describe_change
+from attnphase.results import SolveResult, describe_change
 from attnphase.theory import (
     SolverSettings,
     branches_for,
@@ -164,10 +165,23 @@ def cmd_solve(args: argparse.Namespace) -> int:
             print(f"{b:<11}{'-':>10}{'-':>10}{'-':>10}{'-':>10}{'-':>12}{'-':>12}  {res.absent[b]}")
     print(f"global minimum: {res.global_minimum or 'none found'}; linear baseline test error "
           f"{res.linear_test_error:.6f}")
+    _print_gains(res)
     for b, r in res.branches.items():
         for note in r.notes if r is not None else ():
             print(f"note: {b}: {note}")
     return 0
+
+
+def _print_gains(res: SolveResult) -> None:
+    """The value gain of each branch (``--value gain``, docs/model.md (6.5)) under the table."""
+    for b, r in res.branches.items():
+        if r is not None and r.gain is not None:
+            how = f"optimal, +- {r.gain_error:.1e}" if res.spec.optimal_gain else "fixed"
+            print(f"value gain: {b} v = {r.gain:.6f} ({how})")
+    if not res.success:
+        for part in res.message.split("; "):
+            if "the gain search failed" in part:
+                print(f"note: {part}")
 
 
 def cmd_transition(args: argparse.Namespace) -> int:
@@ -202,10 +216,11 @@ def cmd_transition(args: argparse.Namespace) -> int:
 
 def cmd_curves(args: argparse.Namespace) -> int:
     """``attnphase curves``: the paper-style figure of both branches against ``alpha``."""
+    spec = spec_from_args(args)
+    _check_fixed_gain(spec, "curves")  # (before matplotlib is imported)
     # (matplotlib is imported with the figure module, only when a figure is drawn)
     from attnphase.plots.curves import curves_figure, curves_table
 
-    spec = spec_from_args(args)
     if args.bayes:  # (refused before the branches are followed, not after)
         from attnphase.theory.bayes import check_bayes_spec
 
@@ -246,6 +261,15 @@ def cmd_curves(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_fixed_gain(spec: Any, command: str) -> None:
+    """Refuse a value the theory does not cover and, for a command that follows the branches at a
+    fixed gain, the optimal value gain (``--value gain`` without ``--value-gain``)."""
+    api.check_theory_value(spec)
+    if spec.optimal_gain:
+        raise ValueError(f"{command} follows the branches at a fixed value gain: give --value-gain (solve and "
+                         "transition minimise the training error over the gain)")
+
+
 def _curves_record(spec, grid, settings, sem, pos, lin, tr) -> dict:
     """What ``curves.csv`` leaves out: every parameter, the solver settings, the version, the
     transition and each point's diagnostics (convergence, reason, error estimate), and which
@@ -270,6 +294,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="fixed points (semantic, positional, trivial) at one alpha")
     p.add_argument("--alpha", required=True, help="sample complexity n/d")
     add_model_flags(p)
+    add_theory_value_flags(p)
     add_solver_flags(p, "solve")
     p.add_argument("--branch", default="all",
                    help="semantic, positional, trivial, mixed (rank >= 2: one direction semantic, one positional) or all (default)")
@@ -288,6 +313,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("transition", help="alpha_c, alpha_l and spinodals at one omega")
     add_model_flags(p)
+    add_theory_value_flags(p)
     add_solver_flags(p, "transition")
     p.add_argument("--alpha", default="0.2:2.4:12", help="bracketing grid start:stop:num")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -297,6 +323,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("curves", help="paper-style curves vs alpha (PNG, PDF, CSV)")
     add_model_flags(p)
+    add_theory_value_flags(p)
     add_solver_flags(p, "curves")
     p.add_argument("--alpha", default="0.2:2:10", help="alpha grid start:stop:num (default 0.2:2:10)")
     p.add_argument("--out", default="attnphase-out", help="output folder")

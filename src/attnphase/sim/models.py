@@ -28,6 +28,12 @@ spec.value_rank``,
 ||M||^2``,
   start ``M = 0``. It forms ``x~`` (``n x L x d`` per run) and costs ``O(n L d^2)`` per step: small
   ``d`` only.
+* ``gain``: ``V = v I_d`` with one trainable scalar ``v`` per run (docs/model.md (6.5)), stored as
+  ``g = sqrt(d) v`` (the coordinate in which the curvature of ``R`` is ``O(alpha)``, like that of
+  ``Q``'s entries, so one learning rate and the stopping rule on ``||grad||/sqrt(d)`` serve both),
+  no ridge (a ridge of order one on one scalar is ``O(1/d)`` of ``R/d``); start
+  ``v = spec.gain_start`` (``value_gain``, 1 when unset). The Grams become ``v^2 x x^T`` and ``v y x^T``: the cost of the
+  identity value.
 
 Gradients: an analytic gradient for the identity value (all four attention variants) and autograd
 through the same batched objective for every case; :func:`objective` chooses.
@@ -128,6 +134,9 @@ def value_grams(
     d = X.shape[-1]
     if spec.value == "identity":
         return Sxx.unsqueeze(1), Syx.unsqueeze(1)
+    if spec.value == "gain":  # V = v I, v = g / sqrt(d) (docs/model.md (6.5))
+        v = (params["g"] / math.sqrt(d)).unsqueeze(2)  # (D, K, 1, 1, 1)
+        return v * v * Sxx.unsqueeze(1), v * Syx.unsqueeze(1)
     if Y is None:
         raise ValueError(f"value={spec.value!r} needs the labels (make_dataset(keep_labels=True))")
     if spec.value == "lowrank":
@@ -163,8 +172,9 @@ def _fields(spec: ModelSpec, params: dict[str, torch.Tensor], X: torch.Tensor):
 
 
 def ridge(spec: ModelSpec, params: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``(lambda / 2) sum ||param||^2`` per run, shape ``(D, K)``."""
-    total = cast(torch.Tensor, sum((p * p).sum(dim=(-1, -2)) for p in params.values()))
+    """``(lambda / 2) sum ||param||^2`` per run, shape ``(D, K)`` (the gain ``g`` of a ``gain``
+    value has none)."""
+    total = cast(torch.Tensor, sum((p * p).sum(dim=(-1, -2)) for k, p in params.items() if k != "g"))
     return 0.5 * spec.lam * total
 
 

@@ -16,7 +16,8 @@ columns
 * ``random``: ``0.1 N(0, 1)`` entries.
 
 Untied variants start the key ``K`` equal to ``Q`` for the informed starts and independent for the
-random one.
+random one. A trainable value starts as in docs/model.md (6.4): the gain ``V = v I`` at
+``v = spec.gain_start`` (``value_gain``, 1 when unset; stored as ``g = sqrt(d) v``).
 """
 
 from __future__ import annotations
@@ -153,6 +154,9 @@ def init_params(
             if W is not None:
                 W[i, k] = 0.1 * torch.randn(d, spec.value_rank, generator=gen, dtype=torch.float64)
     out = {"P": P}
+    if spec.value == "gain":  # g = sqrt(d) v, start v = value_gain (docs/model.md (6.5))
+        out["g"] = torch.full((len(datasets), len(inits), 1, 1), math.sqrt(d) * spec.gain_start,
+                              dtype=torch.float64)
     if U is not None and W is not None:
         out.update(U=U, W=W)
     if M is not None:

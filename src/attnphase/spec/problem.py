@@ -25,7 +25,7 @@ __all__ = [
 
 #: Student attention variants known to the theory and the simulator (see ``theory.channels``).
 VARIANTS = ("tied", "untied", "causal", "untied-causal")
-VALUES = ("identity", "lowrank", "full")
+VALUES = ("identity", "lowrank", "full", "gain")
 
 #: Largest ``L``, ``rank`` and ``teacher_rank``: the ``L x L`` matrices are built and checked when
 #: the spec is made, and the solver's cost grows like the 4th power of ``L`` times the rank.
@@ -79,8 +79,13 @@ class ModelSpec:
     - ``causal_target``: apply the causal mask to the teacher softmax too (6.2).
     - ``token_corr``: ``c`` in ``C = sigma^2((1-c) I + c 11^T)``; or give ``C`` in full via
       ``token_cov`` (6.3).
-    - ``value``: value matrix (``identity``; ``lowrank``/``full`` are simulation-only, 6.4);
-      ``value_rank``: the rank of ``lowrank``.
+    - ``value``: value matrix (6.4): ``identity``; ``gain`` (``V = v I``, trainable gain ``v``,
+      theory and simulator, 6.5); ``lowrank``/``full`` are simulation-only. ``value_rank``: the
+      rank of ``lowrank``; ``value_gain``: the gain ``v`` of ``gain``. ``None`` (the default): the
+      trainable gain, the theory's entry points (:func:`attnphase.solve`,
+      :func:`attnphase.transition`) minimise the training error over ``v`` (6.5,
+      :mod:`attnphase.theory.value`); a number: the saddle-point equations hold ``v`` there. The
+      simulator always trains ``v``, from ``value_gain`` (1 when unset).
     - ``lam_lin``: ridge of the dense linear baseline (4.3).
     """
 
@@ -102,9 +107,14 @@ class ModelSpec:
     token_cov: Matrix | None = described(
         None, "matrix", "full token covariance C (replaces the token correlation)",
         example="0.25,0.05;0.05,0.25")
-    value: str = described("identity", "str", "value matrix (lowrank and full: simulation only, "
-                           "docs/simulation.md)", choices=VALUES, group="value")
+    value: str = described("identity", "str", "value matrix (gain: V = v I, theory and simulation; "
+                           "lowrank and full: simulation only, docs/model.md (6.4))", choices=VALUES,
+                           group="value")
     value_rank: int = described(1, "int", "rank of the low-rank value", minimum=1, group="value")
+    value_gain: float | None = described(None, "float", "gain v of value = gain (V = v I): unset, the theory "
+                                         "minimises the training error over v; set, it holds v there. The "
+                                         "simulator trains v from it (default 1)",
+                                         minimum=0.0, strict_minimum=True, group="value")
     lam_lin: float = described(1e-4, "float", "ridge of the linear baseline", minimum=0.0,
                                group="value")
 
@@ -151,6 +161,18 @@ class ModelSpec:
     def replace(self, **changes: Any) -> ModelSpec:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
+
+    @property
+    def gain_start(self) -> float:
+        """The value gain ``v`` the saddle-point equations and the simulator start from (docs/model.md
+        (6.5)): ``value_gain``, 1 when unset."""
+        return 1.0 if self.value_gain is None else float(self.value_gain)
+
+    @property
+    def optimal_gain(self) -> bool:
+        """``value = "gain"`` with ``value_gain`` unset: the theory minimises the training error over
+        the gain (docs/model.md (6.5))."""
+        return self.value == "gain" and self.value_gain is None
 
     @property
     def A_array(self) -> np.ndarray:

@@ -162,6 +162,17 @@ def _model_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     return model_spec(params).to_dict()
 
 
+def _fixed_gain_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`_model_normalize` for the theory kinds, which solve at a fixed value gain: ``value =
+    gain`` needs ``value_gain`` (docs/model.md (6.5); :func:`attnphase.solve` and
+    :func:`attnphase.transition` minimise over an unset one)."""
+    out = _model_normalize(params)
+    if out["value"] == "gain" and out["value_gain"] is None:
+        raise ValueError("the theory sweep kinds solve at a fixed value gain: give value_gain with value = gain "
+                         "(attnphase solve and transition minimise the training error over the gain)")
+    return out
+
+
 def _fill(kind_params: tuple[Param, ...], params: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for p in kind_params:
@@ -238,7 +249,7 @@ def _theory_params() -> tuple[Param, ...]:
 
 
 def _theory_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
-    out = _model_normalize(params)
+    out = _fixed_gain_normalize(params)
     extra = _fill(_THEORY_EXTRA, params)
     _check_positive("alpha", extra["alpha"])
     _check_branch(extra["branch"], out)
@@ -260,7 +271,7 @@ def _transition_params() -> tuple[Param, ...]:
 
 
 def _transition_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
-    out = _model_normalize(params)
+    out = _fixed_gain_normalize(params)
     _normalize_solver(params, out)
     return out
 
@@ -295,7 +306,7 @@ def _alpha_list(text: str) -> tuple[float, ...]:
 
 
 def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
-    out = _model_normalize(params)
+    out = _fixed_gain_normalize(params)
     extra = _fill(_CURVE_EXTRA, params)
     alphas = _alpha_list(extra["alphas"])
     if min(alphas) <= 0:

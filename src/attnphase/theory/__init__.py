@@ -6,7 +6,9 @@ fixed point), :mod:`~attnphase.theory.branches` (the branches, solving one point
 branch), :mod:`~attnphase.theory.estimates` (the linear-response error estimate),
 :mod:`~attnphase.theory.fine_rules` and :mod:`~attnphase.theory.refinement` (multi-fidelity
 refinement), :mod:`~attnphase.theory.target` (a single solve to the error target) and
-:mod:`~attnphase.theory.transition` (``alpha_c``, the spinodals and ``alpha_l``).
+:mod:`~attnphase.theory.transition` (``alpha_c``, the spinodals and ``alpha_l``);
+:mod:`~attnphase.theory.value` (the trainable value gain ``V = v I`` at its optimum, docs/model.md
+(6.5): the optimal gain of a branch and ``alpha_c`` with each branch at its own).
 
 Glossary (paper convention inside the solver, user units outside):
 ``q`` self overlap, ``m`` positional overlap, ``theta`` semantic overlap, ``V`` variance;

@@ -13,7 +13,7 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import BranchPoint
-from attnphase.theory.channels import AttentionMap, ProxResult, escape_saddles, prox_batch, target_map
+from attnphase.theory.channels import AttentionMap, ProxResult, escape_saddles, prox_batch
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
 from attnphase.theory.quadrature import COPIES, Rule
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
@@ -143,7 +143,7 @@ def nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
         return None
     op = OrderParams.from_vector(x0, union.L, union.F, union.rs)
     w, hstar, qis, qinv, R = union.fields(op)
-    T = target_map(hstar, union.spec)
+    T = union.target(hstar)  # (the gain value divides the target: docs/model.md (6.5))
 
     def split(a: np.ndarray, old_part: bool) -> np.ndarray:  # (rules x blocks x nodes: the shared ones first)
         v = a.reshape(n, nb, b_new, *a.shape[1:])

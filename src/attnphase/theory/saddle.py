@@ -29,6 +29,7 @@ from attnphase.theory.channels import (
     loss_numpy,
     prox_batch,
     rugged,
+    student_map,
     target_map,
 )
 from attnphase.theory.quadrature import Rule, check_size, gauss_hermite
@@ -161,15 +162,24 @@ class Saddle:
         for correlated tokens only (the tests use it to check the two paths agree).
         ``mirror``: pair every node with its mirror in the Stein sums (:meth:`mirror_nodes`; the
         refinement's fine QMC rules, ``SolverSettings.mirror``)."""
-        if spec.value != "identity":
-            raise ValueError("the theory solver covers value = identity only; use the simulator")
+        if spec.value not in ("identity", "gain"):
+            raise ValueError("the theory solver covers value = identity and gain only (lowrank and full "
+                             "do not enter at leading order, docs/model.md (6.4)); use the simulator")
         self.spec = spec
         self.alpha = float(alpha)
         self.amap = AttentionMap.from_spec(spec)
         self.L = spec.L
         self.F = self.amap.field_dim
         self.rs = spec.teacher_rank
-        self.C = spec.C_array
+        # --- value gain (docs/model.md (6.5)): ell(h; T, v) = ell(h; T / v) with C -> v^2 C ---
+        if spec.optimal_gain:
+            raise ValueError("value = gain with value_gain unset is minimised over the gain by attnphase.solve and "
+                             "attnphase.transition (attnphase.theory.value); give value_gain to hold the gain fixed")
+        #: the gain ``v`` of the value ``V = v I`` (1 for the identity value)
+        self.gain = spec.gain_start if spec.value == "gain" else 1.0
+        #: the covariance in the loss, ``v^2 C`` (what the proximal problem and the errors use;
+        #: the fields and the whitening use ``C`` itself)
+        self.C = self.gain**2 * spec.C_array
         if whiten is False and not spec.uncorrelated:
             raise ValueError("correlated tokens need the whitened path")
         if not whiten and spec.uncorrelated:
@@ -177,7 +187,7 @@ class Saddle:
             self.s2 = spec.sigma**2
             self.G = spec.G_array
         else:
-            self.mix = sym_sqrt(self.C)
+            self.mix = sym_sqrt(spec.C_array)
             Pinv = np.linalg.inv(self.mix)
             self.s2 = 1.0
             self.G = Pinv @ spec.G_array @ Pinv
@@ -239,6 +249,25 @@ class Saddle:
         m = op.m if self.mix is None else self.mix @ op.m
         return op.q / self.s2, m, op.theta / self.s2
 
+    def target(self, hstar: np.ndarray) -> np.ndarray:
+        """The target the proximal problem and the losses use: ``T(h*)`` (docs/model.md (1.2)),
+        divided by the gain ``v`` of a ``gain`` value (docs/model.md (6.5); with ``self.C = v^2 C``
+        the loss is then ``1/2 tr((T - v S) C (T - v S)^T)``)."""
+        T = target_map(hstar, self.spec)
+        return T if self.gain == 1.0 else T / self.gain
+
+    def gain_sums(self, ds: DataStep) -> tuple[float, float]:
+        """``(E[tr(T C S^T)], E[tr(S C S^T)])`` at the global proximal minimisers of a data step
+        (``S = S(hhat)``, ``T`` the unscaled target, ``C`` the token covariance): the stationarity
+        of the training error in the gain, ``v = E[tr(T C S^T)] / E[tr(S C S^T)]``
+        (docs/model.md (6.5))."""
+        S = student_map(ds.prox.h, self.amap)
+        C = self.C / self.gain**2
+        T = ds.T * self.gain
+        SC = S @ C
+        return (float(self.rule.w @ np.einsum("nlk,nlk->n", SC, T)),
+                float(self.rule.w @ np.einsum("nlk,nlk->n", SC, S)))
+
     # ------------------------------------------------------------------ data step
     @one_blas_thread
     def data_step(
@@ -255,7 +284,7 @@ class Saddle:
         the bias is measured against ``tau = 0`` in the tests.
         """
         w, hstar, qis, qinv, R = self.fields(op)
-        T = target_map(hstar, self.spec)
+        T = self.target(hstar)
         if starts is None:
             starts = self.full_starts(w, hstar, T, op.V)
         else:
@@ -284,7 +313,7 @@ class Saddle:
         fixed point from the union's own minima there, cut by rule (``refine_point``)."""
         if fields is None:
             w, hstar, qis, qinv, R = self.fields(op)
-            T = target_map(hstar, self.spec)
+            T = self.target(hstar)
         else:
             w, T, qis, qinv, R = fields
         Vinv = np.linalg.inv(op.V)
@@ -509,7 +538,10 @@ class Saddle:
         """``eps_g = E[ell(w; T(h*))]`` (docs/model.md (4.2)) with a product Gauss-Hermite rule.
 
         The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
+        A ``gain`` value (docs/model.md (6.5)) takes the numpy form :meth:`test_error_numpy`.
         """
+        if self.gain != 1.0:
+            return self.test_error_numpy(op, order)
         qs, qis, _, _, Rs = self.field_maps(op)
         args = (_f64(op.m), _f64(qs), _f64(qis @ op.theta), _f64(Rs),
                 _f64(np.eye(self.L) if self.mix is None else self.mix), _f64(self.amap.M),
@@ -545,7 +577,7 @@ class Saddle:
         xi = rule.x[:, :n_xi].reshape(rule.size, self.L, self.F)
         eta = rule.x[:, n_xi:].reshape(rule.size, self.L, self.rs)
         w, hstar, *_ = self.fields(op, xi, eta)
-        return float(rule.w @ loss_numpy(w, target_map(hstar, self.spec), self.C, self.amap))
+        return float(rule.w @ loss_numpy(w, self.target(hstar), self.C, self.amap))
 
 
 def mirror_pairs(xi: np.ndarray, eta: np.ndarray, cm: np.ndarray,
