@@ -96,6 +96,8 @@ class BranchResult:
     m_matrix: tuple[tuple[float, ...], ...]
     theta_matrix: tuple[tuple[float, ...], ...]
     diagnostics: Mapping[str, Any] = field(repr=False)
+    #: Gaussian-mixture tokens: ``s_k = mu_k^T Q / d`` (K x F, docs/model.md (9.1)); empty otherwise
+    s_matrix: tuple[tuple[float, ...], ...] = ()
 
     @classmethod
     def from_point(cls, point: BranchPoint) -> BranchResult:
@@ -125,6 +127,8 @@ class BranchResult:
             q_matrix=frozen(point.q_matrix), m_matrix=frozen(point.m_matrix),
             theta_matrix=frozen(point.theta_matrix),
             diagnostics=frozen({"reason": point.reason, **diag}),
+            s_matrix=() if point.order_params is None else
+            frozen(point.order_params.m[len(point.m_matrix):].tolist()),
         )
 
     @property
