@@ -263,10 +263,11 @@ class ModelSpec:
         return bool(np.allclose(C, self.sigma**2 * np.eye(self.L)))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready parameters (every field, matrices as nested lists)."""
+        """JSON-ready parameters (every field, matrices as nested lists; the mixture fields only
+        with a mixture, so the records and store keys of models without one keep their form)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name.startswith("_"):
+            if f.name.startswith("_") or (f.name.startswith("mixture") and not self.mixture):
                 continue
             v = getattr(self, f.name)
             if isinstance(v, tuple):
