@@ -12,7 +12,8 @@ baseline's), on an ``alpha`` grid.
 Writes ``mixture_rho.csv`` and ``mixture_rho.png`` into ``--out``:
 
     python studies/mixture_rho.py --out docs                                          # theory only
-    python studies/mixture_rho.py --out docs --sim-d 300 --sim-alpha 0.3:2.1:7 --seeds 3
+    python studies/mixture_rho.py --out docs --sim-d 300 --sim-alpha 0.1:1.9:7 --seeds 3 --skip-theory   # simulation points
+    python studies/mixture_rho.py --out docs --theory-csv docs/data/mixture_rho.csv      # the figure with both
 """
 
 from __future__ import annotations
@@ -54,34 +55,56 @@ def main() -> None:
     p.add_argument("--sim-d", type=int, default=0, help="simulation dimension (0: theory only)")
     p.add_argument("--sim-alpha", default="0.3:2.1:7", help="alpha grid of the simulation")
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--theory-csv", help="take the theory's numbers from this CSV of an earlier run (same grid)")
+    p.add_argument("--skip-theory", action="store_true", help="simulation only (theory columns left empty)")
     p.add_argument("--out", default=".")
     args = p.parse_args()
     out = Path(args.out)
     (out / "data").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     rows = []
+    known = {}
+    if args.theory_csv:
+        with open(args.theory_csv) as f:
+            known = {(float(r["cos"]), float(r["rho_mu"])): r for r in csv.DictReader(f)}
     for c in parse_range(args.cos, "--cos"):
         for rho in parse_range(args.rho, "--rho"):
             spec = spec_for(rho, c, args.omega)
             t0 = time.perf_counter()
-            tr = ap.transition(alphas=parse_range(args.alphas, "--alphas"), spec=spec, settings=args.preset)
-            row = {"cos": c, "rho_mu": rho, "kappa": c * math.sqrt(rho), "alpha_c": tr.alpha_c,
-                   "alpha_l": tr.alpha_l, "sim_d": args.sim_d or "", "sim_alpha_c": "", "sim_alpha_l": "",
-                   "seconds_theory": round(time.perf_counter() - t0, 1)}
+            if args.skip_theory:
+                a_c, a_l, secs = float("nan"), float("nan"), 0.0
+            elif (c, rho) in known:
+                old = known[(c, rho)]
+                a_c, a_l, secs = num(old["alpha_c"]), num(old["alpha_l"]), old["seconds_theory"]
+            else:
+                tr = ap.transition(alphas=parse_range(args.alphas, "--alphas"), spec=spec, settings=args.preset)
+                a_c, a_l, secs = tr.alpha_c, tr.alpha_l, round(time.perf_counter() - t0, 1)
+            row = {"cos": c, "rho_mu": rho, "kappa": c * math.sqrt(rho), "alpha_c": a_c,
+                   "alpha_l": a_l, "sim_d": args.sim_d or "", "sim_alpha_c": "", "sim_alpha_l": "",
+                   "seconds_theory": secs}
             if args.sim_d:
                 a_c, a_l = sim_point(spec, parse_range(args.sim_alpha, "--sim-alpha"), args.sim_d, args.seeds)
                 row["sim_alpha_c"], row["sim_alpha_l"] = a_c if a_c is not None else "", a_l if a_l is not None else ""
             print(row, flush=True)
             rows.append(row)
-    with open(out / "data" / "mixture_rho.csv", "w", newline="") as f:
+    name = "mixture_rho_sim.csv" if args.sim_d else "mixture_rho.csv"
+    with open(out / "data" / name, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    sim_csv = out / "data" / "mixture_rho_sim.csv"
+    if not args.sim_d and sim_csv.exists():  # (the simulation points of an earlier run on the same grid)
+        with open(sim_csv) as f:
+            sims = {(float(r["cos"]), float(r["rho_mu"])): r for r in csv.DictReader(f)}
+        for r in rows:
+            s = sims.get((r["cos"], r["rho_mu"]))
+            if s:
+                r.update(sim_d=s["sim_d"], sim_alpha_c=s["sim_alpha_c"], sim_alpha_l=s["sim_alpha_l"])
     plot(rows, out / "figures" / "mixture_rho.png")
 
 
 def num(v: object) -> float:
-    return float(v) if v not in ("", None) else float("nan")  # type: ignore[arg-type]
+    return float(v) if v not in ("", "None", None) else float("nan")  # type: ignore[arg-type]
 
 
 def plot(rows: list[dict], path: Path) -> None:

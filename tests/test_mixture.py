@@ -111,13 +111,30 @@ def test_weights_step_is_the_explicit_gaussian_problem():
     np.testing.assert_allclose(q, s2 * Q.T @ Q / d, atol=1e-12)
 
 
-@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_zero_separation_data_step_is_the_plain_one():
+    """At ``Gmu = 0``, ``kappa = 0`` one data step and weights step from the semantic start give
+    the plain model's conjugates and order parameters (``s = 0``), docs/model.md (9.3)."""
+    rule = make_rule("qmc", 4, 5, 2, seed=0)
+    out = []
+    for spec in (ModelSpec(omega=0.3), ModelSpec(omega=0.3, mixture=2, mixture_sep=0.0)):
+        sd = Saddle(spec, 1.2, rule)
+        op = sd.from_paper(start_point(spec, "semantic", 1))
+        ds = sd.data_step(op)
+        new = sd.weights_step(ds.hats)
+        out.append(np.concatenate([new.to_vector()[:1], new.m[:2].ravel(), new.to_vector()[-2:],
+                                   [ds.hats.q_hat[0, 0], ds.hats.V_hat[0, 0], ds.hats.theta_hat[0, 0], ds.mean_M]]))
+        if spec.mixture:
+            assert np.all(new.m[2:] == 0.0)
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-9, atol=1e-13)
+
+
+@pytest.mark.parametrize("branch", ["positional"])
 def test_zero_separation_is_the_plain_model(branch):
     """docs/model.md (9.6): at ``Gmu = 0``, ``kappa = 0`` the mixture's fixed point, training
     and test errors are those of the plain model (the label average of identical integrands),
     and ``s = 0``."""
-    settings = SolverSettings(**{**FAST, "order": 6})
-    rule = make_rule("qmc", 4, 6, 2, seed=0)
+    settings = SolverSettings(**{**FAST, "order": 5})
+    rule = make_rule("qmc", 4, 5, 2, seed=0)
     out = []
     for spec in (ModelSpec(omega=0.3), ModelSpec(omega=0.3, mixture=2, mixture_sep=0.0)):
         sd = Saddle(spec, 1.2, rule)
@@ -137,8 +154,8 @@ def test_reference_branches_keep_their_symmetry_zeros():
     """Semantic: ``m = 0`` with ``s = -s`` across the means and ``s != 0`` (the alignment couples
     ``theta`` and ``s``); positional: ``theta = 0``, ``s = 0`` (docs/model.md (9.4))."""
     spec = ModelSpec(**REF)
-    settings = SolverSettings(**{**FAST, "order": 6})
-    sd = Saddle(spec, 1.0, make_rule("qmc", 4, 6, 2, seed=0))
+    settings = SolverSettings(**{**FAST, "order": 5})
+    sd = Saddle(spec, 1.0, make_rule("qmc", 4, 5, 2, seed=0))
     sem = solve_fixed_point(sd, sd.from_paper(start_point(spec, "semantic", 1)), settings)
     pos = solve_fixed_point(sd, sd.from_paper(start_point(spec, "positional", 1)), settings)
     assert sem.converged and pos.converged
@@ -154,7 +171,7 @@ def test_test_error_is_the_average_over_sampled_tokens():
     equals the theory's label-averaged Gaussian integral at the measured overlaps, within the
     sampling error (5 standard errors) and the ``O(1/d)`` terms the limit drops."""
     spec = ModelSpec(**REF)
-    d, n = 400, 6000
+    d, n = 300, 3000
     ds = make_dataset(spec, d, 1, seed=2, n_test=n, keep_labels=True)
     rng = np.random.default_rng(1)
     Pi, M, Qs = ds.Pi.numpy(), ds.means.numpy(), ds.Q_star.numpy()[:, 0]
@@ -235,6 +252,23 @@ def _check_overlaps(sim, want):
             assert abs(sim[k] - want[k]) <= 0.05 * abs(want[k]), k
         else:  # (a zero of the branch: finite-size noise ~ d^-1/2 per seed)
             assert abs(sim[k]) <= 0.1, k
+
+
+@pytest.mark.slow
+def test_zero_separation_solve_reproduces_the_plain_solve():
+    """``rho_mu = 0`` reproduces ``attnphase solve --alpha 1 --omega 0.3`` (default preset) within
+    its error estimates, branch by branch (docs/model.md (9.6))."""
+    import attnphase as ap
+
+    plain = ap.solve(1.0, omega=0.3)
+    mix = ap.solve(1.0, omega=0.3, mixture=2, mixture_sep=0.0)
+    for name, b in plain.branches.items():
+        c = mix.branches[name]
+        assert c.s_matrix == ((0.0,), (0.0,))
+        for key in ("q", "m", "theta"):
+            est = max(b.error_estimate[key + "_user"], c.error_estimate[key + "_user"]) * abs(getattr(b, key))
+            assert abs(getattr(b, key) - getattr(c, key)) <= est + 1e-12, (name, key)
+        assert c.train_loss == pytest.approx(b.train_loss, rel=1e-6)
 
 
 @pytest.mark.slow
