@@ -146,7 +146,8 @@ class BranchResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The branch's entry under ``branches`` in ``attnphase solve --json``."""
-        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate})
+        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate,
+                         **({"s": self.s_matrix} if self.s_matrix else {})})
 
 
 @dataclass(frozen=True)
