@@ -32,8 +32,8 @@ REF = dict(omega=0.3, mixture=2, mixture_sep=1.0, mixture_align=0.5)
     (dict(mixture=2, mixture_sep=1, mixture_align="0.5,0.5"), "impossible"),
     (dict(mixture=3, mixture_gram="1,0,0;0,1,0;0,0,1", mixture_align="0.8,0.8,0"), "impossible"),
     (dict(mixture_sep=1), "needs mixture"),
-    (dict(mixture=2), "exactly one of"),
-    (dict(mixture=2, mixture_sep=1, token_corr=0.2), "uncorrelated"),
+    (dict(mixture=2), "mixture_sep"),
+    (dict(mixture=2, mixture_sep=1, mixture_gram="2,-2;-2,2"), "disagree"),
 ])
 def test_bad_mixtures_raise_one_line(kw, fragment):
     with pytest.raises(ValueError, match=fragment) as exc:
@@ -56,6 +56,8 @@ def test_reference_mixture_values():
     np.testing.assert_allclose(spec.mixture_p, [0.5, 0.5])
     assert Mixture.from_spec(spec).perm == (1, 0)
     assert Mixture.from_spec(ModelSpec(mixture=3, mixture_sep=1.0)).perm is None
+    with pytest.raises(ValueError, match="uncorrelated"):
+        Mixture.from_spec(ModelSpec(mixture=2, mixture_sep=1.0, token_corr=0.2))
 
 
 # ------------------------------------------------------------------ the simulator

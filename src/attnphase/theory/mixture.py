@@ -66,6 +66,9 @@ class Mixture:
         K = spec.mixture
         if K == 0:
             return None
+        if not spec.uncorrelated:
+            raise ValueError("the mixture theory covers uncorrelated noise (token_corr 0, no token_cov); "
+                             "use the simulator")
         if spec.rank != 1:
             raise ValueError("the mixture theory covers student rank 1; use the simulator for rank >= 2")
         if K**spec.L > MAX_CONFIGS:
