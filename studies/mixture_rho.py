@@ -13,7 +13,7 @@ Writes ``mixture_rho.csv`` and ``mixture_rho.png`` into ``--out``:
 
     python studies/mixture_rho.py --out docs                                          # theory only
     python studies/mixture_rho.py --out docs --sim-d 300 --sim-alpha 0.1:1.9:7 --seeds 3 --skip-theory   # simulation points
-    python studies/mixture_rho.py --out docs --theory-csv docs/data/mixture_rho.csv      # the figure with both
+    python studies/mixture_rho.py --out docs --plot-only                                # the figure with both
 """
 
 from __future__ import annotations
@@ -57,11 +57,19 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--theory-csv", help="take the theory's numbers from this CSV of an earlier run (same grid)")
     p.add_argument("--skip-theory", action="store_true", help="simulation only (theory columns left empty)")
+    p.add_argument("--plot-only", action="store_true",
+                   help="draw the figure from OUT/data/mixture_rho.csv and mixture_rho_sim.csv, computing nothing")
     p.add_argument("--out", default=".")
     args = p.parse_args()
     out = Path(args.out)
     (out / "data").mkdir(parents=True, exist_ok=True)
     (out / "figures").mkdir(parents=True, exist_ok=True)
+    if args.plot_only:
+        with open(out / "data" / "mixture_rho.csv") as f:
+            rows = [{**r, "cos": float(r["cos"]), "rho_mu": float(r["rho_mu"])} for r in csv.DictReader(f)]
+        merge_sims(rows, out / "data" / "mixture_rho_sim.csv")
+        plot(rows, out / "figures" / "mixture_rho.png")
+        return
     rows = []
     known = {}
     if args.theory_csv:
@@ -92,15 +100,21 @@ def main() -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    sim_csv = out / "data" / "mixture_rho_sim.csv"
-    if not args.sim_d and sim_csv.exists():  # (the simulation points of an earlier run on the same grid)
-        with open(sim_csv) as f:
-            sims = {(float(r["cos"]), float(r["rho_mu"])): r for r in csv.DictReader(f)}
-        for r in rows:
-            s = sims.get((r["cos"], r["rho_mu"]))
-            if s:
-                r.update(sim_d=s["sim_d"], sim_alpha_c=s["sim_alpha_c"], sim_alpha_l=s["sim_alpha_l"])
+    if not args.sim_d:
+        merge_sims(rows, out / "data" / "mixture_rho_sim.csv")
     plot(rows, out / "figures" / "mixture_rho.png")
+
+
+def merge_sims(rows: list[dict], sim_csv: Path) -> None:
+    """The simulation points of an earlier ``--sim-d`` run, where their ``(cos, rho_mu)`` is in ``rows``."""
+    if not sim_csv.exists():
+        return
+    with open(sim_csv) as f:
+        sims = {(float(r["cos"]), float(r["rho_mu"])): r for r in csv.DictReader(f)}
+    for r in rows:
+        s = sims.get((r["cos"], r["rho_mu"]))
+        if s:
+            r.update(sim_d=s["sim_d"], sim_alpha_c=s["sim_alpha_c"], sim_alpha_l=s["sim_alpha_l"])
 
 
 def num(v: object) -> float:
@@ -123,7 +137,11 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.plot(x, [num(r[key]) for r in sel], "-", color=color, label=f"theory, kappa = {c:g} sqrt(rho_mu)")
             ys = [num(r["sim_" + key]) for r in sel]
             if any(np.isfinite(ys)):
-                ax.plot(x, ys, "o", color=color, mfc="none", label=f"simulation d = {sel[0]['sim_d']}")
+                d = next(r["sim_d"] for r in sel if r["sim_d"] not in ("", None))
+                ax.plot(x, ys, "o", color=color, mfc="none", label=f"simulation d = {d}")
+            lows = [xi for xi, r in zip(x, sel, strict=True) if key == "alpha_c" and not np.isfinite(num(r[key]))]
+            if lows:  # (no crossing on the grid: the semantic branch is the global minimum from its start)
+                ax.plot(lows, [0.05] * len(lows), "v", color=color)
         ax.set_xlabel("rho_mu = |mu|^2 / d")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
