@@ -19,7 +19,9 @@ them unchanged.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -138,9 +140,10 @@ class Mixture:
         return H.T @ Gext @ H + s2 * q_hat
 
     # ------------------------------------------------------------------ data step
-    def stein_sums(self, sums, wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1: np.ndarray,
+    def stein_sums(self, sums: Callable[..., Any], wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1: np.ndarray,
                    M2: np.ndarray, tau: float, Vinv: np.ndarray, xi: np.ndarray, eta: np.ndarray,
-                   mirror: tuple[np.ndarray, np.ndarray] | None, s_qis: np.ndarray | None):
+                   mirror: tuple[np.ndarray, np.ndarray] | None,
+                   s_qis: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The Stein sums of docs/model.md (3.3) and (9.4) per label configuration: ``sums`` is
         :func:`attnphase.theory.saddle.stein_sums`, called on the entries of each configuration;
         returns ``([sum E[g]; s-sums], sum g g^T, sum g eta^T, sum g xi^T)``, the ``s`` rows
@@ -150,7 +153,7 @@ class Mixture:
         n = self.n_configs
         L, F = w.shape[1:]
         m_all = np.zeros((L + self.K, F))
-        q = th = v = None
+        q, th, v = np.zeros((F, F)), np.zeros((F, eta.shape[2])), np.zeros((F, F))
         for j, c in enumerate(self.configs):
             sl = slice(j, None, n)
             mir = None
@@ -160,7 +163,7 @@ class Mixture:
                                   mirror=mir)
             m_all[:L] += mj
             np.add.at(m_all, L + c, mj)
-            q, th, v = (qj, tj, vj) if q is None else (q + qj, th + tj, v + vj)
+            q, th, v = q + qj, th + tj, v + vj
         return m_all, q, th, v
 
     def impose_zeros(self, op_m: np.ndarray, op_theta: np.ndarray, m_hat: np.ndarray,
