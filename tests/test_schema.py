@@ -27,13 +27,15 @@ TEXT = {
     "omega": "0.2", "sigma": "0.7", "lam": "0.05", "A": "0.7,0.3;0.2,0.8", "L": "2", "rank": "2",
     "teacher_rank": "1", "positions": "1,-0.5;-0.5,1", "variant": "untied", "causal_target": "true",
     "token_corr": "0.1", "token_cov": "0.3,0.05;0.05,0.2", "value": "lowrank", "value_rank": "2",
-    "value_gain": "1.1", "lam_lin": "0.001",
+    "value_gain": "1.1", "lam_lin": "0.001", "mixture": "2", "mixture_sep": "0.5", "mixture_gram": "0.5,-0.5;-0.5,0.5",
+    "mixture_align": "0.3,-0.3", "mixture_probs": "0.5,0.5",
 }
 VALUES = {
     "omega": 0.2, "sigma": 0.7, "lam": 0.05, "A": ((0.7, 0.3), (0.2, 0.8)), "L": 2, "rank": 2,
     "teacher_rank": 1, "positions": ((1.0, -0.5), (-0.5, 1.0)), "variant": "untied",
     "causal_target": True, "token_corr": 0.1, "token_cov": ((0.3, 0.05), (0.05, 0.2)),
-    "value": "lowrank", "value_rank": 2, "value_gain": 1.1, "lam_lin": 0.001,
+    "value": "lowrank", "value_rank": 2, "value_gain": 1.1, "lam_lin": 0.001, "mixture": 2, "mixture_sep": 0.5,
+    "mixture_gram": ((0.5, -0.5), (-0.5, 0.5)), "mixture_align": ((0.3, -0.3),), "mixture_probs": ((0.5, 0.5),),
 }
 
 

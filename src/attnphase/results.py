@@ -103,6 +103,8 @@ class BranchResult:
     #: gain, :func:`attnphase.theory.value.solve_gain`; ``nan`` on the coarse rule only, ``None``
     #: for a fixed gain)
     gain_error: float | None = None
+    #: Gaussian-mixture tokens: ``s_k = mu_k^T Q / d`` (K x F, docs/model.md (9.1)); empty otherwise
+    s_matrix: tuple[tuple[float, ...], ...] = ()
 
     @classmethod
     def from_point(cls, point: BranchPoint) -> BranchResult:
@@ -132,6 +134,8 @@ class BranchResult:
             q_matrix=frozen(point.q_matrix), m_matrix=frozen(point.m_matrix),
             theta_matrix=frozen(point.theta_matrix),
             diagnostics=frozen({"reason": point.reason, **diag}),
+            s_matrix=() if point.order_params is None else
+            frozen(point.order_params.m[len(point.m_matrix):].tolist()),
         )
 
     @property
@@ -149,10 +153,10 @@ class BranchResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The branch's entry under ``branches`` in ``attnphase solve --json`` (with ``gain`` and
-        ``gain_error`` for the value gain)."""
+        ``gain_error`` for the value gain, ``s`` for Gaussian-mixture tokens)."""
         gain = {} if self.gain is None else {"gain": self.gain, "gain_error": self.gain_error}
         return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate,
-                         **gain})
+                         **gain, **({"s": self.s_matrix} if self.s_matrix else {})})
 
 
 @dataclass(frozen=True)

@@ -141,6 +141,8 @@ class Dataset:
     - ``Sxx``: ``(n, L, L)`` Grams ``x x^T``; ``Syx``: ``(n, L, L)`` Grams ``y x^T``; ``yy``:
       ``(n,)`` ``||y||^2`` (computed in float64 before the cast).
     - ``Q_star``: ``(d, r*)`` teacher; ``Pi``: ``(L, d)`` embeddings.
+    - ``means``: ``(K, d)`` Gaussian-mixture means ``mu_k`` (docs/model.md (9.1)), ``None``
+      without a mixture.
     """
 
     spec: ModelSpec
@@ -155,14 +157,16 @@ class Dataset:
     yy: torch.Tensor
     Q_star: torch.Tensor
     Pi: torch.Tensor
+    means: torch.Tensor | None = None
 
     def test_chunks(self, keep_labels: bool = False) -> Iterator[dict[str, torch.Tensor]]:
         """The fresh test set, chunk by chunk (same numbers on every call)."""
         dtype, device = self.X.dtype, self.X.device
         Qs = self.Q_star.to(torch.float64).cpu()
         Pi = self.Pi.to(torch.float64).cpu()
+        means = None if self.means is None else self.means.to(torch.float64).cpu()
         for c, size in enumerate(_chunk_sizes(self.n_test)):
-            x, y = _draw(self.spec, Qs, Pi, size, generator(self.seed, _STREAM_TEST, c))
+            x, y = _draw(self.spec, Qs, Pi, size, generator(self.seed, _STREAM_TEST, c), means)
             out = {
                 "X": x.to(device=device, dtype=dtype),
                 "Sxx": (x @ x.transpose(1, 2)).to(device=device, dtype=dtype),
@@ -180,13 +184,20 @@ def _chunk_sizes(n: int) -> list[int]:
 
 
 def _draw(
-    spec: ModelSpec, Q_star: torch.Tensor, Pi: torch.Tensor, size: int, gen: torch.Generator
+    spec: ModelSpec, Q_star: torch.Tensor, Pi: torch.Tensor, size: int, gen: torch.Generator,
+    means: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``size`` samples ``(x, y)`` in float64 on the CPU (docs/model.md (1.1)-(1.2))."""
+    """``size`` samples ``(x, y)`` in float64 on the CPU (docs/model.md (1.1)-(1.2); with
+    ``means``, the Gaussian-mixture tokens of (9.1): ``z_l = mu_{c_l} / sqrt(d) + eps_l``, labels
+    ``c_l`` i.i.d. from ``spec.mixture_p``, drawn after the noise from the same generator)."""
     L, d = Pi.shape
     chol = torch.as_tensor(np.linalg.cholesky(spec.C_array), dtype=torch.float64)
     g = torch.randn(size, L, d, generator=gen, dtype=torch.float64)
     z = torch.einsum("lk,nkd->nld", chol, g)
+    if means is not None:
+        p = torch.as_tensor(spec.mixture_p, dtype=torch.float64)
+        labels = torch.multinomial(p, size * L, replacement=True, generator=gen).reshape(size, L)
+        z = z + means[labels] / math.sqrt(d)
     h_star = z @ Q_star / math.sqrt(d)
     T = teacher_attention(spec, h_star)
     y = T @ z
@@ -218,9 +229,13 @@ def make_dataset(
     if n_test < 1:
         raise ValueError(f"n_test must be >= 1, got {n_test}")
     Pi = torch.as_tensor(positional_embeddings(spec.G_array, d), dtype=torch.float64)
-    Q_star = torch.randn(
-        d, spec.teacher_rank, generator=generator(seed, _STREAM_TEACHER, 0), dtype=torch.float64
-    )
+    means = None
+    if spec.mixture:
+        Q_star, means = mixture_directions(spec, Pi, d, seed)
+    else:
+        Q_star = torch.randn(
+            d, spec.teacher_rank, generator=generator(seed, _STREAM_TEACHER, 0), dtype=torch.float64
+        )
     X = torch.empty(n, spec.L, d, dtype=dtype, device=device)
     Y = torch.empty(n, spec.L, d, dtype=dtype, device=device) if keep_labels else None
     Sxx = torch.empty(n, spec.L, spec.L, dtype=torch.float64)
@@ -228,7 +243,7 @@ def make_dataset(
     yy = torch.empty(n, dtype=torch.float64)
     start = 0
     for c, size in enumerate(_chunk_sizes(n)):
-        x, y = _draw(spec, Q_star, Pi, size, generator(seed, _STREAM_TRAIN, c))
+        x, y = _draw(spec, Q_star, Pi, size, generator(seed, _STREAM_TRAIN, c), means)
         sl = slice(start, start + size)
         X[sl] = x.to(device=device, dtype=dtype)
         if Y is not None:
@@ -250,7 +265,34 @@ def make_dataset(
         yy=yy.to(device=device, dtype=dtype),
         Q_star=Q_star.to(device=device, dtype=dtype),
         Pi=Pi.to(device=device, dtype=dtype),
+        means=None if means is None else means.to(device=device, dtype=dtype),
     )
+
+
+# ---------------------------------------------------------------- Gaussian-mixture tokens
+def mixture_directions(spec: ModelSpec, Pi: torch.Tensor, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The teacher ``Q*`` (d x 1) and the mixture means ``mu_k`` (K x d) of docs/model.md (9.1),
+    with their Gram exactly as asked: ``mu_k^T mu_k' / d = Gmu``, ``mu_k^T Q* / d = kappa_k``,
+    ``|Q*|^2 / d = 1``, all orthogonal to the positions.
+
+    ``K + 1`` Gaussian vectors (stream of the teacher, chunk 1) are projected on the orthogonal
+    complement of the rows of ``Pi`` and orthonormalised (Gram-Schmidt by QR); the rows
+    ``sqrt(d) F U`` with ``F F^T`` the Gram of ``(mu_1..mu_K, Q*)`` (:func:`psd_cholesky`) have that
+    Gram to rounding. Needs ``d >= rank(Pi) + K + 1``."""
+    K = spec.mixture
+    Gm, kap = spec.mixture_Gmu, spec.mixture_kappa
+    full = np.block([[Gm, kap[:, None]], [kap[None, :], np.ones((1, 1))]])
+    P = Pi.to(torch.float64).cpu().numpy()
+    u, sv, _ = np.linalg.svd(P.T, full_matrices=False)
+    basis = u[:, sv > 1e-9 * max(float(sv.max()), 1.0)]  # (an orthonormal basis of the positions)
+    if d < basis.shape[1] + K + 1:
+        raise ValueError(f"d must be >= {basis.shape[1] + K + 1} for {K} mixture means, got d={d}")
+    R = torch.randn(K + 1, d, generator=generator(seed, _STREAM_TEACHER, 1), dtype=torch.float64).numpy().T
+    for _ in range(2):  # (twice: orthogonal to rounding)
+        R = R - basis @ (basis.T @ R)
+        R, _ = np.linalg.qr(R)
+    rows = math.sqrt(d) * psd_cholesky(full) @ R.T  # (K + 1) x d: mu_1..mu_K, Q*
+    return torch.as_tensor(rows[K:].T.copy()), torch.as_tensor(rows[:K].copy())
 
 
 def n_samples(alpha: float, d: int) -> int:

@@ -246,6 +246,8 @@ def overlaps(
         out["m" + suffix] = (Pi @ Q / d).numpy()
         out["theta" + suffix] = (Q.T @ Qs / d).numpy()
         out["q" + suffix] = (Q.T @ Q / d).numpy()
+        if ds.means is not None:  # Gaussian-mixture tokens: s_k = mu_k^T Q / d (docs/model.md (9.1))
+            out["s" + suffix] = (ds.means.to(torch.float64).cpu() @ Q / d).numpy()
     return out
 
 

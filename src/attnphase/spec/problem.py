@@ -117,8 +117,25 @@ class ModelSpec:
                                          minimum=0.0, strict_minimum=True, group="value")
     lam_lin: float = described(1e-4, "float", "ridge of the linear baseline", minimum=0.0,
                                group="value")
+    # ---- Gaussian-mixture tokens (docs/model.md section 9)
+    mixture: int = described(0, "int", "number K of Gaussian-mixture token means (0: none)", minimum=0)
+    mixture_sep: float | None = described(
+        None, "float", "mean Gram Gmu = sep * (centred simplex of K); K = 2: mu_2 = -mu_1, "
+        "|mu|^2/d = sep", minimum=0.0)
+    mixture_gram: Matrix | None = described(
+        None, "matrix", "Gram matrix mu_k.mu_k'/d of the mixture means (replaces the separation)",
+        example="1,-1;-1,1")
+    mixture_align: Matrix | None = described(
+        None, "matrix", "teacher alignments kappa_k = mu_k.Q*/d (one value for K = 2: kappa, -kappa)",
+        example="0.5,-0.5")
+    mixture_probs: Matrix | None = described(
+        None, "matrix", "label probabilities p_k (default uniform)", example="0.5,0.5")
 
     def __post_init__(self) -> None:
+        for name in ("mixture_align", "mixture_probs"):  # (a number or a 1-d sequence: one row)
+            v = getattr(self, name)
+            if v is not None and not isinstance(v, str) and np.ndim(v) in (0, 1):
+                object.__setattr__(self, name, (tuple(np.atleast_1d(np.asarray(v, dtype=float)).tolist()),))
         for p in model_parameters():
             object.__setattr__(self, p.name, p.coerce(getattr(self, p.name)))
         for name in ("L", "rank", "teacher_rank"):
@@ -156,6 +173,53 @@ class ModelSpec:
                 raise ValueError(f"token_corr must lie in ({lo:.4g}, 1) for L={L}, got {self.token_corr}")
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "positions", G)
+        self._check_mixture()
+
+    def _check_mixture(self) -> None:
+        """Validate the Gaussian-mixture fields (docs/model.md (9.1)): ``ValueError`` (one line)
+        for a Gram that is not PSD, probabilities not summing to one, or alignments no teacher
+        with ``|Q*|^2/d = 1`` can have (the Gram of ``(mu_1..mu_K, Q*)`` not PSD)."""
+        K = self.mixture
+        given = [n for n in ("mixture_sep", "mixture_gram", "mixture_align", "mixture_probs")
+                 if getattr(self, n) is not None]
+        if K == 0:
+            if given:
+                raise ValueError(f"{given[0]} needs mixture K >= 1 (--mixture K)")
+            return
+        if K > 64:
+            raise ValueError(f"mixture must be <= 64 means, got {K}")
+        if self.teacher_rank != 1:
+            raise ValueError("mixture tokens need teacher_rank 1")
+        if self.mixture_sep is None and self.mixture_gram is None:
+            raise ValueError("mixture needs mixture_sep (--mixture-sep) or mixture_gram (--mixture-gram)")
+        if self.mixture_sep is not None and K == 1:
+            raise ValueError("mixture_sep needs K >= 2 (for K = 1 give mixture_gram)")
+        if self.mixture_sep is not None and self.mixture_gram is not None:
+            sep = float(self.mixture_sep) * np.asarray(default_positions(K), dtype=float)
+            if np.shape(self.mixture_gram) != sep.shape or not np.allclose(self.mixture_gram, sep, atol=1e-12):
+                raise ValueError("mixture_gram and mixture_sep disagree: give one of them")
+        Gm = self.mixture_Gmu
+        if Gm.shape != (K, K) or not np.allclose(Gm, Gm.T, atol=1e-12):
+            raise ValueError(f"mixture_gram must be a symmetric {K}x{K} matrix")
+        if np.linalg.eigvalsh(Gm).min() < -1e-9:
+            raise ValueError("mixture_gram must be positive semi-definite")
+        if self.mixture_probs is not None:
+            p = np.asarray(self.mixture_probs, dtype=float)
+            if p.size != K or min(p.shape) != 1:
+                raise ValueError(f"mixture_probs must have {K} values, got shape {p.shape[0]}x{p.shape[1]}")
+            if np.any(p <= 0) or abs(float(p.sum()) - 1.0) > 1e-9:
+                raise ValueError(f"mixture_probs must be > 0 and sum to 1, got {p.ravel().tolist()}")
+        if self.mixture_align is not None:
+            a = np.asarray(self.mixture_align, dtype=float)
+            ok = min(a.shape) == 1 and (a.size == K or (a.size == 1 and K == 2 and self.mixture_sep is not None))
+            if not ok:
+                raise ValueError(f"mixture_align must have {K} values (one value only with K = 2 and "
+                                 f"mixture_sep), got shape {a.shape[0]}x{a.shape[1]}")
+        kap = self.mixture_kappa
+        full = np.block([[Gm, kap[:, None]], [kap[None, :], np.ones((1, 1))]])
+        if np.linalg.eigvalsh(full).min() < -1e-9:
+            raise ValueError("mixture_align is impossible for these means: the Gram of (mu_1..mu_K, Q*) "
+                             "with |Q*|^2/d = 1 is not positive semi-definite")
 
     # ----------------------------------------------------------------- helpers
     def replace(self, **changes: Any) -> ModelSpec:
@@ -188,6 +252,33 @@ class ModelSpec:
         if self.token_cov is not None:
             return np.asarray(self.token_cov, dtype=float)
         return np.asarray(token_covariance(self.L, self.sigma, self.token_corr), dtype=float)
+
+    @property
+    def mixture_Gmu(self) -> np.ndarray:
+        """Gram ``Gmu = mu_k^T mu_k' / d`` of the mixture means (K x K; docs/model.md (9.1))."""
+        K = self.mixture
+        if self.mixture_gram is not None:
+            return np.asarray(self.mixture_gram, dtype=float)
+        if K < 2 or self.mixture_sep is None:
+            return np.zeros((K, K))
+        return float(self.mixture_sep) * np.asarray(default_positions(K), dtype=float)
+
+    @property
+    def mixture_kappa(self) -> np.ndarray:
+        """Teacher alignments ``kappa_k = mu_k^T Q* / d`` (K values; docs/model.md (9.1))."""
+        K = self.mixture
+        if self.mixture_align is None:
+            return np.zeros(K)
+        a = np.asarray(self.mixture_align, dtype=float).ravel()
+        return np.array([a[0], -a[0]]) if a.size == 1 and K == 2 else a
+
+    @property
+    def mixture_p(self) -> np.ndarray:
+        """Label probabilities ``p_k`` (K values, default uniform; docs/model.md (9.1))."""
+        K = self.mixture
+        if self.mixture_probs is None:
+            return np.full(K, 1.0 / K) if K else np.zeros(0)
+        return np.asarray(self.mixture_probs, dtype=float).ravel()
 
     @property
     def uncorrelated(self) -> bool:

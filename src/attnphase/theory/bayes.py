@@ -68,6 +68,8 @@ def check_bayes_spec(spec: ModelSpec, noise: float = 0.0) -> None:
                          "does not determine the teacher's fields up to a sign)")
     if not spec.uncorrelated:
         raise ValueError("the Bayes-optimal baseline covers uncorrelated tokens only (token_corr 0, no token_cov)")
+    if spec.mixture:
+        raise ValueError("the Bayes-optimal baseline does not cover Gaussian-mixture tokens (--mixture)")
     if not spec.omega < 1.0:
         raise ValueError("the Bayes-optimal baseline needs omega < 1 (at omega = 1 the labels carry no "
                          "information about the teacher)")

@@ -106,7 +106,8 @@ def fine_union(spec: ModelSpec, alpha: float, settings: SolverSettings,
     n = len(fine)
     x_all = np.concatenate([f.rule.x for f in fine])
     union = Saddle(spec, alpha, Rule(x_all, np.concatenate([f.rule.w for f in fine]) / n, settings.method, order,
-                                     copies=fine[0].rule.copies, teacher_scale=fine[0].rule.teacher_scale),
+                                     copies=fine[0].rule.copies, teacher_scale=fine[0].rule.teacher_scale,
+                                     configs=fine[0].rule.configs),
                    mirror=fine[0].mirror)
     return fine, union
 

@@ -38,6 +38,9 @@ class Rule:
     #: the teacher noises ``eta`` are drawn from ``N(0, s^2 I)`` and the weights carry the density
     #: ratio (importance sampling, :func:`sobol_gaussian`); 1: plain rule
     teacher_scale: float = 1.0
+    #: label configurations per node of a Gaussian-mixture rule (docs/model.md (9.3)): every node
+    #: repeated this many times in a row, one entry per configuration; 1: a plain rule
+    configs: int = 1
 
     @property
     def size(self) -> int:

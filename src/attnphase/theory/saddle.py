@@ -32,6 +32,7 @@ from attnphase.theory.channels import (
     student_map,
     target_map,
 )
+from attnphase.theory.mixture import Mixture, mixture_linear_test_error, mixture_test_error
 from attnphase.theory.quadrature import Rule, check_size, gauss_hermite
 from attnphase.theory.threads import one_blas_thread
 
@@ -79,6 +80,11 @@ class OrderParams:
     def from_vector(x: np.ndarray, L: int, F: int, rs: int) -> OrderParams:
         iu = np.triu_indices(F)
         nt = len(iu[0])
+        # (the rows of m from the length: L, or L + K with the mixture's s rows, docs/model.md (9.3))
+        rows, extra = divmod(x.size - 2 * nt - F * rs, F)
+        if extra or rows < L:
+            raise ValueError(f"order-parameter vector of length {x.size} does not fit L={L}, F={F}, r*={rs}")
+        L = rows
 
         def symm(v: np.ndarray) -> np.ndarray:
             a = np.zeros((F, F))
@@ -192,6 +198,10 @@ class Saddle:
             self.s2 = 1.0
             self.G = Pinv @ spec.G_array @ Pinv
         self.rho = self.s2 * np.eye(self.rs)
+        # Gaussian-mixture tokens (docs/model.md (9.3)): every node once per label configuration
+        self.mixture = Mixture.from_spec(spec)
+        if self.mixture is not None:
+            rule = self.mixture.replicate(rule)
         self.rule = rule
         self.mirror = bool(mirror)
         n_xi = self.L * self.F
@@ -200,6 +210,7 @@ class Saddle:
         N = rule.size
         self.xi = np.ascontiguousarray(rule.x[:, :n_xi].reshape(N, self.L, self.F))
         self.eta = np.ascontiguousarray(rule.x[:, n_xi:].reshape(N, self.L, self.rs))
+        self.labels = None if self.mixture is None else self.mixture.labels(N)
 
     @property
     def dim(self) -> int:
@@ -208,13 +219,20 @@ class Saddle:
     # ------------------------------------------------------------------ fields
     def fields(self, op: OrderParams, xi: np.ndarray | None = None, eta: np.ndarray | None = None):
         """Student prior means ``w`` and teacher fields ``h*`` at the nodes (docs/model.md (3.1))."""
+        own = xi is None and eta is None
         xi = self.xi if xi is None else xi
         eta = self.eta if eta is None else eta
         qs, qis, qinv, R, Rs = self.field_maps(op)
         # (as one (N L) x F product each: the stacked form ``xi @ qs`` loops over the nodes)
         x2 = xi.reshape(-1, xi.shape[-1])
-        w = op.m[None] + _rmul(x2, qs).reshape(xi.shape)
+        w = op.m[None, :self.L] + _rmul(x2, qs).reshape(xi.shape)
         hstar = (_rmul(x2, qis @ op.theta) + _rmul(eta.reshape(-1, eta.shape[-1]), Rs)).reshape(eta.shape)
+        if self.mixture is not None:  # label-dependent means (docs/model.md (9.3))
+            if not own or self.labels is None:
+                raise ValueError("mixture fields are defined on the saddle's own nodes")
+            ws, hs = self.mixture.means(op.m, self.labels)
+            w = w + ws
+            hstar = hstar + hs
         if self.mix is not None:  # whitened -> actual fields (correlated tokens)
             w = np.einsum("lk,nka->nla", self.mix, w)
             hstar = np.einsum("lk,nka->nla", self.mix, hstar)
@@ -238,6 +256,8 @@ class Saddle:
     def from_paper(self, op: OrderParams) -> OrderParams:
         """Paper-convention order parameters at ``sigma`` (docs/model.md (1.5)) -> this saddle's units
         (unchanged for uncorrelated tokens; whitened natural units otherwise)."""
+        if self.mixture is not None and op.m.shape[0] == self.L:  # (no s rows yet: s = 0)
+            op = op.replace(m=np.concatenate([op.m, np.zeros((self.mixture.K, op.m.shape[1]))]))
         if self.mix is None:
             return op
         s2 = self.spec.sigma**2
@@ -246,7 +266,7 @@ class Saddle:
     def user_units(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(q, m, theta)`` in user units (docs/model.md (1.5): ``q = Q^T Q / d``,
         ``m_l = pi_l^T Q / d``, ``theta = Q*^T Q / d``)."""
-        m = op.m if self.mix is None else self.mix @ op.m
+        m = op.m[:self.L] if self.mix is None else self.mix @ op.m[:self.L]
         return op.q / self.s2, m, op.theta / self.s2
 
     def target(self, hstar: np.ndarray) -> np.ndarray:
@@ -323,9 +343,14 @@ class Saddle:
         h2 = self.unmix(second)
         a = self.alpha
         # (with the mirror pairing each node and its mirror (-w, h*), minima -h1, -h2, by their densities)
-        m_sum, q_sum, th_sum, v_sum = stein_sums(self.rule.w, w, h1, h2, prox.value, M2, switch_width, Vinv,
-                                                 self.xi, self.eta,
-                                                 mirror=self.mirror_map(op) if self.mirror else None)
+        mirror = self.mirror_map(op) if self.mirror else None
+        if self.mixture is None:
+            m_sum, q_sum, th_sum, v_sum = stein_sums(self.rule.w, w, h1, h2, prox.value, M2, switch_width, Vinv,
+                                                     self.xi, self.eta, mirror=mirror)
+        else:  # per label configuration, with the s_hat rows (docs/model.md (9.4))
+            m_sum, q_sum, th_sum, v_sum = self.mixture.stein_sums(
+                stein_sums, self.rule.w, w, h1, h2, prox.value, M2, switch_width, Vinv, self.xi, self.eta,
+                mirror, op.m[self.L:] @ qis)
         m_hat = a * m_sum
         q_hat = a * q_sum
         Ris = sym_sqrt(R, inverse=True)
@@ -334,10 +359,13 @@ class Saddle:
             # the symmetry zeros a sign-closed rule gives exactly: with theta = 0 the integrand of
             # theta_hat is odd under eta -> -eta (T(h*) is even in h*); with m = 0 that of m_hat
             # is odd under (xi, eta) -> -(xi, eta) (the loss is even in h, T in h*)
-            if not np.any(op.theta):
-                th_hat = np.zeros_like(th_hat)
-            if not np.any(op.m):
-                m_hat = np.zeros_like(m_hat)
+            if self.mixture is not None:
+                m_hat, th_hat = self.mixture.impose_zeros(op.m, op.theta, m_hat, th_hat)
+            else:
+                if not np.any(op.theta):
+                    th_hat = np.zeros_like(th_hat)
+                if not np.any(op.m):
+                    m_hat = np.zeros_like(m_hat)
         V_hat = -a * v_sum @ qis + th_hat @ op.theta.T @ qinv
         V_hat = 0.5 * (V_hat + V_hat.T)
         mean_M = float(self.rule.w @ prox.value)
@@ -352,7 +380,7 @@ class Saddle:
         eq, eR = np.linalg.eigvalsh(0.5 * (op.q + op.q.T)), np.linalg.eigvalsh(0.5 * (R + R.T))
         if eq[0] <= 1e-12 * max(eq[-1], 0.0) or eR[0] <= 1e-12 * self.rho.max():
             return None
-        return op.m @ qis, qis @ op.theta @ np.linalg.inv(Rs)
+        return op.m[:self.L] @ qis, qis @ op.theta @ np.linalg.inv(Rs)
 
     def mirror_nodes(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The mirror of every node and the share of the pair it carries (mirror pairing,
@@ -379,6 +407,8 @@ class Saddle:
         Returns ``(xi', eta', s)``, or ``None`` where :meth:`mirror_map` has no mirror.
         """
         cmap = self.mirror_map(op)
+        if cmap is not None and self.mixture is not None and self.labels is not None:
+            cmap = (cmap[0][None] + (op.m[self.L:] @ sym_sqrt(op.q, inverse=True))[self.labels], cmap[1])
         return None if cmap is None else mirror_pairs(self.xi, self.eta, *cmap)
 
     # ------------------------------------------------------------------ weights step
@@ -392,6 +422,9 @@ class Saddle:
             nan = np.full((self.F, self.F), np.nan)
             return OrderParams(nan, np.full_like(h.m_hat, np.nan), nan.copy(), np.full_like(h.theta_hat, np.nan))
         V = s2 * Kinv
+        if self.mixture is not None:  # the means as external fields (docs/model.md (9.2))
+            m, theta, q = self.mixture.weights_step(self.G, h.m_hat, h.q_hat, h.theta_hat, Kinv, s2)
+            return self.gauge_fix(OrderParams(0.5 * (q + q.T), m, 0.5 * (V + V.T), theta))
         m = self.G @ h.m_hat @ Kinv
         theta = s2 * Kinv @ h.theta_hat @ self.rho
         inner = s2 * h.q_hat + h.m_hat.T @ self.G @ h.m_hat + s2 * h.theta_hat @ self.rho @ h.theta_hat.T
@@ -450,6 +483,20 @@ class Saddle:
         to move along that (soft) direction.
         """
         F = op.q.shape[0]
+        if self.mixture is not None:  # (rank 1) the zeros at rounding level, m and s apart
+            L = self.L
+
+            def small(a: np.ndarray) -> bool:
+                return bool(np.all(np.abs(a) <= 1e-9) and np.any(a != 0))
+
+            m, theta = op.m.copy(), op.theta
+            if small(m[:L]):
+                m[:L] = 0.0
+            if small(m[L:]):
+                m[L:] = 0.0
+            if small(theta):
+                theta = np.zeros_like(theta)
+            return OrderParams(op.q, m, op.V, theta)
         if not self.amap.rotation_invariant or F != self.F:
             def zeroed(a: np.ndarray) -> np.ndarray:
                 return np.zeros_like(a) if np.all(np.abs(a) <= 1e-9) and np.any(a != 0) else a
@@ -524,7 +571,10 @@ class Saddle:
             Kinv = np.linalg.inv(K)
         except np.linalg.LinAlgError:
             return float("nan")
-        inner = s2 * h.q_hat + h.m_hat.T @ self.G @ h.m_hat + s2 * h.theta_hat @ self.rho @ h.theta_hat.T
+        if self.mixture is not None:  # docs/model.md (9.6)
+            inner = self.mixture.inner(self.G, h.m_hat, h.q_hat, h.theta_hat, s2)
+        else:
+            inner = s2 * h.q_hat + h.m_hat.T @ self.G @ h.m_hat + s2 * h.theta_hat @ self.rho @ h.theta_hat.T
         return float(
             0.5 * np.trace(h.V_hat @ op.q - h.q_hat @ op.V)
             - np.sum(h.m_hat * op.m)
@@ -543,6 +593,8 @@ class Saddle:
         if self.gain != 1.0:
             return self.test_error_numpy(op, order)
         qs, qis, _, _, Rs = self.field_maps(op)
+        if self.mixture is not None:  # docs/model.md (9.5)
+            return mixture_test_error(self.spec, self.amap, self.mixture, op.m, qs, qis @ op.theta, Rs, order)
         args = (_f64(op.m), _f64(qs), _f64(qis @ op.theta), _f64(Rs),
                 _f64(np.eye(self.L) if self.mix is None else self.mix), _f64(self.amap.M),
                 np.ascontiguousarray(self.amap.mask), float(self.spec.omega), _f64(self.spec.A_array),
@@ -572,6 +624,8 @@ class Saddle:
         """The same sum as :meth:`test_error` with the nodes stored and the fields, maps and loss
         in numpy (``fields``, ``target_map``, ``loss_numpy``): the reference the kernel is tested
         and benchmarked against."""
+        if self.mixture is not None:
+            return self.test_error(op, order)
         rule = gauss_hermite(self.dim, order) if self.dim <= 6 else self.rule
         n_xi = self.L * self.F
         xi = rule.x[:, :n_xi].reshape(rule.size, self.L, self.F)
@@ -687,6 +741,9 @@ def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
     ``B = E[T]`` is the population least-squares mixing; ``T`` depends only on the teacher
     fields ``h* ~ N(0, sigma^2 I)`` (``L * r*`` dimensions).
     """
+    mixture = Mixture.from_spec(spec) if spec.mixture else None
+    if mixture is not None:  # docs/model.md (9.5)
+        return mixture_linear_test_error(spec, mixture, order)
     dim = spec.L * spec.teacher_rank
     if dim <= 6:
         rule = gauss_hermite(dim, order if dim <= 4 else 10)
