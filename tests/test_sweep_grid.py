@@ -2,8 +2,10 @@
 
 import pytest
 
+from attnphase.spec.problem import model_parameters
 from attnphase.sweeps import SweepSpec, point_key, sweep_from_args, sweep_from_toml
-from attnphase.sweeps.canonical import canonical_json, round_sig
+from attnphase.sweeps.canonical import canonical_json, canonical_value, round_sig
+from attnphase.sweeps.kinds import get_kind
 
 
 def test_cartesian_product_of_ranges_and_lists():
@@ -122,3 +124,29 @@ def test_curve_kind_validates_its_alpha_grid():
         sweep_from_args("curve", ["alphas=0:2:5"]).points()
     with pytest.raises(ValueError, match="cannot parse"):
         sweep_from_args("curve", ["alphas=0.1:x:5"]).points()
+
+
+#: Keys of three points of the plain model; stores written by earlier versions hold these keys.
+PINNED_KEYS = {
+    "theory": ({"alpha": 1.0, "omega": 0.3, "branch": "semantic"},
+               "6ef7b1a3e935403c7eac9504ce221c194d2595e0d45fbd6ff1e2d5599ebb86e8"),
+    "simulation": ({"alpha": 1.0, "omega": 0.3, "d": 200, "seed": 0, "init": "semantic"},
+                   "e12f57c2e2622b3fb97103561c379976fec3582f58300c301f9f21de02e9e136"),
+    "transition": ({"omega": 0.3, "variant": "causal"},
+                   "cb5ff3b69057f0e55fae8b2edf5609c53f3101297071629e2c6bdfc71a1c024a"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PINNED_KEYS))
+def test_model_extensions_at_their_default_leave_the_point_key_alone(kind):
+    """A point of the plain model keeps its key whatever extension fields the model has; a point
+    that uses an extension names it in its parameters (and so has another key)."""
+    raw, key = PINNED_KEYS[kind]
+    params = canonical_value(get_kind(kind).normalize(raw))
+    assert point_key(kind, params) == key
+    extensions = {p.name for p in model_parameters() if p.info.extension}
+    assert extensions and not extensions & set(params)
+    mixed = canonical_value(get_kind(kind).normalize({**raw, "mixture": 2, "mixture_sep": 1.0,
+                                                      "mixture_align": 0.5}))
+    assert {"mixture", "mixture_sep", "mixture_align"} <= set(mixed)
+    assert point_key(kind, mixed) != key

@@ -114,22 +114,25 @@ class ModelSpec:
     value_gain: float | None = described(None, "float", "gain v of value = gain (V = v I): unset, the theory "
                                          "minimises the training error over v; set, it holds v there. The "
                                          "simulator trains v from it (default 1)",
-                                         minimum=0.0, strict_minimum=True, group="value")
+                                         minimum=0.0, strict_minimum=True, group="value",
+                                         extension=True)
     lam_lin: float = described(1e-4, "float", "ridge of the linear baseline", minimum=0.0,
                                group="value")
     # ---- Gaussian-mixture tokens (docs/model.md section 9)
-    mixture: int = described(0, "int", "number K of Gaussian-mixture token means (0: none)", minimum=0)
+    mixture: int = described(0, "int", "number K of Gaussian-mixture token means (0: none)", minimum=0,
+                           extension=True)
     mixture_sep: float | None = described(
         None, "float", "mean Gram Gmu = sep * (centred simplex of K); K = 2: mu_2 = -mu_1, "
-        "|mu|^2/d = sep", minimum=0.0)
+        "|mu|^2/d = sep", minimum=0.0, extension=True)
     mixture_gram: Matrix | None = described(
         None, "matrix", "Gram matrix mu_k.mu_k'/d of the mixture means (replaces the separation)",
-        example="1,-1;-1,1")
+        example="1,-1;-1,1", extension=True)
     mixture_align: Matrix | None = described(
         None, "matrix", "teacher alignments kappa_k = mu_k.Q*/d (one value for K = 2: kappa, -kappa)",
-        example="0.5,-0.5")
+        example="0.5,-0.5", extension=True)
     mixture_probs: Matrix | None = described(
-        None, "matrix", "label probabilities p_k (default uniform)", example="0.5,0.5")
+        None, "matrix", "label probabilities p_k (default uniform)", example="0.5,0.5",
+        extension=True)
 
     def __post_init__(self) -> None:
         for name in ("mixture_align", "mixture_probs"):  # (a number or a 1-d sequence: one row)

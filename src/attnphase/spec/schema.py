@@ -40,6 +40,9 @@ class FieldInfo:
     strict_minimum: bool = False
     #: the CLI flag (default ``--`` and the name with ``-`` for ``_``)
     flag: str | None = None
+    #: an optional extension of the model: at its default (the extension off) the field is left
+    #: out of a sweep point's parameters, so that a point's key names only the extensions it uses
+    extension: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -159,7 +159,13 @@ def _coerce(p: Param, v: Any) -> Any:
 
 
 def _model_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
-    return model_spec(params).to_dict()
+    """The model's validated parameters; an extension field (``FieldInfo.extension``) at its default
+    is left out, so the key of a point without that extension does not depend on it."""
+    out = model_spec(params).to_dict()
+    for p in model_parameters():
+        if p.info.extension and out.get(p.name) == p.default:
+            del out[p.name]
+    return out
 
 
 def _fixed_gain_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -167,7 +173,7 @@ def _fixed_gain_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     gain`` needs ``value_gain`` (docs/model.md (6.5); :func:`attnphase.solve` and
     :func:`attnphase.transition` minimise over an unset one)."""
     out = _model_normalize(params)
-    if out["value"] == "gain" and out["value_gain"] is None:
+    if out["value"] == "gain" and out.get("value_gain") is None:
         raise ValueError("the theory sweep kinds solve at a fixed value gain: give value_gain with value = gain "
                          "(attnphase solve and transition minimise the training error over the gain)")
     return out
