@@ -166,7 +166,7 @@ class Saddle:
         self.spec = spec
         self.alpha = float(alpha)
         self.amap = AttentionMap.from_spec(spec)
-        self.L = spec.L
+        self.L = spec.tokens  # (cross-attention: the L + L' tokens of docs/model.md (10.2))
         self.F = self.amap.field_dim
         self.rs = spec.teacher_rank
         self.C = spec.C_array
@@ -509,7 +509,11 @@ class Saddle:
         """``eps_g = E[ell(w; T(h*))]`` (docs/model.md (4.2)) with a product Gauss-Hermite rule.
 
         The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
+        Cross-attention (docs/model.md (10.3)) takes :meth:`test_error_numpy` (the compiled sum
+        knows the causal and full teacher masks only).
         """
+        if self.spec.is_cross:
+            return self.test_error_numpy(op, order)
         qs, qis, _, _, Rs = self.field_maps(op)
         args = (_f64(op.m), _f64(qs), _f64(qis @ op.theta), _f64(Rs),
                 _f64(np.eye(self.L) if self.mix is None else self.mix), _f64(self.amap.M),
@@ -655,7 +659,8 @@ def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
     ``B = E[T]`` is the population least-squares mixing; ``T`` depends only on the teacher
     fields ``h* ~ N(0, sigma^2 I)`` (``L * r*`` dimensions).
     """
-    dim = spec.L * spec.teacher_rank
+    L = spec.tokens
+    dim = L * spec.teacher_rank
     if dim <= 6:
         rule = gauss_hermite(dim, order if dim <= 4 else 10)
     else:
@@ -663,7 +668,7 @@ def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
 
         rule = sobol_gaussian(dim, 16, 0, seed=0)
     # teacher fields h*_l ~ N(0, C_lk I) across positions (C = sigma^2 I: i.i.d.)
-    hstar = np.einsum("lk,nka->nla", sym_sqrt(spec.C_array), rule.x.reshape(rule.size, spec.L, spec.teacher_rank))
+    hstar = np.einsum("lk,nka->nla", sym_sqrt(spec.C_array), rule.x.reshape(rule.size, L, spec.teacher_rank))
     T = target_map(hstar, spec)
     ET = np.einsum("n,nlk->lk", rule.w, T)
     D = T - ET[None]
