@@ -144,7 +144,9 @@ def init_params(
                 j = min(r, spec.teacher_rank)
                 Q[:, :j] = ds.Q_star[:, :j].to(torch.float64).cpu()
             elif name == "positional":
-                Q[:, 0] = ds.Pi[0].to(torch.float64).cpu() / math.sqrt(d)
+                # (cross-attention: along the first query's and the first key's embeddings)
+                pi = ds.Pi[0] + ds.Pi[spec.L] if spec.is_cross else ds.Pi[0]
+                Q[:, 0] = pi.to(torch.float64).cpu() / math.sqrt(d)
             if is_untied(spec):
                 Kmat = noise[:, r:] if name == "random" else Q
                 P[i, k] = torch.cat([Q, Kmat], dim=1)
