@@ -1,0 +1,119 @@
+"""Cross-attention against self-attention: the theory's ``alpha_c(omega)`` and ``alpha_l(omega)``
+(docs/model.md (5.2), (5.4), section 10) for four models at ``sigma = 0.5``, ``lambda = 0.01``:
+
+* ``self``: the tied self-attention student of the paper (``L = 2``);
+* ``cross``: cross-attention, ``L = L' = 2``, key embeddings orthogonal to the query ones (the
+  default ``X = 0``);
+* ``cross-shared``: the same with one shared table of embeddings (``X = G``, ``pi'_j = pi_j``);
+* ``cross-L3``: ``L = 2`` queries on ``L' = 3`` keys (default ``A``: 0.6 on key ``l``, 0.2 on
+  each other key).
+
+Each ``(model, omega)`` is one ``attnphase.transition`` with the ``fast`` preset (as
+``attnphase transition --omega W [--variant cross ...]``), appended to the CSV as it finishes
+(a second run skips the rows already there). Then the figure of docs/cross.md. Usage:
+
+    python studies/cross_phase.py --omegas 0.1:0.4:4 --csv docs/data/cross_phase.csv \\
+        --out docs/figures/cross_phase.png [--models self,cross,cross-shared,cross-L3]
+    python studies/cross_phase.py --plot-only --csv docs/data/cross_phase.csv --out docs/figures/cross_phase.png
+
+About 1-4 minutes of CPU per row on 2 cores (the cross-attention solves have 4 or 5 tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import attnphase as ap
+from attnphase.spec.problem import parse_range
+
+MODELS: dict[str, dict[str, Any]] = {
+    "self": {},
+    "cross": {"variant": "cross"},
+    "cross-shared": {"variant": "cross", "cross_positions": ((1.0, -1.0), (-1.0, 1.0))},
+    "cross-L3": {"variant": "cross", "L_keys": 3},
+}
+FIELDS = ("model", "omega", "alpha_c", "alpha_c_err", "alpha_l", "spinodal_semantic", "spinodal_positional",
+          "linear_test_error", "seconds", "message")
+
+
+def run(models: list[str], omegas: list[float], path: Path) -> None:
+    done = set()
+    if path.exists():
+        with path.open() as f:
+            done = {(r["model"], float(r["omega"])) for r in csv.DictReader(f)}
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            w.writeheader()
+        for name in models:
+            for om in omegas:
+                if (name, round(om, 10)) in {(m, round(o, 10)) for m, o in done}:
+                    continue
+                t0 = time.process_time()
+                tr = ap.transition(omega=om, settings="fast", **MODELS[name])
+                row = {"model": name, "omega": om, "alpha_c": tr.alpha_c, "alpha_c_err": tr.errors.get("alpha_c"),
+                       "alpha_l": tr.alpha_l, "spinodal_semantic": tr.spinodals.get("semantic"),
+                       "spinodal_positional": tr.spinodals.get("positional"),
+                       "linear_test_error": tr.linear_test_error, "seconds": round(time.process_time() - t0, 1),
+                       "message": tr.message}
+                w.writerow(row)
+                f.flush()
+                print(row, flush=True)
+
+
+def plot(path: Path, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    styles = {"self": ("k", "o"), "cross": ("C0", "s"), "cross-shared": ("C1", "^"), "cross-L3": ("C2", "D")}
+    for name, (color, marker) in styles.items():
+        rs = sorted((r for r in rows if r["model"] == name), key=lambda r: float(r["omega"]))
+        if not rs:
+            continue
+        om = np.array([float(r["omega"]) for r in rs])
+        ac = np.array([float(r["alpha_c"]) if r["alpha_c"] else np.nan for r in rs])
+        al = np.array([float(r["alpha_l"]) if r["alpha_l"] else np.nan for r in rs])
+        ax.plot(om, ac, color=color, marker=marker, label=f"{name}: alpha_c")
+        if np.any(np.isfinite(al)):
+            ax.plot(om, al, color=color, marker=marker, ls=":", mfc="none", label=f"{name}: alpha_l")
+    ax.set_xlabel("omega")
+    ax.set_ylabel("alpha")
+    ax.set_title("positional/semantic transition: self- and cross-attention")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--omegas", default="0.1:0.4:4")
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--csv", default="docs/data/cross_phase.csv")
+    p.add_argument("--out", default="docs/figures/cross_phase.png")
+    p.add_argument("--plot-only", action="store_true")
+    a = p.parse_args()
+    if not a.plot_only:
+        models = [m.strip() for m in a.models.split(",") if m.strip()]
+        for m in models:
+            if m not in MODELS:
+                raise SystemExit(f"cross_phase: unknown model {m!r}; choose from {', '.join(MODELS)}")
+        run(models, [float(x) for x in parse_range(a.omegas)], Path(a.csv))
+    plot(Path(a.csv), Path(a.out))
+
+
+if __name__ == "__main__":
+    main()
