@@ -10,7 +10,8 @@
 
 Each ``(model, omega)`` is one ``attnphase.transition`` with the ``fast`` preset (as
 ``attnphase transition --omega W [--variant cross ...]``), appended to the CSV as it finishes
-(a second run skips the rows already there). Then the figure of docs/cross.md. Usage:
+(a second run skips the rows already there), the followed branches on the bracketing grid into
+``<csv stem>_grid.csv``. Then the figure of docs/cross.md. Usage:
 
     python studies/cross_phase.py --omegas 0.1:0.4:4 --csv docs/data/cross_phase.csv \\
         --out docs/figures/cross_phase.png [--models self,cross,cross-shared,cross-L3]
@@ -42,6 +43,21 @@ FIELDS = ("model", "omega", "alpha_c", "alpha_c_err", "alpha_l", "spinodal_seman
           "linear_test_error", "seconds", "message")
 
 
+GRID_FIELDS = ("model", "omega", "alpha", "semantic_train", "positional_train", "semantic_test", "positional_test")
+
+
+def write_grid(path: Path, name: str, om: float, grid: Any) -> None:
+    """The followed branches on the bracketing grid (training and test errors) into ``path``."""
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=GRID_FIELDS)
+        if new:
+            w.writeheader()
+        for i, a in enumerate(grid["alpha"]):
+            w.writerow({"model": name, "omega": om, "alpha": a,
+                        **{k: grid[k][i] for k in GRID_FIELDS[3:]}})
+
+
 def run(models: list[str], omegas: list[float], path: Path) -> None:
     done = set()
     if path.exists():
@@ -66,6 +82,7 @@ def run(models: list[str], omegas: list[float], path: Path) -> None:
                        "message": tr.message}
                 w.writerow(row)
                 f.flush()
+                write_grid(path.with_name(path.stem + "_grid.csv"), name, om, tr.grid)
                 print(row, flush=True)
 
 
