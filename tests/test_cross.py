@@ -213,21 +213,42 @@ def _sim_means(alpha: float, init: str) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 
-@pytest.mark.slow  # (theory at two points and training at d = 1000, 3 seeds x 2 starts: minutes)
-@pytest.mark.parametrize("alpha", [1.0, 2.0])
-def test_theory_against_simulation(alpha):
+def _theory(alpha: float, branch: str) -> dict[str, float]:
     from attnphase.theory import SolverSettings, solve_point
 
-    for branch in ("semantic", "positional"):
-        pt = solve_point(REF, alpha, branch, SolverSettings.preset("default"))
-        sim = _sim_means(alpha, branch)
-        m = np.asarray(pt.m_matrix, dtype=float)[:, 0]
-        th = {"q": pt.q, "m": abs(m[0]), "m_key": abs(m[2]), "theta": abs(pt.theta),
-              "train_loss": pt.train_loss, "test_error": pt.test_error}
-        for key in ("q", "m", "m_key", "theta"):
-            if th[key] > 1e-3:
-                assert abs(sim[key] - th[key]) <= 0.05 * th[key], (branch, key, sim[key], th[key])
-            else:
-                assert sim[key] < 0.05, (branch, key, sim[key])
-        for key in ("train_loss", "test_error"):
-            assert abs(sim[key] - th[key]) <= 0.07 * th[key], (branch, key, sim[key], th[key])
+    pt = solve_point(REF, alpha, branch, SolverSettings.preset("default"))
+    m = np.asarray(pt.m_matrix, dtype=float)[:, 0] if pt.m_matrix else np.zeros(4)
+    return {"q": pt.q, "m": abs(m[0]), "m_key": abs(m[2]), "theta": abs(pt.theta), "train_loss": pt.train_loss,
+            "test_error": pt.test_error}
+
+
+def _agree(sim: dict[str, float], th: dict[str, float]) -> list[str]:
+    """What disagrees beyond 5 % on the overlaps (an overlap that is zero in theory: the runs' mean
+    below the simulator's classification threshold 0.1) and 7 % on the errors."""
+    bad = []
+    for key in ("q", "m", "m_key", "theta"):
+        if th[key] > 1e-3:
+            if abs(sim[key] - th[key]) > 0.05 * th[key]:
+                bad.append(f"{key}: sim {sim[key]:.5f}, theory {th[key]:.5f}")
+        elif sim[key] >= 0.1:
+            bad.append(f"{key}: sim {sim[key]:.5f}, theory 0")
+    for key in ("train_loss", "test_error"):
+        if abs(sim[key] - th[key]) > 0.07 * th[key]:
+            bad.append(f"{key}: sim {sim[key]:.6f}, theory {th[key]:.6f}")
+    return bad
+
+
+@pytest.mark.slow  # (a refined theory point and training at d = 1000, 3 seeds: minutes)
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+def test_theory_against_simulation_semantic(alpha):
+    """The semantic start at ``d = 1000`` (mean of seeds 0-2) against the semantic branch."""
+    assert _agree(_sim_means(alpha, "semantic"), _theory(alpha, "semantic")) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+def test_theory_against_simulation_positional(alpha):
+    """The positional start at ``d = 1000`` (mean of seeds 0-2) against the positional branch
+    (docs/cross.md: at ``alpha = 1`` two of the three seeds leave the positional branch for the
+    semantic one)."""
+    assert _agree(_sim_means(alpha, "positional"), _theory(alpha, "positional")) == []
