@@ -246,9 +246,9 @@ def test_theory_against_simulation_semantic(alpha):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured (docs/cross.md): gradient descent from the positional start "
+                   "leaves the positional branch at d = 1000 (2 of 3 seeds at alpha = 1, 3 of 3 at alpha = 2)")
 @pytest.mark.parametrize("alpha", [1.0, 2.0])
 def test_theory_against_simulation_positional(alpha):
-    """The positional start at ``d = 1000`` (mean of seeds 0-2) against the positional branch
-    (docs/cross.md: at ``alpha = 1`` two of the three seeds leave the positional branch for the
-    semantic one)."""
+    """The positional start at ``d = 1000`` (mean of seeds 0-2) against the positional branch."""
     assert _agree(_sim_means(alpha, "positional"), _theory(alpha, "positional")) == []
