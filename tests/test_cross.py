@@ -22,7 +22,7 @@ import torch
 
 from attnphase.sim.data import make_dataset, teacher_attention
 from attnphase.sim.models import Batch, objective, risk
-from attnphase.spec.problem import ModelSpec
+from attnphase.spec.problem import ModelSpec, positional_axis
 from attnphase.theory.channels import (
     AttentionMap,
     cross_target_map,
@@ -191,6 +191,10 @@ def test_spec_defaults():
     np.testing.assert_allclose(G[2:, 2:], [[1, -0.5, -0.5], [-0.5, 1, -0.5], [-0.5, -0.5, 1]])
     assert np.all(G[:2, 2:] == 0)
     assert ModelSpec(variant="cross").L_keys == 2
+    # the positional start (docs/model.md (10.4)): the keys' overlaps follow the rows of A
+    np.testing.assert_allclose(s.G_array @ positional_axis(s), [1, -1, 1, -1, 0])
+    np.testing.assert_allclose(REF.G_array @ positional_axis(REF), [1, -1, 1, -1])
+    np.testing.assert_allclose(positional_axis(ModelSpec()), [1, 0])
     assert ModelSpec(variant="cross").replace(omega=0.5).omega == 0.5
 
 

@@ -19,7 +19,7 @@ from attnphase.spec.parse import Matrix, parse_matrix, parse_range
 from attnphase.spec.schema import Parameter, described, parameters
 
 __all__ = [
-    "CROSS_VARIANTS", "VALUES", "VARIANTS", "Matrix", "cross_target", "default_cross_A", "ModelSpec", "check_alpha", "default_A", "default_positions",
+    "CROSS_VARIANTS", "VALUES", "VARIANTS", "Matrix", "cross_target", "default_cross_A", "positional_axis", "ModelSpec", "check_alpha", "default_A", "default_positions",
     "model_parameters", "parse_matrix", "parse_range", "token_covariance",
 ]
 
@@ -61,6 +61,23 @@ def cross_target(A: np.ndarray) -> np.ndarray:
     out[:L, L:] = A
     out[L:, L:] = np.eye(Lk)
     return out
+
+
+def positional_axis(spec: ModelSpec) -> np.ndarray:
+    """Token weights ``u`` of the positional start ``Q ~ sum_k u_k pi_k`` (``docs/model.md`` (5.1),
+    (10.4)): the first token, ``e_1``; for cross-attention the first query plus the keys it prefers
+    over the other queries, ``v = A^T G e_1`` (scaled so that ``max |G' v| = 1``): the student's key
+    overlaps then follow the rows of ``A``."""
+    u = np.zeros(spec.tokens)
+    u[0] = 1.0
+    if spec.is_cross:
+        G = spec.G_array
+        L = spec.L
+        v = spec.A_array.T @ G[:L, 0]
+        scale = float(np.max(np.abs(G[L:, L:] @ v)))
+        if scale > 0:
+            u[L:] = v / scale
+    return u
 
 
 def default_positions(L: int) -> Matrix:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.spec.problem import ModelSpec, check_alpha, positional_axis
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import (
@@ -63,8 +63,7 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     ``mixed`` (rank >= 2): the first student direction semantic, the second positional."""
     L, rs = spec.tokens, spec.teacher_rank
     G = spec.G_array
-    # (cross-attention, docs/model.md (10.4): along the first query's and the first key's embeddings)
-    pos = G[:, 0] + G[:, spec.L] if spec.is_cross else G[:, 0]
+    pos = G @ positional_axis(spec)  # (G[:, 0]; cross-attention: docs/model.md (10.4))
     s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
     if branch == MIXED and F >= 2:
         # each block of fields (tied: Q; untied: Q and K): axis 0 semantic, the query's axis 1
