@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,21 @@ def run(models: list[str], omegas: list[float], path: Path) -> None:
                 print(row, flush=True)
 
 
+def bound(grid_rows: list[dict[str, str]]) -> tuple[float, str] | None:
+    """Where ``alpha_c`` was not located: ``(alpha, "below")`` when the semantic branch has the lower
+    training error at every grid point where both branches exist (``alpha`` the lowest of them),
+    ``(alpha, "above")`` when the positional branch has (``alpha`` the highest); else ``None``."""
+    both = [(float(r["alpha"]), float(r["semantic_train"]) - float(r["positional_train"]))
+            for r in grid_rows if r["semantic_train"] and r["positional_train"]]
+    if not both:
+        return None
+    if all(d < 0 for _, d in both):
+        return min(a for a, _ in both), "below"
+    if all(d > 0 for _, d in both):
+        return max(a for a, _ in both), "above"
+    return None
+
+
 def plot(path: Path, out: Path) -> None:
     import matplotlib
 
@@ -94,7 +110,9 @@ def plot(path: Path, out: Path) -> None:
 
     with path.open() as f:
         rows = list(csv.DictReader(f))
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    grid_path = path.with_name(path.stem + "_grid.csv")
+    grid = list(csv.DictReader(grid_path.open())) if grid_path.exists() else []
+    fig, ax = plt.subplots(figsize=(6, 4.2))
     styles = {"self": ("k", "o"), "cross": ("C0", "s"), "cross-shared": ("C1", "^"), "cross-L3": ("C2", "D")}
     for name, (color, marker) in styles.items():
         rs = sorted((r for r in rows if r["model"] == name), key=lambda r: float(r["omega"]))
@@ -102,14 +120,24 @@ def plot(path: Path, out: Path) -> None:
             continue
         om = np.array([float(r["omega"]) for r in rs])
         ac = np.array([float(r["alpha_c"]) if r["alpha_c"] else np.nan for r in rs])
-        al = np.array([float(r["alpha_l"]) if r["alpha_l"] else np.nan for r in rs])
         ax.plot(om, ac, color=color, marker=marker, label=f"{name}: alpha_c")
-        if np.any(np.isfinite(al)):
-            ax.plot(om, al, color=color, marker=marker, ls=":", mfc="none", label=f"{name}: alpha_l")
+        for r in rs:  # (not located: an arrow from the grid point that bounds it)
+            if r["alpha_c"]:
+                continue
+            b = bound([g for g in grid if g["model"] == name and math.isclose(float(g["omega"]), float(r["omega"]))])
+            if b is not None:
+                a, side = b
+                ax.plot(float(r["omega"]), a, color=color, marker="v" if side == "below" else "^", ls="none",
+                        mfc="none", ms=9)
+        sp = np.array([float(r["spinodal_semantic"]) if r["spinodal_semantic"] else np.nan for r in rs])
+        ax.plot(om, sp, color=color, ls=":", lw=1)
+    ax.plot([], [], "kv", mfc="none", ls="none", label="alpha_c below (semantic lower wherever both exist)")
+    ax.plot([], [], "k^", mfc="none", ls="none", label="alpha_c above (positional lower on the grid)")
+    ax.plot([], [], "k:", lw=1, label="semantic spinodal")
     ax.set_xlabel("omega")
     ax.set_ylabel("alpha")
     ax.set_title("positional/semantic transition: self- and cross-attention")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6.5)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
