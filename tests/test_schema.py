@@ -37,6 +37,17 @@ VALUES = {
     "value": "lowrank", "value_rank": 2, "value_gain": 1.1, "lam_lin": 0.001, "mixture": 2, "mixture_sep": 0.5,
     "mixture_gram": ((0.5, -0.5), (-0.5, 0.5)), "mixture_align": ((0.3, -0.3),), "mixture_probs": ((0.5, 0.5),),
 }
+#: The cross-attention fields (docs/model.md section 10), which need a cross-attention variant: their
+#: own non-default values, with the fields they combine with.
+TEXT_CROSS = {
+    "variant": "untied-cross", "L_keys": "3", "A": "0.5,0.3,0.2;0.2,0.3,0.5", "key_positions": "1,0,0;0,1,0;0,0,1",
+    "cross_positions": "0.5,0,0;-0.5,0,0",
+}
+VALUES_CROSS = {
+    "variant": "untied-cross", "L_keys": 3, "A": ((0.5, 0.3, 0.2), (0.2, 0.3, 0.5)),
+    "key_positions": ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)),
+    "cross_positions": ((0.5, 0.0, 0.0), (-0.5, 0.0, 0.0)),
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,7 +63,7 @@ def _flags(p: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def test_every_field_has_one_flag_and_one_sweep_parameter():
-    assert set(TEXT) == set(VALUES) == set(FIELDS)
+    assert set(TEXT) | set(TEXT_CROSS) == set(VALUES) | set(VALUES_CROSS) == set(FIELDS)
     assert [p.name for p in model_parameters()] == FIELDS
     flags = _flags(_parser())
     assert set(flags) == set(FIELDS)
@@ -90,7 +101,8 @@ def test_defaults_agree():
     assert not extensions & set(point.params)  # (at their defaults: left out of the key)
 
 
-def test_library_cli_and_sweeps_build_the_same_spec():
+@pytest.mark.parametrize("TEXT, VALUES", [(TEXT, VALUES), (TEXT_CROSS, VALUES_CROSS)], ids=["all", "cross"])
+def test_library_cli_and_sweeps_build_the_same_spec(TEXT, VALUES):
     library = ModelSpec(**VALUES)
     argv = []
     for name, text in TEXT.items():
@@ -101,7 +113,7 @@ def test_library_cli_and_sweeps_build_the_same_spec():
     (point,) = sweep_from_args("simulation", items).points()
     sweep = model_spec(point.params)
     assert cli == library == sweep
-    assert library.to_dict()["A"] == [[0.7, 0.3], [0.2, 0.8]]
+    assert library.to_dict()["A"] == [list(r) for r in VALUES["A"]]
     # the sweep stores the spec's own (JSON) form, which builds the spec again
     assert {k: point.params[k] for k in FIELDS} == json.loads(json.dumps(library.to_dict()))
     assert ModelSpec(**library.to_dict()) == library
@@ -114,7 +126,7 @@ def test_library_cli_and_sweeps_build_the_same_spec():
         ("sigma", "0", "sigma must be > 0, got 0.0"),
         ("lam", "-1", "lam must be >= 0, got -1.0"),
         ("rank", "0", "rank must be >= 1, got 0"),
-        ("variant", "sideways", "unknown variant 'sideways'; choose from tied, untied, causal, untied-causal"),
+        ("variant", "sideways", "unknown variant 'sideways'; choose from tied, untied, causal, untied-causal, cross, untied-cross"),
         ("value", "dense", "unknown value 'dense'; choose from identity, lowrank, full, gain"),
     ],
 )

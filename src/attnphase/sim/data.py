@@ -8,6 +8,12 @@ positions, ``h*_l = Q*^T z_l / sqrt(d)``, and the label is ``y = T(h*) z`` with
 ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` (masked causal softmax when
 ``spec.causal_target``).
 
+Cross-attention (docs/model.md section 10): a sample holds the ``L`` query tokens ``x`` and the
+``L'`` key tokens ``x'`` (independent noise, their own embeddings; ``spec.tokens = L + L'`` rows,
+queries first). The label's query rows are ``y = T z'``; its key rows are the key tokens
+themselves, which the student's key rows (each attending to itself only) reproduce exactly, so
+they add nothing to the loss (docs/model.md (10.5)).
+
 Positional embeddings. ``Pi in R^{L x d}`` must satisfy ``Pi Pi^T / d = G`` (``spec.positions``).
 We build it as ``Pi = F W``: ``F`` is the lower-triangular (semi-definite) Cholesky factor of ``G``
 (``F F^T = G``, first row ``(1, 0, ..., 0)``) and ``W`` has ``L`` rows taken from the Walsh
@@ -38,6 +44,7 @@ import numpy as np
 import torch
 
 from attnphase.spec.problem import ModelSpec
+from attnphase.theory.geometries import score_mask
 
 #: Sequences drawn per random chunk (part of the reproducibility contract: do not change lightly).
 CHUNK = 256
@@ -111,8 +118,17 @@ def positional_embeddings(G: np.ndarray, d: int) -> np.ndarray:
     return psd_cholesky(G) @ walsh_rows(L, d)
 
 
-def masked_softmax(scores: torch.Tensor, causal: bool) -> torch.Tensor:
-    """Row-wise softmax over the last axis of ``(..., L, L)`` scores; ``causal`` masks ``k > l``."""
+def cross_mask(spec: ModelSpec, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The scores a token attends to in cross-attention, ``(L + L', L + L')`` booleans: a query the
+    keys, a key itself (docs/model.md (10.2); :func:`attnphase.theory.geometries.score_mask`)."""
+    return torch.as_tensor(score_mask(spec.variant, spec.tokens, spec.L_keys), device=device)
+
+
+def masked_softmax(scores: torch.Tensor, causal: bool, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Row-wise softmax over the last axis of ``(..., L, L)`` scores; ``causal`` masks ``k > l``,
+    ``mask`` (booleans, ``True`` kept) any other pattern."""
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
     if causal:
         L = scores.shape[-1]
         mask = torch.ones(L, L, dtype=torch.bool, device=scores.device).triu(1)
@@ -124,9 +140,10 @@ def masked_softmax(scores: torch.Tensor, causal: bool) -> torch.Tensor:
 
 def teacher_attention(spec: ModelSpec, h_star: torch.Tensor) -> torch.Tensor:
     """``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields ``h*`` of shape ``(..., L,
-    r*)``."""
-    A = torch.as_tensor(spec.A_array, dtype=h_star.dtype, device=h_star.device)
-    S = masked_softmax(h_star @ h_star.transpose(-1, -2), spec.causal_target)
+    r*)`` (cross-attention: over the ``L + L'`` tokens, masked, docs/model.md (10.2))."""
+    A = torch.as_tensor(spec.A_tokens, dtype=h_star.dtype, device=h_star.device)
+    mask = cross_mask(spec, h_star.device) if spec.is_cross else None
+    S = masked_softmax(h_star @ h_star.transpose(-1, -2), spec.causal_target, mask)
     return (1.0 - spec.omega) * S + spec.omega * A
 
 
@@ -202,6 +219,8 @@ def _draw(
     T = teacher_attention(spec, h_star)
     y = T @ z
     x = z + Pi / math.sqrt(d)
+    if spec.is_cross:  # (the key rows' labels: the key tokens, docs/model.md (10.5))
+        y[:, spec.L:] = x[:, spec.L:]
     return x, y
 
 
@@ -236,10 +255,11 @@ def make_dataset(
         Q_star = torch.randn(
             d, spec.teacher_rank, generator=generator(seed, _STREAM_TEACHER, 0), dtype=torch.float64
         )
-    X = torch.empty(n, spec.L, d, dtype=dtype, device=device)
-    Y = torch.empty(n, spec.L, d, dtype=dtype, device=device) if keep_labels else None
-    Sxx = torch.empty(n, spec.L, spec.L, dtype=torch.float64)
-    Syx = torch.empty(n, spec.L, spec.L, dtype=torch.float64)
+    L = spec.tokens
+    X = torch.empty(n, L, d, dtype=dtype, device=device)
+    Y = torch.empty(n, L, d, dtype=dtype, device=device) if keep_labels else None
+    Sxx = torch.empty(n, L, L, dtype=torch.float64)
+    Syx = torch.empty(n, L, L, dtype=torch.float64)
     yy = torch.empty(n, dtype=torch.float64)
     start = 0
     for c, size in enumerate(_chunk_sizes(n)):
@@ -315,7 +335,7 @@ def check_memory(spec: ModelSpec, d: int, alphas: Sequence[float], n_test: int |
         return
     n = max(max(1, round(a * d)) for a in alphas)
     tests = max(n, 1000) if n_test is None else max(n_test, 0)
-    size = runs * (n + tests) * spec.L * d * (8 if dtype == "float64" else 4)
+    size = runs * (n + tests) * spec.tokens * d * (8 if dtype == "float64" else 4)
     if size > total / 2:
         raise ValueError(f"the data would take {size / 2**30:.3g} GiB (seeds x (n + n_test) x L x d values), more "
                          f"than half of this machine's {total / 2**30:.3g} GiB: lower d, alpha, n_test or the number of seeds")

@@ -35,7 +35,11 @@ spec.value_rank``,
   ``v = spec.gain_start`` (``value_gain``, 1 when unset). The Grams become ``v^2 x x^T`` and ``v y x^T``: the cost of the
   identity value.
 
-Gradients: an analytic gradient for the identity value (all four attention variants) and autograd
+Cross-attention (docs/model.md section 10) is the tied or untied student on the ``L + L'`` tokens
+of :mod:`attnphase.sim.data` with the cross mask: its risk is that of ``yhat = softmax(h h'^T) x'``
+exactly (the key rows add zero).
+
+Gradients: an analytic gradient for the identity value (all the attention variants) and autograd
 through the same batched objective for every case; :func:`objective` chooses.
 """
 
@@ -47,12 +51,12 @@ from typing import cast
 
 import torch
 
-from attnphase.sim.data import masked_softmax
+from attnphase.sim.data import cross_mask, masked_softmax
 from attnphase.spec.problem import ModelSpec
 
 
 def is_untied(spec: ModelSpec) -> bool:
-    return spec.variant in ("untied", "untied-causal")
+    return spec.variant in ("untied", "untied-causal", "untied-cross")
 
 
 def is_causal(spec: ModelSpec) -> bool:
@@ -107,8 +111,10 @@ def scores(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
 
 
 def attention(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
-    """Student attention ``S = softmax(scores)`` (masked for the causal variants)."""
-    return masked_softmax(scores(spec, H), is_causal(spec))
+    """Student attention ``S = softmax(scores)`` (masked for the causal variants; for cross-attention
+    over the ``L + L'`` tokens, a query attending to the keys, a key to itself: docs/model.md (10.5))."""
+    mask = cross_mask(spec, H.device) if spec.is_cross else None
+    return masked_softmax(scores(spec, H), is_causal(spec), mask)
 
 
 def gram_loss(

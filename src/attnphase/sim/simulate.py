@@ -173,8 +173,8 @@ def simulate(
     if isinstance(d, bool) or int(d) != d or d < 2:
         raise ValueError(f"d must be an integer >= 2, got {d}")
     d = int(d)
-    if d < spec.L:
-        raise ValueError(f"d must be >= L={spec.L}, got {d}")
+    if d < spec.tokens:
+        raise ValueError(f"d must be >= the number of tokens {spec.tokens}, got {d}")
     n = n_samples(alpha, d)
     seeds = tuple(int(s) for s in seeds)
     if not seeds:

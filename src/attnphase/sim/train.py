@@ -33,7 +33,7 @@ import torch
 
 from attnphase.sim.data import STREAM_INIT, Dataset, generator
 from attnphase.sim.models import Batch, is_untied, n_columns, objective
-from attnphase.spec.problem import ModelSpec
+from attnphase.spec.problem import ModelSpec, positional_axis
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,8 @@ def init_params(
                 j = min(r, spec.teacher_rank)
                 Q[:, :j] = ds.Q_star[:, :j].to(torch.float64).cpu()
             elif name == "positional":
-                Q[:, 0] = ds.Pi[0].to(torch.float64).cpu() / math.sqrt(d)
+                u = torch.as_tensor(positional_axis(spec), dtype=torch.float64)  # (pi_1; cross: (10.4))
+                Q[:, 0] = u @ ds.Pi.to(torch.float64).cpu() / math.sqrt(d)
             if is_untied(spec):
                 Kmat = noise[:, r:] if name == "random" else Q
                 P[i, k] = torch.cat([Q, Kmat], dim=1)

@@ -19,12 +19,15 @@ from attnphase.spec.parse import Matrix, parse_matrix, parse_range
 from attnphase.spec.schema import Parameter, described, parameters
 
 __all__ = [
-    "VALUES", "VARIANTS", "Matrix", "ModelSpec", "check_alpha", "default_A", "default_positions",
+    "CROSS_VARIANTS", "VALUES", "VARIANTS", "Matrix", "cross_target", "default_cross_A", "positional_axis", "ModelSpec", "check_alpha", "default_A", "default_positions",
     "model_parameters", "parse_matrix", "parse_range", "token_covariance",
 ]
 
 #: Student attention variants known to the theory and the simulator (see ``theory.channels``).
-VARIANTS = ("tied", "untied", "causal", "untied-causal")
+VARIANTS = ("tied", "untied", "causal", "untied-causal", "cross", "untied-cross")
+#: The cross-attention variants (``docs/model.md`` section 10): queries from ``x``, keys and values
+#: from a second sequence ``x'`` of ``L_keys`` tokens.
+CROSS_VARIANTS = ("cross", "untied-cross")
 VALUES = ("identity", "lowrank", "full", "gain")
 
 #: Largest ``L``, ``rank`` and ``teacher_rank``: the ``L x L`` matrices are built and checked when
@@ -39,6 +42,42 @@ def default_A(L: int, diag: float = 0.6) -> Matrix:
     """
     off = (1.0 - diag) / (L - 1)
     return tuple(tuple(diag if i == j else off for j in range(L)) for i in range(L))
+
+
+def default_cross_A(L: int, L_keys: int, diag: float = 0.6) -> Matrix:
+    """Default ``L x L'`` positional target of cross-attention (``docs/model.md`` (10.1)): query
+    ``l`` puts ``diag`` on key ``min(l, L' - 1)`` and spreads the rest evenly over the other keys
+    (:func:`default_A` for ``L' = L``)."""
+    off = (1.0 - diag) / (L_keys - 1)
+    return tuple(tuple(diag if j == min(l, L_keys - 1) else off for j in range(L_keys)) for l in range(L))
+
+
+def cross_target(A: np.ndarray) -> np.ndarray:
+    """The ``(L + L') x (L + L')`` positional target of the token-level form of cross-attention
+    (``docs/model.md`` (10.2)): ``[[0, A], [0, I_L']]`` (query rows read the keys, key rows
+    themselves)."""
+    L, Lk = A.shape
+    out = np.zeros((L + Lk, L + Lk))
+    out[:L, L:] = A
+    out[L:, L:] = np.eye(Lk)
+    return out
+
+
+def positional_axis(spec: ModelSpec) -> np.ndarray:
+    """Token weights ``u`` of the positional start ``Q ~ sum_k u_k pi_k`` (``docs/model.md`` (5.1),
+    (10.4)): the first token, ``e_1``; for cross-attention the first query plus the keys it prefers
+    over the other queries, ``v = A^T G e_1`` (scaled so that ``max |G' v| = 1``): the student's key
+    overlaps then follow the rows of ``A``."""
+    u = np.zeros(spec.tokens)
+    u[0] = 1.0
+    if spec.is_cross:
+        G = spec.G_array
+        L = spec.L
+        v = spec.A_array.T @ G[:L, 0]
+        scale = float(np.max(np.abs(G[L:, L:] @ v)))
+        if scale > 0:
+            u[L:] = v / scale
+    return u
 
 
 def default_positions(L: int) -> Matrix:
@@ -87,6 +126,10 @@ class ModelSpec:
       :mod:`attnphase.theory.value`); a number: the saddle-point equations hold ``v`` there. The
       simulator always trains ``v``, from ``value_gain`` (1 when unset).
     - ``lam_lin``: ridge of the dense linear baseline (4.3).
+    - ``L_keys``, ``key_positions``, ``cross_positions``: cross-attention (variants
+      :data:`CROSS_VARIANTS`, section 10): ``L'`` key tokens (0: ``L' = L``), the keys' Gram
+      ``Pi' Pi'^T / d`` (default the centred simplex) and the ``L x L'`` Gram ``Pi Pi'^T / d``
+      between query and key embeddings (default 0); ``A`` is then ``L x L'``.
     """
 
     omega: float = described(0.3, "float", "positional share of the target", minimum=0.0, maximum=1.0)
@@ -133,6 +176,15 @@ class ModelSpec:
     mixture_probs: Matrix | None = described(
         None, "matrix", "label probabilities p_k (default uniform)", example="0.5,0.5",
         extension=True)
+    # ---- cross-attention (docs/model.md section 10): variants cross, untied-cross
+    L_keys: int = described(0, "int", "key tokens L' of cross-attention (0: L' = L)", minimum=0,
+                          extension=True)
+    key_positions: Matrix | None = described(
+        None, "matrix", "cross-attention: Gram matrix Pi' Pi'^T/d of the key embeddings (default: "
+        "the centred simplex)", example="1,-1;-1,1", extension=True)
+    cross_positions: Matrix | None = described(
+        None, "matrix", "cross-attention: L x L' Gram Pi Pi'^T/d between query and key embeddings "
+        "(default: 0, keys orthogonal to queries)", example="1,-1;-1,1", extension=True)
 
     def __post_init__(self) -> None:
         for name in ("mixture_align", "mixture_probs"):  # (a number or a 1-d sequence: one row)
@@ -145,10 +197,15 @@ class ModelSpec:
             if getattr(self, name) > MAX_SIZE:
                 raise ValueError(f"{name} must be <= {MAX_SIZE}, got {getattr(self, name)}")
         L = self.L
-        A = default_A(L) if self.A is None else self.A
+        cols = self._check_cross()
+        if self.is_cross:
+            A = default_cross_A(L, cols) if self.A is None else self.A
+        else:
+            A = default_A(L) if self.A is None else self.A
         Aa = np.asarray(A)
-        if Aa.shape != (L, L):
-            raise ValueError(f"A must be {L}x{L} for L={L}, got shape {Aa.shape[0]}x{Aa.shape[1]}")
+        if Aa.shape != (L, cols):
+            keys = f" and L_keys={cols}" if self.is_cross else ""
+            raise ValueError(f"A must be {L}x{cols} for L={L}{keys}, got shape {Aa.shape[0]}x{Aa.shape[1]}")
         if np.any(Aa < 0):
             raise ValueError("A must have non-negative entries")
         if not np.allclose(Aa.sum(axis=1), 1.0, atol=1e-9):
@@ -176,6 +233,8 @@ class ModelSpec:
                 raise ValueError(f"token_corr must lie in ({lo:.4g}, 1) for L={L}, got {self.token_corr}")
         object.__setattr__(self, "A", A)
         object.__setattr__(self, "positions", G)
+        if self.is_cross:
+            self._resolve_cross(cols)
         self._check_mixture()
 
     def _check_mixture(self) -> None:
@@ -193,6 +252,8 @@ class ModelSpec:
             raise ValueError(f"mixture must be <= 64 means, got {K}")
         if self.teacher_rank != 1:
             raise ValueError("mixture tokens need teacher_rank 1")
+        if self.is_cross:
+            raise ValueError("mixture tokens do not combine with cross-attention")
         if self.mixture_sep is None and self.mixture_gram is None:
             raise ValueError("mixture needs mixture_sep (--mixture-sep) or mixture_gram (--mixture-gram)")
         if self.mixture_sep is not None and K == 1:
@@ -224,6 +285,49 @@ class ModelSpec:
             raise ValueError("mixture_align is impossible for these means: the Gram of (mu_1..mu_K, Q*) "
                              "with |Q*|^2/d = 1 is not positive semi-definite")
 
+    def _check_cross(self) -> int:
+        """The columns of ``A``: ``L'`` for cross-attention, ``L`` otherwise; ``ValueError`` for
+        cross-attention settings on another variant or what cross-attention does not cover."""
+        if not self.is_cross:
+            if self.L_keys or self.key_positions is not None or self.cross_positions is not None:
+                raise ValueError(f"L_keys, key_positions and cross_positions need a cross-attention variant "
+                                 f"({', '.join(CROSS_VARIANTS)}), got variant {self.variant!r}")
+            return self.L
+        Lk = self.L_keys or self.L
+        if Lk < 2:
+            raise ValueError(f"L_keys must be >= 2 (or 0 for L_keys = L), got {Lk}")
+        if Lk > MAX_SIZE:
+            raise ValueError(f"L_keys must be <= {MAX_SIZE}, got {Lk}")
+        if self.causal_target:
+            raise ValueError("causal_target does not apply to cross-attention")
+        if self.token_cov is not None or self.token_corr != 0.0:
+            raise ValueError("cross-attention covers uncorrelated tokens only (token_corr = 0, no token_cov)")
+        if self.value != "identity":
+            raise ValueError("cross-attention covers value = identity only")
+        return Lk
+
+    def _resolve_cross(self, Lk: int) -> None:
+        """Fill in ``L_keys`` and the key Grams of cross-attention and check the Gram of all
+        ``L + L'`` embeddings (``docs/model.md`` (10.1))."""
+        K = default_positions(Lk) if self.key_positions is None else self.key_positions
+        Ka = np.asarray(K)
+        if Ka.shape != (Lk, Lk):
+            raise ValueError(f"key_positions Gram must be {Lk}x{Lk}, got shape {Ka.shape}")
+        if not np.allclose(np.diag(Ka), 1.0, atol=1e-9):
+            raise ValueError("key_positions Gram matrix must have unit diagonal (||pi'_j||^2 = d)")
+        X = tuple(tuple(0.0 for _ in range(Lk)) for _ in range(self.L)) if self.cross_positions is None \
+            else self.cross_positions
+        Xa = np.asarray(X)
+        if Xa.shape != (self.L, Lk):
+            raise ValueError(f"cross_positions Gram must be {self.L}x{Lk}, got shape {Xa.shape}")
+        object.__setattr__(self, "L_keys", Lk)
+        object.__setattr__(self, "key_positions", K)
+        object.__setattr__(self, "cross_positions", X)
+        G = self.G_array
+        if not np.allclose(G, G.T, atol=1e-12) or np.linalg.eigvalsh(G).min() < -1e-9:
+            raise ValueError("the Gram matrix of all query and key embeddings [[positions, cross_positions], "
+                             "[cross_positions^T, key_positions]] must be symmetric positive semi-definite")
+
     # ----------------------------------------------------------------- helpers
     def replace(self, **changes: Any) -> ModelSpec:
         """A copy with some fields changed (validated again)."""
@@ -243,18 +347,40 @@ class ModelSpec:
 
     @property
     def A_array(self) -> np.ndarray:
+        """The positional target ``A`` (``L x L``; ``L x L'`` for cross-attention)."""
         return np.asarray(self.A, dtype=float)
 
     @property
+    def is_cross(self) -> bool:
+        """Cross-attention (:data:`CROSS_VARIANTS`, ``docs/model.md`` section 10)."""
+        return self.variant in CROSS_VARIANTS
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of a sample: ``L``, or ``L + L'`` (queries, then keys) for cross-attention."""
+        return self.L + self.L_keys if self.is_cross else self.L
+
+    @property
+    def A_tokens(self) -> np.ndarray:
+        """The positional target over all :attr:`tokens`: ``A``, or :func:`cross_target` of it."""
+        return cross_target(self.A_array) if self.is_cross else self.A_array
+
+    @property
     def G_array(self) -> np.ndarray:
-        return np.asarray(self.positions, dtype=float)
+        """Gram matrix of the embeddings of all :attr:`tokens` (cross-attention: queries, then keys,
+        ``[[positions, cross_positions], [cross_positions^T, key_positions]]``)."""
+        G = np.asarray(self.positions, dtype=float)
+        if not self.is_cross or self.key_positions is None:
+            return G
+        X = np.asarray(self.cross_positions, dtype=float)
+        return np.block([[G, X], [X.T, np.asarray(self.key_positions, dtype=float)]])
 
     @property
     def C_array(self) -> np.ndarray:
-        """Token covariance ``C`` (``sigma^2 I`` for uncorrelated tokens)."""
+        """Token covariance ``C`` over all :attr:`tokens` (``sigma^2 I`` for uncorrelated tokens)."""
         if self.token_cov is not None:
             return np.asarray(self.token_cov, dtype=float)
-        return np.asarray(token_covariance(self.L, self.sigma, self.token_corr), dtype=float)
+        return np.asarray(token_covariance(self.tokens, self.sigma, self.token_corr), dtype=float)
 
     @property
     def mixture_Gmu(self) -> np.ndarray:
@@ -286,7 +412,7 @@ class ModelSpec:
     @property
     def uncorrelated(self) -> bool:
         C = self.C_array
-        return bool(np.allclose(C, self.sigma**2 * np.eye(self.L)))
+        return bool(np.allclose(C, self.sigma**2 * np.eye(self.tokens)))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready parameters (every field, matrices as nested lists)."""

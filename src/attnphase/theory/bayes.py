@@ -63,6 +63,8 @@ def check_bayes_spec(spec: ModelSpec, noise: float = 0.0) -> None:
     """``ValueError`` (one line) for a model the Bayes-optimal baseline does not cover (docs/model.md (8.1))."""
     if spec.teacher_rank != 1:
         raise ValueError(f"the Bayes-optimal baseline covers teacher rank 1 only, got --teacher-rank {spec.teacher_rank}")
+    if spec.is_cross:
+        raise ValueError("the Bayes-optimal baseline does not cover cross-attention (docs/model.md section 10)")
     if spec.causal_target:
         raise ValueError("the Bayes-optimal baseline does not cover the causal target (the masked softmax "
                          "does not determine the teacher's fields up to a sign)")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.spec.problem import ModelSpec, check_alpha, positional_axis
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import (
@@ -61,15 +61,16 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     ``F`` fields per token.
 
     ``mixed`` (rank >= 2): the first student direction semantic, the second positional."""
-    L, rs = spec.L, spec.teacher_rank
+    L, rs = spec.tokens, spec.teacher_rank
     G = spec.G_array
+    pos = G @ positional_axis(spec)  # (G[:, 0]; cross-attention: docs/model.md (10.4))
     s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
     if branch == MIXED and F >= 2:
         # each block of fields (tied: Q; untied: Q and K): axis 0 semantic, the query's axis 1
         # positional (field index block * r + axis)
         r = AttentionMap.from_spec(spec).rank
         m = np.zeros((L, F))
-        m[:, 1] = 0.2 * G[:, 0]
+        m[:, 1] = 0.2 * pos
         theta = np.zeros((F, rs))
         qd = np.full(F, 0.02 * s2)
         for b in range(0, F, r):
@@ -86,7 +87,7 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
         raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))} or all")
     q = q0 * s2 * np.eye(F)
     m = np.zeros((L, F))
-    m[:, 0] = m0 * G[:, 0]
+    m[:, 0] = m0 * pos
     theta = np.zeros((F, rs))
     for a in range(F):
         theta[a, a % rs] = t0 * s2

@@ -64,7 +64,8 @@ class AttentionMap:
     @staticmethod
     def from_spec(spec: ModelSpec) -> AttentionMap:
         M = score_form(spec.variant, spec.rank)
-        return AttentionMap(spec.variant, M.shape[0], M, score_mask(spec.variant, spec.L))
+        keys = spec.L_keys if spec.is_cross else 0
+        return AttentionMap(spec.variant, M.shape[0], M, score_mask(spec.variant, spec.tokens, keys))
 
 
 def softmax_rows(s: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -78,7 +79,10 @@ def softmax_rows(s: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
 
 def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
     """Target ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` (docs/model.md (1.2)) for fields
-    of shape (N, L, r*) (the causal target masks the scores above the diagonal)."""
+    of shape (N, L, r*) (the causal target masks the scores above the diagonal; cross-attention:
+    :func:`cross_target_map`)."""
+    if spec.is_cross:
+        return cross_target_map(hstar, spec)
     hstar = np.ascontiguousarray(hstar, dtype=np.float64)
     N, L, R = hstar.shape
     out = np.empty((N, L, L))
@@ -91,6 +95,19 @@ def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
     from attnphase.theory.jit import target_kernel  # noqa: PLC0415 - (numba: only where it runs)
 
     target_kernel(hstar, float(spec.omega), A, bool(spec.causal_target), out)
+    return out
+
+
+def cross_target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
+    """The target of cross-attention over all ``L + L'`` tokens (docs/model.md (10.2)), fields
+    (N, L + L', r*): query rows ``[0, (1 - omega) softmax(h* h*'^T) + omega A]``, key rows exactly
+    ``e_j`` (where the student's key rows are too, so they add nothing to the loss)."""
+    hstar = np.asarray(hstar, dtype=np.float64)
+    L, Lk = spec.L, spec.L_keys
+    s = np.einsum("nla,nja->nlj", hstar[:, :L], hstar[:, L:])
+    out = np.zeros((hstar.shape[0], L + Lk, L + Lk))
+    out[:, :L, L:] = (1.0 - spec.omega) * softmax_rows(s) + spec.omega * spec.A_array
+    out[:, L:, L:] = np.eye(Lk)
     return out
 
 

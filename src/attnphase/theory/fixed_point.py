@@ -679,9 +679,9 @@ def make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: 
     each node with its mirror (:meth:`Saddle.mirror_nodes`)."""
     amap = AttentionMap.from_spec(spec)
     F = amap.field_dim
-    dim = spec.L * (F + spec.teacher_rank)
+    dim = spec.tokens * (F + spec.teacher_rank)
     axes = amap.rank if amap.rotation_invariant else 1
-    rule = make_rule(settings.method, dim, order or settings.order, spec.L * F,
+    rule = make_rule(settings.method, dim, order or settings.order, spec.tokens * F,
                      seed=settings.seed if seed is None else seed, axes=axes,
                      copies=copies, teacher_scale=teacher_scale)
     return Saddle(spec, alpha, rule, mirror=mirror)

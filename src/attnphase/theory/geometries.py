@@ -29,26 +29,38 @@ def score_form(variant: str, rank: int) -> np.ndarray:
     return np.eye(rank)
 
 
-def score_mask(variant: str, L: int) -> np.ndarray:
-    """The scores a token attends to, ``(L, L)`` booleans: all, or ``j <= l`` (causal; docs/model.md (6.2))."""
+def score_mask(variant: str, L: int, keys: int = 0) -> np.ndarray:
+    """The scores a token attends to, ``(L, L)`` booleans: all, or ``j <= l`` (causal; docs/model.md (6.2));
+    cross-attention (``keys`` of the ``L`` tokens are keys, the rest queries; docs/model.md (10.2)):
+    a query attends to the keys only, a key to itself only."""
     if variant in ("causal", "untied-causal"):
         return np.tril(np.ones((L, L), dtype=np.bool_))
+    if variant in ("cross", "untied-cross"):
+        if not 0 < keys < L:
+            raise ValueError(f"cross-attention needs 0 < keys < L, got keys={keys}, L={L}")
+        mask = np.zeros((L, L), dtype=np.bool_)
+        mask[: L - keys, L - keys:] = True
+        mask[L - keys:, L - keys:] = np.eye(keys, dtype=np.bool_)
+        return mask
     return np.ones((L, L), dtype=np.bool_)
 
 
 @dataclass(frozen=True)
 class Geometry:
     """``L`` tokens, a student ``variant`` and its ``rank`` (a geometry whose proximal kernel is
-    written out)."""
+    written out); cross-attention: ``keys`` of the ``L`` tokens are keys (docs/model.md (10.2))."""
 
     variant: str
     L: int
     rank: int
+    keys: int = 0
 
     @property
     def name(self) -> str:
-        """``<variant>_L<L>_r<rank>`` (``-`` as ``_``): the name of its compiled library."""
-        return f"{self.variant.replace('-', '_')}_L{self.L}_r{self.rank}"
+        """``<variant>_L<L>_r<rank>`` (``-`` as ``_``; cross-attention ``<variant>_L<L>_K<keys>_r<rank>``):
+        the name of its compiled library."""
+        keys = f"_K{self.keys}" if self.keys else ""
+        return f"{self.variant.replace('-', '_')}_L{self.L}{keys}_r{self.rank}"
 
     @property
     def field_dim(self) -> int:
@@ -61,7 +73,7 @@ class Geometry:
 
     @property
     def mask(self) -> np.ndarray:
-        return score_mask(self.variant, self.L)
+        return score_mask(self.variant, self.L, self.keys)
 
 
 #: the geometries whose proximal kernel is written out in C
@@ -73,6 +85,8 @@ GEOMETRIES: tuple[Geometry, ...] = (
     Geometry("untied", 2, 1),
     Geometry("untied-causal", 2, 1),
     Geometry("untied", 3, 1),
+    Geometry("cross", 4, 1, keys=2),
+    Geometry("untied-cross", 4, 1, keys=2),
 )
 
 

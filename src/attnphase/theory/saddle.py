@@ -174,7 +174,7 @@ class Saddle:
         self.spec = spec
         self.alpha = float(alpha)
         self.amap = AttentionMap.from_spec(spec)
-        self.L = spec.L
+        self.L = spec.tokens  # (cross-attention: the L + L' tokens of docs/model.md (10.2))
         self.F = self.amap.field_dim
         self.rs = spec.teacher_rank
         # --- value gain (docs/model.md (6.5)): ell(h; T, v) = ell(h; T / v) with C -> v^2 C ---
@@ -588,9 +588,11 @@ class Saddle:
         """``eps_g = E[ell(w; T(h*))]`` (docs/model.md (4.2)) with a product Gauss-Hermite rule.
 
         The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
-        A ``gain`` value (docs/model.md (6.5)) takes the numpy form :meth:`test_error_numpy`.
+        A ``gain`` value (docs/model.md (6.5)) and cross-attention (docs/model.md (10.3)) take the
+        numpy form :meth:`test_error_numpy` (the compiled sum knows neither the gain nor the cross
+        mask of the teacher).
         """
-        if self.gain != 1.0:
+        if self.gain != 1.0 or self.spec.is_cross:
             return self.test_error_numpy(op, order)
         qs, qis, _, _, Rs = self.field_maps(op)
         if self.mixture is not None:  # docs/model.md (9.5)
@@ -744,7 +746,8 @@ def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
     mixture = Mixture.from_spec(spec) if spec.mixture else None
     if mixture is not None:  # docs/model.md (9.5)
         return mixture_linear_test_error(spec, mixture, order)
-    dim = spec.L * spec.teacher_rank
+    L = spec.tokens
+    dim = L * spec.teacher_rank
     if dim <= 6:
         rule = gauss_hermite(dim, order if dim <= 4 else 10)
     else:
@@ -752,7 +755,7 @@ def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
 
         rule = sobol_gaussian(dim, 16, 0, seed=0)
     # teacher fields h*_l ~ N(0, C_lk I) across positions (C = sigma^2 I: i.i.d.)
-    hstar = np.einsum("lk,nka->nla", sym_sqrt(spec.C_array), rule.x.reshape(rule.size, spec.L, spec.teacher_rank))
+    hstar = np.einsum("lk,nka->nla", sym_sqrt(spec.C_array), rule.x.reshape(rule.size, L, spec.teacher_rank))
     T = target_map(hstar, spec)
     ET = np.einsum("n,nlk->lk", rule.w, T)
     D = T - ET[None]

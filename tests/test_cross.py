@@ -1,0 +1,258 @@
+"""Cross-attention (docs/model.md section 10): the token-level form against the model written out,
+the kernels on the cross mask, the simulator's data, the bad input, and theory against simulation.
+
+The fast tests check identities (the loss of the ``L + L'`` tokens with the cross mask is
+``(sigma^2/2) ||S - T||_F^2`` of the ``L x L'`` matrices; the simulator's risk is that of
+``yhat = softmax(h h'^T) x'``; the written-out C kernel and the generic numba kernel give the same
+minimisers; the theory's test error (4.2) is the simulator's at a student with given overlaps).
+The slow test compares the theory with training at ``d = 1000`` (3 seeds, semantic and positional
+starts) at ``alpha = 1`` and ``2``:
+``PYTHONPATH=src python -m pytest tests/test_cross.py -m slow -q``.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from attnphase.sim.data import make_dataset, teacher_attention
+from attnphase.sim.models import Batch, objective, risk
+from attnphase.spec.problem import ModelSpec, positional_axis
+from attnphase.theory.channels import (
+    AttentionMap,
+    cross_target_map,
+    loss_numpy,
+    objective_batch,
+    prox_batch,
+    softmax_rows,
+)
+from attnphase.theory.geometries import written_out
+
+REF = ModelSpec(variant="cross")
+
+
+def direct_cross(spec: ModelSpec, h: np.ndarray, hstar: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``S = softmax(hQ hK'^T)`` and ``T = (1 - omega) softmax(h* h*'^T) + omega A`` (``N x L x L'``)
+    written out from the query and key fields (docs/model.md (10.1))."""
+    L = spec.L
+    F = h.shape[2]
+    r = spec.rank
+    hq, hk = (h[:, :L, :r], h[:, L:, r:]) if F == 2 * r else (h[:, :L], h[:, L:])
+    S = softmax_rows(np.einsum("nla,nja->nlj", hq, hk))
+    T = (1 - spec.omega) * softmax_rows(np.einsum("nla,nja->nlj", hstar[:, :L], hstar[:, L:])) + spec.omega * spec.A_array
+    return S, T
+
+
+@pytest.mark.parametrize("variant,Lk", [("cross", 2), ("untied-cross", 2), ("cross", 3)])
+def test_loss_is_the_cross_loss(variant, Lk):
+    spec = ModelSpec(variant=variant, L_keys=Lk, sigma=0.7, omega=0.4)
+    amap = AttentionMap.from_spec(spec)
+    rng = np.random.default_rng(1)
+    N = 500
+    h = 2.0 * rng.standard_normal((N, spec.tokens, amap.field_dim))
+    hstar = rng.standard_normal((N, spec.tokens, 1))
+    T = cross_target_map(hstar, spec)
+    S, Tc = direct_cross(spec, h, hstar)
+    expected = 0.5 * spec.sigma**2 * np.sum((S - Tc) ** 2, axis=(1, 2))
+    np.testing.assert_allclose(loss_numpy(h, T, spec.C_array, amap), expected, rtol=1e-12, atol=1e-15)
+    # the compiled value kernel, with the prior term switched off (V huge)
+    val, grad = objective_batch(h, h, T, np.eye(amap.field_dim) * 1e300, spec.C_array, amap)
+    np.testing.assert_allclose(val, expected, rtol=1e-12, atol=1e-15)
+    # the key rows of the target are exactly e_j, the key block of the query rows exactly A's
+    assert np.array_equal(T[:, spec.L:, spec.L:], np.broadcast_to(np.eye(Lk), (N, Lk, Lk)))
+    assert np.all(T[:, :, : spec.L] == 0.0)
+
+
+def test_cross_kernels_agree_and_are_written_out():
+    """The written-out C kernel of the reference size and the generic numba kernel: the same
+    minimisers on the cross mask (where C runs; otherwise both are numba)."""
+    spec = REF
+    amap = AttentionMap.from_spec(spec)
+    assert written_out(spec.tokens, amap.M, amap.mask) is not None
+    rng = np.random.default_rng(2)
+    N = 256
+    w = 0.3 * rng.standard_normal((N, 4, 1))
+    T = cross_target_map(rng.standard_normal((N, 4, 1)), spec)
+    V = np.array([[15.0]])
+    a = prox_batch(w, T, V, spec.C_array, amap)
+    b = prox_batch(w, T, V, spec.C_array, amap, generic=True)
+    np.testing.assert_allclose(a.value, b.value, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(a.h, b.h, rtol=1e-9, atol=1e-12)
+    # a minimiser is stationary: the gradient of the proximal objective vanishes there
+    _, g = objective_batch(a.h, w, T, V, spec.C_array, amap)
+    assert np.max(np.abs(g)) < 1e-8
+
+
+def test_simulator_risk_is_the_cross_attention_risk():
+    """The risk of the ``L + L'`` tokens with the cross mask equals ``sum ||y - softmax(h h'^T) x'||^2 / (2d)``
+    with ``y = T z'`` written out from the drawn tokens (docs/model.md (10.5))."""
+    for variant in ("cross", "untied-cross"):
+        spec = ModelSpec(variant=variant, L_keys=3)
+        d, n = 64, 40
+        ds = make_dataset(spec, d, n, seed=3, keep_labels=True)
+        L = spec.L
+        assert ds.X.shape == (n, 5, d) and ds.Pi.shape == (5, d)
+        x, xk = ds.X[:, :L], ds.X[:, L:]
+        zk = xk - ds.Pi[L:] / math.sqrt(d)
+        hs = torch.cat([x - ds.Pi[:L] / math.sqrt(d), zk], dim=1) @ ds.Q_star / math.sqrt(d)
+        T = teacher_attention(spec, hs)[:, :L, L:]
+        y = T @ zk
+        assert ds.Y is not None and torch.allclose(ds.Y[:, :L], y, rtol=1e-12, atol=1e-12)
+        c = 2 if variant == "untied-cross" else 1
+        P = torch.randn(1, 1, d, c, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        batch = Batch(ds.X[None], ds.Sxx[None], ds.Syx[None], ds.yy[None])
+        R = risk(spec, batch, {"P": P})
+        H = ds.X @ P[0, 0] / math.sqrt(d)
+        hq, hk = H[:, :L, :1], H[:, L:, c - 1:]
+        yhat = torch.softmax(hq @ hk.transpose(1, 2), dim=-1) @ xk
+        expected = ((y - yhat) ** 2).sum() / (2 * d) + 0.5 * spec.lam * (P**2).sum()
+        assert torch.allclose(R[0, 0], expected, rtol=1e-12)
+        # the analytic gradient against autograd on the same risk
+        _, ga = objective(spec, batch, {"P": P}, grad="analytic")
+        _, gb = objective(spec, batch, {"P": P}, grad="autograd")
+        assert torch.allclose(ga["P"], gb["P"], rtol=1e-10, atol=1e-12)
+
+
+def test_theory_test_error_is_the_simulators_at_given_overlaps():
+    """(4.2) for cross-attention: a student built with given ``m``, ``theta``, ``q`` at ``d = 2048``
+    has, on fresh samples, the test error the theory's :meth:`Saddle.test_error` gives for those
+    overlaps, to the Monte Carlo error (4 standard errors)."""
+    from attnphase.sim.models import attention, gram_loss
+    from attnphase.theory import SolverSettings
+    from attnphase.theory.fixed_point import FAST, make_saddle
+    from attnphase.theory.saddle import OrderParams
+
+    spec = REF
+    d, n_test = 2048, 3000
+    ds = make_dataset(spec, d, 1, seed=5, n_test=n_test)
+    Pi, Qs = ds.Pi, ds.Q_star[:, 0]
+    # Q = a u + b pi_1 + c pi'_1 + noise direction, u the teacher direction
+    g = torch.Generator().manual_seed(7)
+    v = torch.randn(d, generator=g, dtype=torch.float64)
+    basis = torch.linalg.qr(torch.stack([Qs, Pi[0], Pi[2], v], dim=1))[0] * math.sqrt(d)
+    coef = torch.tensor([0.5, 0.15, 0.1, 0.3], dtype=torch.float64)
+    Q = basis @ coef
+    m = (Pi @ Q / d).numpy()
+    theta = float(Qs @ Q / d)
+    q = float(Q @ Q / d)
+    per = []  # (the per-sample errors, for the Monte Carlo error)
+    for c in ds.test_chunks():
+        H = c["X"] @ Q / math.sqrt(d)
+        S = attention(spec, H[..., None])
+        per.append(gram_loss(S, c["Sxx"], c["Syx"], c["yy"], d))
+    errors = torch.cat(per)
+    sim = float(errors.mean())
+    se = float(errors.std()) / math.sqrt(n_test)
+    s2 = spec.sigma**2
+    sd = make_saddle(spec, 1.0, SolverSettings(**FAST), order=12)  # (4 x 2^12 QMC nodes for (4.2))
+    op = OrderParams(np.array([[s2 * q]]), m[:, None], np.array([[1.0]]), np.array([[s2 * theta]]))
+    th = sd.test_error(op)
+    assert abs(th - sim) < 4 * se + 2e-3 * th, (th, sim, se)
+
+
+@pytest.mark.parametrize("fields,message", [
+    ({"L_keys": 1}, "L_keys must be >= 2"),
+    ({"variant": "tied", "L_keys": 3}, "need a cross-attention variant"),
+    ({"A": ((0.6, 0.4), (0.4, 0.6)), "L_keys": 3}, "A must be 2x3"),
+    ({"cross_positions": ((1, 0), (0, 1), (0, 0))}, "cross_positions Gram must be 2x2"),
+    ({"cross_positions": ((2, 0), (0, 2))}, "positive semi-definite"),
+    ({"key_positions": ((2, 0), (0, 1))}, "unit diagonal"),
+    ({"causal_target": True}, "causal_target does not apply"),
+    ({"token_corr": 0.2}, "uncorrelated tokens only"),
+    ({"value": "lowrank"}, "value = identity only"),
+])
+def test_bad_cross_input(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ModelSpec(**{"variant": "cross", **fields})
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--variant", "cross", "--A", "0.6,0.4;0.4,0.6", "--L-keys", "3"], "A must be 2x3"),
+    (["--variant", "cross", "--cross-positions", "2,0;0,2"], "positive semi-definite"),
+])
+def test_bad_cross_input_on_the_command_line_is_one_line_and_exit_2(args, message):
+    p = subprocess.run([sys.executable, "-m", "attnphase", "solve", "--alpha", "1", *args],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_spec_defaults():
+    s = ModelSpec(variant="cross", L=2, L_keys=3)
+    assert s.tokens == 5 and s.L_keys == 3
+    np.testing.assert_allclose(s.A_array, [[0.6, 0.2, 0.2], [0.2, 0.6, 0.2]])
+    G = s.G_array
+    np.testing.assert_allclose(G[:2, :2], [[1, -1], [-1, 1]])
+    np.testing.assert_allclose(G[2:, 2:], [[1, -0.5, -0.5], [-0.5, 1, -0.5], [-0.5, -0.5, 1]])
+    assert np.all(G[:2, 2:] == 0)
+    assert ModelSpec(variant="cross").L_keys == 2
+    # the positional start (docs/model.md (10.4)): the keys' overlaps follow the rows of A
+    np.testing.assert_allclose(s.G_array @ positional_axis(s), [1, -1, 1, -1, 0])
+    np.testing.assert_allclose(REF.G_array @ positional_axis(REF), [1, -1, 1, -1])
+    np.testing.assert_allclose(positional_axis(ModelSpec()), [1, 0])
+    assert ModelSpec(variant="cross").replace(omega=0.5).omega == 0.5
+
+
+# ---------------------------------------------------------------- theory against simulation
+def _sim_means(alpha: float, init: str) -> dict[str, float]:
+    from attnphase.sim import TrainSettings, simulate
+
+    gd = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=8000, dtype="float64",
+                       log_every=0)
+    res = simulate(REF, 1000, alpha, seeds=(0, 1, 2), inits=(init,), settings=gd)
+    out: dict[str, list[float]] = {"q": [], "m": [], "m_key": [], "theta": [], "train_loss": [], "test_error": []}
+    for r in res.runs:
+        mm = np.asarray(r.overlaps["m"], dtype=float)[:, 0]
+        out["q"].append(float(r.q))
+        out["m"].append(abs(float(mm[0])))
+        out["m_key"].append(abs(float(mm[2])))
+        out["theta"].append(abs(float(r.theta)))
+        out["train_loss"].append(r.train_loss)
+        out["test_error"].append(r.test_error)
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+def _theory(alpha: float, branch: str) -> dict[str, float]:
+    from attnphase.theory import SolverSettings, solve_point
+
+    pt = solve_point(REF, alpha, branch, SolverSettings.preset("default"))
+    m = np.asarray(pt.m_matrix, dtype=float)[:, 0] if pt.m_matrix else np.zeros(4)
+    return {"q": pt.q, "m": abs(m[0]), "m_key": abs(m[2]), "theta": abs(pt.theta), "train_loss": pt.train_loss,
+            "test_error": pt.test_error}
+
+
+def _agree(sim: dict[str, float], th: dict[str, float]) -> list[str]:
+    """What disagrees beyond 5 % on the overlaps (an overlap that is zero in theory: the runs' mean
+    below the simulator's classification threshold 0.1) and 7 % on the errors."""
+    bad = []
+    for key in ("q", "m", "m_key", "theta"):
+        if th[key] > 1e-3:
+            if abs(sim[key] - th[key]) > 0.05 * th[key]:
+                bad.append(f"{key}: sim {sim[key]:.5f}, theory {th[key]:.5f}")
+        elif sim[key] >= 0.1:
+            bad.append(f"{key}: sim {sim[key]:.5f}, theory 0")
+    for key in ("train_loss", "test_error"):
+        if abs(sim[key] - th[key]) > 0.07 * th[key]:
+            bad.append(f"{key}: sim {sim[key]:.6f}, theory {th[key]:.6f}")
+    return bad
+
+
+@pytest.mark.slow  # (a refined theory point and training at d = 1000, 3 seeds: minutes)
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+def test_theory_against_simulation_semantic(alpha):
+    """The semantic start at ``d = 1000`` (mean of seeds 0-2) against the semantic branch."""
+    assert _agree(_sim_means(alpha, "semantic"), _theory(alpha, "semantic")) == []
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured (docs/cross.md): gradient descent from the positional start "
+                   "leaves the positional branch at d = 1000 (2 of 3 seeds at alpha = 1, 3 of 3 at alpha = 2)")
+@pytest.mark.parametrize("alpha", [1.0, 2.0])
+def test_theory_against_simulation_positional(alpha):
+    """The positional start at ``d = 1000`` (mean of seeds 0-2) against the positional branch."""
+    assert _agree(_sim_means(alpha, "positional"), _theory(alpha, "positional")) == []
