@@ -12,24 +12,9 @@ Usage: ``python benchmarks/bench_cross.py [--repeats 3] [--extra "--L-keys 3"]``
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
-import statistics
-import subprocess
-import sys
-import time
 
-
-def run(args: list[str], repeats: int) -> tuple[float, list[float], dict]:
-    times, out = [], {}
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "attnphase", *args, "--json"], capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
-        if r.returncode != 0:
-            raise SystemExit(f"attnphase {' '.join(args)} failed: {r.stderr.strip()}")
-        out = json.loads(r.stdout)
-    return statistics.median(times), times, out
+from bench_variants import run  # (whole-process wall time of a solve, median of the repeats)
 
 
 def orders(out: dict) -> str:
@@ -50,11 +35,11 @@ def main() -> None:
     a = p.parse_args()
     base = ["solve", "--alpha", "1", "--omega", "0.3"]
     cross = [*base, "--variant", "cross", *shlex.split(a.extra)]
-    t_self, ts, o_self = run(base, a.repeats)
-    t_cross, tc, o_cross = run(cross, a.repeats)
-    print(f"self-attention  {' '.join(base)}: median {t_self:.1f} s wall ({', '.join(f'{t:.1f}' for t in ts)}); "
+    t_self, o_self = run(base, a.repeats)
+    t_cross, o_cross = run(cross, a.repeats)
+    print(f"self-attention  {' '.join(base)}: median {t_self:.1f} s wall; "
           f"{orders(o_self)}")
-    print(f"cross-attention {' '.join(cross)}: median {t_cross:.1f} s wall ({', '.join(f'{t:.1f}' for t in tc)}); "
+    print(f"cross-attention {' '.join(cross)}: median {t_cross:.1f} s wall; "
           f"{orders(o_cross)}")
     print(f"ratio cross / self: {t_cross / t_self:.2f}; target 10 s: {'met' if t_cross <= 10 else 'not met'}")
     print(f"kernels: {o_cross.get('params', {}).get('kernels', o_cross.get('kernels'))}")

@@ -14,21 +14,12 @@ of each run's branches.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
-import time
 from typing import Any
 
+from bench_presets import run  # (whole-process wall time and JSON of one command)
+
 OVERLAPS = ("q_user", "m_user", "theta_user")
-
-
-def run(command: list[str]) -> tuple[float, dict[str, Any]]:
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "attnphase", *command, "--json"], capture_output=True,
-                         text=True, check=True)
-    return time.perf_counter() - t0, json.loads(out.stdout)
 
 
 def largest_estimate(solve: dict[str, Any]) -> float:

@@ -22,7 +22,7 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import BranchPoint, classify, has_mixed, solve_point
-from attnphase.theory.fixed_point import SolverSettings, is_valid, make_saddle, warm_starts
+from attnphase.theory.fixed_point import RelativeUnits, SolverSettings, is_valid, make_saddle, warm_starts
 from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle
 
 #: largest ``max |G|`` (relative units) at which a corrector has converged; the warm-started map is
@@ -93,21 +93,14 @@ class ArclengthResult:
                 "points": [p.to_dict() for p in self.points]}
 
 
-class _Extended:
+class _Extended(RelativeUnits):
     """The residual ``G(y, alpha) = (F_alpha(x) - x) / scale`` in the relative units
-    ``y = x / scale`` of the unknowns that are not zero at ``x0`` (symmetry zeros stay zero), on
-    one rule; counts the data steps it spends."""
+    (:class:`~attnphase.theory.fixed_point.RelativeUnits`) of the unknowns that are not zero at
+    ``x0`` (symmetry zeros stay zero), on one rule; counts the data steps it spends."""
 
     def __init__(self, sd: Saddle, x0: np.ndarray, switch_width: float) -> None:
-        self.sd, self.x0, self.switch_width = sd, x0, switch_width
-        self.free = np.abs(x0) > 1e-14
-        self.scale = np.maximum(np.abs(x0), 1e-3)[self.free]
-        self.evals = 0
-
-    def full_x(self, y: np.ndarray) -> np.ndarray:
-        x = np.zeros_like(self.x0)
-        x[self.free] = y * self.scale
-        return x
+        super().__init__(x0)
+        self.sd, self.switch_width = sd, switch_width
 
     def op(self, y: np.ndarray) -> OrderParams:
         sd = self.sd

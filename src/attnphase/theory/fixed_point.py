@@ -308,13 +308,13 @@ class QuasiNewtonResult:
 _Evaluation = tuple[np.ndarray, DataStep, np.ndarray]
 
 
-class _Residual:
-    """The residual ``r(y) = (F(x) - x) / scale`` of the fixed-point map on ``saddle`` in the
-    relative units ``y = x / scale`` of the unknowns that are not zero at ``x0`` (exact symmetry
-    zeros stay zero), counting the data steps it spends."""
+class RelativeUnits:
+    """Relative units ``y = x / scale`` of the unknowns that are not zero at ``x0`` (exact
+    symmetry zeros stay zero; the scale is ``max(|x0|, 1e-3)``), and a count of the data steps
+    spent by the residual defined on them."""
 
-    def __init__(self, saddle: Saddle, x0: np.ndarray, settings: SolverSettings) -> None:
-        self.saddle, self.x0, self.settings = saddle, x0, settings
+    def __init__(self, x0: np.ndarray) -> None:
+        self.x0 = x0
         self.free = np.abs(x0) > 1e-14
         self.scale = np.maximum(np.abs(x0), 1e-3)[self.free]
         self.evals = 0
@@ -324,6 +324,15 @@ class _Residual:
         x = np.zeros_like(self.x0)
         x[self.free] = y * self.scale
         return x
+
+
+class _Residual(RelativeUnits):
+    """The residual ``r(y) = (F(x) - x) / scale`` of the fixed-point map on ``saddle`` in the
+    relative units of :class:`RelativeUnits`, counting the data steps it spends."""
+
+    def __init__(self, saddle: Saddle, x0: np.ndarray, settings: SolverSettings) -> None:
+        super().__init__(x0)
+        self.saddle, self.settings = saddle, settings
 
     def __call__(self, y: np.ndarray, ref: DataStep | None, given: DataStep | None = None) -> _Evaluation | None:
         """The residual at ``y``, the data step warm-started from the minima of ``ref`` (the full
