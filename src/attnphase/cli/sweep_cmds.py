@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, warn_theory_cost
-from attnphase.report.demo_settings import PARTS, DemoSettings
+from attnphase.report.demo_settings import MODELS, PARTS, DemoSettings
 from attnphase.spec.parse import parse_range
 
 
@@ -148,6 +148,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
                     help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
     dm.add_argument("--bayes", action="store_true", help="draw the Bayes-optimal baseline on the curves")
+    dm.add_argument("--models", type=str, default="",
+                    help=f"further models whose curves the report shows, comma-separated: {', '.join(MODELS)} "
+                         "(each at its reference case; the solves take minutes)")
     add_backend_flags(dm)
     dm.set_defaults(func=cmd_demo)
 
@@ -298,7 +301,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = DemoSettings(
         omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
         seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,
-        parts=PARTS if args.only is None else (args.only,), solver=tuple(solver.items()), bayes=args.bayes)
+        parts=PARTS if args.only is None else (args.only,), solver=tuple(solver.items()), bayes=args.bayes,
+        models=tuple(m.strip() for m in args.models.split(",") if m.strip()))
     setup_logging(args.quiet)
     res = run_demo(args.out, settings, store=args.store, **run_kw(args))
     for f in res.files:

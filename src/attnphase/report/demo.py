@@ -28,7 +28,7 @@ import pandas as pd
 
 from attnphase._version import __version__
 from attnphase.plots.phase import plot_curves_with_points, plot_phase_lines
-from attnphase.report.demo_settings import DemoSettings
+from attnphase.report.demo_settings import MODELS, DemoSettings
 from attnphase.report.html import ReportFigure, figure_png, write_report
 from attnphase.spec.parse import parse_range
 from attnphase.spec.problem import ModelSpec
@@ -125,6 +125,59 @@ def _write_fig(fig: Any, out: Path, stem: str) -> tuple[bytes, list[Path]]:
     return png, [out / f"{stem}.png", out / f"{stem}.pdf"]
 
 
+def _theory_base(spec: ModelSpec, s: DemoSettings) -> dict[str, Any]:
+    """The model's parameters without ``omega``, with the demo's solver settings."""
+    return {**{k: v for k, v in spec.to_dict().items() if k != "omega"}, **dict(s.solver)}
+
+
+def _curves_figure(spec: ModelSpec, s: DemoSettings, store: Path, curve_pts: Sequence[Point],
+                   sim_pts: Sequence[Point], out: Path, stem: str, *, bayes: bool, command: str,
+                   model: str | None = None) -> tuple[ReportFigure, list[Path], dict[str, Any]]:
+    """The curves of one model at the demo's ``omega`` from the store: theory branches,
+    simulation points, ``alpha_c``, ``alpha_l`` and the linear baseline; figure, CSV and the
+    report's figure entry."""
+    tr = phase_lines(_theory_base(spec, s), [s.omega], store, progress="none", workers=1)
+    alpha_c, alpha_l, lin = tr.alpha_c[0], tr.alpha_l[0], tr.eps_g_lin[0]
+    with ResultStore(store) as st:
+        th = _curve_table(curve_pts, st)
+        sim = _sim_table(sim_pts, st)
+    if bayes:  # the Bayes-optimal baseline on the theory grid (docs/model.md section 8)
+        from attnphase.api import bayes as bayes_optimal
+        from attnphase.theory.bayes import curve_grid
+
+        grid = parse_range(s.theory_alpha, "--theory-alpha")
+        bo = bayes_optimal(curve_grid(min(grid), max(grid), spec.L), omega=s.omega)
+        th["bayes"] = {"alpha": list(bo.alphas), "test_error": list(bo.test_errors),
+                       "theta": list(bo.overlaps)}
+    curves = {"theory": th, "simulation": sim, "alpha_c": alpha_c, "alpha_l": alpha_l,
+              "eps_g_lin": lin}
+    what = "" if model is None else f"{model} ({', '.join(f'{k} {v}' for k, v in MODELS[model].items())}), "
+    fig = plot_curves_with_points(
+        th, sim, eps_g_lin=lin, alpha_c=alpha_c, alpha_l=alpha_l,
+        title=f"{what}omega = {s.omega:g}: theory (lines) and simulations at d = {s.d} (circles)")
+    png, fs = _write_fig(fig, out, stem)
+    rows = [{"source": "theory", "branch": b, **dict(zip(c, vals, strict=True))}
+            for b, c in th.items() for vals in zip(*c.values(), strict=True)]
+    rows += [{"source": f"simulation d={s.d}", "branch": b, **dict(zip(c, vals, strict=True))}
+             for b, c in sim.items() for vals in zip(*c.values(), strict=True)]
+    pd.DataFrame(rows).to_csv(out / f"{stem}.csv", index=False)
+    fs.append(out / f"{stem}.csv")
+    cmd = (f"{command} --omega {s.omega:g} --theory-alpha {s.theory_alpha} "
+           f"--sim-alpha {s.sim_alpha} --d {s.d} --seeds {s.seeds}" + (" --bayes" if bayes else ""))
+    figure = ReportFigure(
+        f"Curves at omega = {s.omega:g}" + ("" if model is None else f": {what.rstrip(', ')}"), png,
+        caption=(f"Lines: theory branches (semantic, positional). Circles: gradient descent "
+                 f"at d = {s.d} from the semantic and the positional start, mean of "
+                 f"{s.seeds} seed(s). Vertical lines: alpha_c = {_fmt(alpha_c)} (solid), "
+                 f"alpha_l = {_fmt(alpha_l)} (dash-dot); dotted: linear baseline "
+                 f"eps_g_lin = {_fmt(lin)}."
+                 + (" Black: the Bayes-optimal test error and overlap (attnphase bayes)." if bayes else "")),
+        command=cmd, files=tuple(p.name for p in fs),
+        params={"omega": s.omega, "d": s.d, "seeds": s.seeds, "simulation alphas": s.sim_alpha,
+                "theory alphas": s.theory_alpha, **({} if model is None else dict(MODELS[model]))})
+    return figure, fs, curves
+
+
 def run_demo(out: str | Path, settings: DemoSettings | None = None,
              store: str | Path | None = None, **run_kw: Any) -> DemoResult:
     """Run the demo into ``out`` (see the module docstring); ``run_kw`` go to ``run_sweep``."""
@@ -134,8 +187,7 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
     out.mkdir(parents=True, exist_ok=True)
     store = Path(store) if store is not None else out / "results.sqlite"
     spec = ModelSpec(omega=s.omega)
-    base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
-    base.update(dict(s.solver))
+    base = _theory_base(spec, s)
     omegas = parse_range(s.phase_omega, "--phase-omega")
     files: list[Path] = []
     figures: list[ReportFigure] = []
@@ -154,6 +206,16 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
         todo += curve_pts
         todo += SweepSpec("transition", fixed={**base, "omega": s.omega}).points()
         todo += sim_pts
+    # further models: their curves, as those of the reference model (the curves part)
+    model_specs = {name: ModelSpec(omega=s.omega, **MODELS[name])
+                   for name in (s.models if "curves" in s.parts else ())}
+    model_pts: dict[str, tuple[list[Point], list[Point]]] = {}
+    model_curves: dict[str, Any] = {}
+    for name, mspec in model_specs.items():
+        model_pts[name] = (_curve_points(mspec, s), _sim_points(mspec, s))
+        todo += model_pts[name][0]
+        todo += SweepSpec("transition", fixed={**_theory_base(mspec, s), "omega": s.omega}).points()
+        todo += model_pts[name][1]
     todo = list({p.key: p for p in todo}.values())  # the omega of the curves may be on the phase grid
     logger.info("demo: %d points (theory branches, simulations at d=%d, transitions)",
                 len(todo), s.d)
@@ -162,45 +224,16 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
     common_cmd = f"attnphase demo --out {shlex.quote(str(out))}{solver_flags}"
 
     if "curves" in s.parts:
-        tr = phase_lines(base, [s.omega], store, progress="none", workers=1)
-        alpha_c, alpha_l, lin = tr.alpha_c[0], tr.alpha_l[0], tr.eps_g_lin[0]
-        with ResultStore(store) as st:
-            th = _curve_table(curve_pts, st)
-            sim = _sim_table(sim_pts, st)
-        if s.bayes:  # the Bayes-optimal baseline on the theory grid (docs/model.md section 8)
-            from attnphase.api import bayes
-            from attnphase.theory.bayes import curve_grid
-
-            grid = parse_range(s.theory_alpha, "--theory-alpha")
-            bo = bayes(curve_grid(min(grid), max(grid), spec.L), omega=s.omega)
-            th["bayes"] = {"alpha": list(bo.alphas), "test_error": list(bo.test_errors),
-                                   "theta": list(bo.overlaps)}
-        curves = {"theory": th, "simulation": sim, "alpha_c": alpha_c, "alpha_l": alpha_l,
-                  "eps_g_lin": lin}
-        fig = plot_curves_with_points(
-            th, sim, eps_g_lin=lin, alpha_c=alpha_c, alpha_l=alpha_l,
-            title=f"omega = {s.omega:g}: theory (lines) and simulations at d = {s.d} (circles)")
-        png, fs = _write_fig(fig, out, "curves")
-        rows = [{"source": "theory", "branch": b, **dict(zip(c, vals, strict=True))}
-                for b, c in th.items() for vals in zip(*c.values(), strict=True)]
-        rows += [{"source": f"simulation d={s.d}", "branch": b, **dict(zip(c, vals, strict=True))}
-                 for b, c in sim.items() for vals in zip(*c.values(), strict=True)]
-        pd.DataFrame(rows).to_csv(out / "curves.csv", index=False)
-        fs.append(out / "curves.csv")
+        fig_, fs, curves = _curves_figure(spec, s, store, curve_pts, sim_pts, out, "curves",
+                                          bayes=s.bayes, command=common_cmd + " --only curves")
         files += fs
-        cmd = (f"{common_cmd} --only curves --omega {s.omega:g} --theory-alpha {s.theory_alpha} "
-               f"--sim-alpha {s.sim_alpha} --d {s.d} --seeds {s.seeds}" + (" --bayes" if s.bayes else ""))
-        figures.append(ReportFigure(
-            f"Curves at omega = {s.omega:g}", png,
-            caption=(f"Lines: theory branches (semantic, positional). Circles: gradient descent "
-                     f"at d = {s.d} from the semantic and the positional start, mean of "
-                     f"{s.seeds} seed(s). Vertical lines: alpha_c = {_fmt(alpha_c)} (solid), "
-                     f"alpha_l = {_fmt(alpha_l)} (dash-dot); dotted: linear baseline "
-                     f"eps_g_lin = {_fmt(lin)}."
-                     + (" Black: the Bayes-optimal test error and overlap (attnphase bayes)." if s.bayes else "")),
-            command=cmd, files=tuple(p.name for p in fs),
-            params={"omega": s.omega, "d": s.d, "seeds": s.seeds,
-                    "simulation alphas": s.sim_alpha, "theory alphas": s.theory_alpha}))
+        figures.append(fig_)
+    for name in model_specs:
+        fig_, fs, model_curves[name] = _curves_figure(
+            model_specs[name], s, store, *model_pts[name], out, f"curves_{name}", bayes=False,
+            command=f"{common_cmd} --only curves --models {name}", model=name)
+        files += fs
+        figures.append(fig_)
 
     if "phase" in s.parts:
         lines = phase_lines(base, omegas, store, progress="none", workers=1)
@@ -219,6 +252,8 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
             command=cmd, files=tuple(p.name for p in fs),
             params={"omega": s.phase_omega}))
 
+    if model_curves:
+        curves = {**curves, "models": model_curves}
     params = {**base, "omega (curves)": s.omega, **{f"demo.{k}": v for k, v in asdict(s).items()},
               "store": str(store)}
     seconds = time.perf_counter() - t0

@@ -3,12 +3,22 @@ which imports the sweep machinery, so that the command line can build its parser
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from attnphase.spec.problem import parse_range
 
 PARTS = ("curves", "phase")
+
+#: Models the demo can add to its report (``--models``), each at its reference case: its own
+#: theory curves, simulation points and ``alpha_c`` at the demo's ``omega``, as for the reference
+#: model (Gaussian-mixture tokens: docs/model.md section 9; cross-attention: section 10).
+MODELS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "mixture": MappingProxyType({"mixture": 2, "mixture_sep": 1.0, "mixture_align": 0.5}),
+    "cross": MappingProxyType({"variant": "cross"}),
+})
 
 
 @dataclass(frozen=True)
@@ -28,6 +38,8 @@ class DemoSettings:
     solver: tuple[tuple[str, Any], ...] = ()
     #: draw the Bayes-optimal baseline (:func:`attnphase.bayes`) on the curves
     bayes: bool = False
+    #: further models (names of :data:`MODELS`) whose curves the report shows too
+    models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for p in self.parts:
@@ -35,6 +47,9 @@ class DemoSettings:
                 raise ValueError(f"unknown demo part {p!r}; choose from {', '.join(PARTS)}")
         if not self.parts:
             raise ValueError("the demo needs at least one part")
+        for m in self.models:
+            if m not in MODELS:
+                raise ValueError(f"unknown demo model {m!r}; choose from {', '.join(MODELS)}")
         if self.d < 2:
             raise ValueError(f"--d must be >= 2, got {self.d}")
         if self.seeds < 1:
