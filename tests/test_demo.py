@@ -63,9 +63,33 @@ def test_demo_only_one_part(tmp_path, fake_physics):  # noqa: F811
     assert (out / "phase_diagram.png").exists() and not (out / "curves.png").exists()
 
 
+def test_demo_models_add_their_curves_to_the_report(tmp_path, fake_physics):  # noqa: F811
+    """``--models mixture,cross``: each model's curves, simulations and transition are stored with
+    its own parameters and shown as a further figure with its command."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--only", "curves", "--models", "mixture,cross", "--quiet",
+                 *ARGS]) == 0
+    for stem in ("curves", "curves_mixture", "curves_cross"):
+        for ext in ("png", "pdf", "csv"):
+            assert (out / f"{stem}.{ext}").stat().st_size > 0, f"{stem}.{ext}"
+    with ResultStore(out / "results.sqlite") as st:
+        params = [json.loads(r.params) for kind in ("curve", "transition", "simulation")
+                  for r in st.records(kind)]
+    mixture = [p for p in params if p.get("mixture") == 2]
+    cross = [p for p in params if p["variant"] == "cross"]
+    plain = [p for p in params if "mixture" not in p and p["variant"] == "tied"]
+    # per model: 2 branches, 1 transition, 2 alphas x 2 starts x 2 seeds
+    assert len(mixture) == len(cross) == len(plain) == 11
+    assert all(p["mixture_sep"] == 1.0 and p["mixture_align"] == [[0.5]] for p in mixture)
+    html = (out / "report.html").read_text()
+    assert len(re.findall(r'<img src="data:image/png;base64,', html)) == 3
+    assert "--models mixture" in html and "--models cross" in html
+
+
 @pytest.mark.parametrize("kwargs, msg", [({"d": 1}, "--d"), ({"seeds": 0}, "--seeds"),
                                          ({"sim_alpha": "0,1"}, "> 0"),
-                                         ({"parts": ("nope",)}, "unknown demo part")])
+                                         ({"parts": ("nope",)}, "unknown demo part"),
+                                         ({"models": ("nope",)}, "unknown demo model")])
 def test_demo_settings_validation(kwargs, msg):
     with pytest.raises(ValueError, match=msg):
         DemoSettings(**kwargs)
