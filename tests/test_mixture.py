@@ -49,6 +49,16 @@ def test_cli_refuses_impossible_alignment_with_exit_2(command, capsys):
     assert rc == 2 and "impossible" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("gain", [["--value-gain", "1.1"], []])
+def test_theory_refuses_a_mixture_with_the_value_gain_in_one_line(gain, capsys):
+    """The mixture theory covers the identity value: the gain, fixed or optimised, is refused
+    with one line and exit 2."""
+    rc = main(["solve", "--alpha", "1", "--preset", "fast", "--branch", "semantic", "--mixture", "2",
+               "--mixture-sep", "1", "--mixture-align", "0.5", "--value", "gain", *gain])
+    err = capsys.readouterr().err
+    assert rc == 2 and "covers value = identity" in err and err.count("\n") == 1
+
+
 def test_reference_mixture_values():
     spec = ModelSpec(**REF)
     np.testing.assert_allclose(spec.mixture_Gmu, [[1, -1], [-1, 1]])

@@ -64,10 +64,13 @@ class Mixture:
     @staticmethod
     def from_spec(spec: ModelSpec) -> Mixture | None:
         """The mixture of ``spec`` (``None`` without one); ``ValueError`` where the theory does
-        not cover it (student rank >= 2, more than :data:`MAX_CONFIGS` configurations)."""
+        not cover it (student rank >= 2, a value other than the identity, more than
+        :data:`MAX_CONFIGS` configurations)."""
         K = spec.mixture
         if K == 0:
             return None
+        if spec.value != "identity":
+            raise ValueError(f"the mixture theory covers value = identity, got {spec.value}; use the simulator")
         if not spec.uncorrelated:
             raise ValueError("the mixture theory covers uncorrelated noise (token_corr 0, no token_cov); "
                              "use the simulator")

@@ -592,11 +592,11 @@ class Saddle:
         numpy form :meth:`test_error_numpy` (the compiled sum knows neither the gain nor the cross
         mask of the teacher).
         """
+        qs, qis, _, _, Rs = self.field_maps(op)
+        if self.mixture is not None:  # docs/model.md (9.5) (identity value only: Mixture.from_spec)
+            return mixture_test_error(self.spec, self.amap, self.mixture, op.m, qs, qis @ op.theta, Rs, order)
         if self.gain != 1.0 or self.spec.is_cross:
             return self.test_error_numpy(op, order)
-        qs, qis, _, _, Rs = self.field_maps(op)
-        if self.mixture is not None:  # docs/model.md (9.5)
-            return mixture_test_error(self.spec, self.amap, self.mixture, op.m, qs, qis @ op.theta, Rs, order)
         args = (_f64(op.m), _f64(qs), _f64(qis @ op.theta), _f64(Rs),
                 _f64(np.eye(self.L) if self.mix is None else self.mix), _f64(self.amap.M),
                 np.ascontiguousarray(self.amap.mask), float(self.spec.omega), _f64(self.spec.A_array),
