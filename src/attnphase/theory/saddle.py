@@ -483,24 +483,14 @@ class Saddle:
         to move along that (soft) direction.
         """
         F = op.q.shape[0]
+
+        def zeroed(a: np.ndarray) -> np.ndarray:
+            return np.zeros_like(a) if np.all(np.abs(a) <= 1e-9) and np.any(a != 0) else a
+
         if self.mixture is not None:  # (rank 1) the zeros at rounding level, m and s apart
-            L = self.L
-
-            def small(a: np.ndarray) -> bool:
-                return bool(np.all(np.abs(a) <= 1e-9) and np.any(a != 0))
-
-            m, theta = op.m.copy(), op.theta
-            if small(m[:L]):
-                m[:L] = 0.0
-            if small(m[L:]):
-                m[L:] = 0.0
-            if small(theta):
-                theta = np.zeros_like(theta)
-            return OrderParams(op.q, m, op.V, theta)
+            m = np.concatenate([zeroed(op.m[:self.L]), zeroed(op.m[self.L:])])
+            return OrderParams(op.q, m, op.V, zeroed(op.theta))
         if not self.amap.rotation_invariant or F != self.F:
-            def zeroed(a: np.ndarray) -> np.ndarray:
-                return np.zeros_like(a) if np.all(np.abs(a) <= 1e-9) and np.any(a != 0) else a
-
             m, theta = zeroed(op.m), zeroed(op.theta)
             return op if m is op.m and theta is op.theta else OrderParams(op.q, m, op.V, theta)
         nbk, r = self.amap.blocks, self.amap.rank  # fields: nbk blocks (Q; or Q and K) of r axes
@@ -743,7 +733,7 @@ def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
     ``B = E[T]`` is the population least-squares mixing; ``T`` depends only on the teacher
     fields ``h* ~ N(0, sigma^2 I)`` (``L * r*`` dimensions).
     """
-    mixture = Mixture.from_spec(spec) if spec.mixture else None
+    mixture = Mixture.from_spec(spec)
     if mixture is not None:  # docs/model.md (9.5)
         return mixture_linear_test_error(spec, mixture, order)
     L = spec.tokens
