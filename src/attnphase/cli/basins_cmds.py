@@ -14,6 +14,7 @@ from attnphase.cli.common import (
     add_model_flags,
     alpha_grid,
     print_record,
+    save_figure,
     spec_from_args,
     to_float,
     to_int,
@@ -100,12 +101,8 @@ def cmd_basins(args: argparse.Namespace) -> int:
         bm = bm.with_global(*global_minimum({**base, **solver}, omegas, alphas, store, **kw))
     from attnphase.plots.basins import plot_basin_errors, plot_basin_fractions
 
-    files = []
-    for name, fig in (("basins_fractions", plot_basin_fractions(bm, lines)),
-                      ("basins_errors", plot_basin_errors(bm))):
-        for ext in ("png", "pdf"):
-            fig.savefig(out / f"{name}.{ext}", dpi=150)
-            files.append(out / f"{name}.{ext}")
+    files = [*save_figure(plot_basin_fractions(bm, lines), out, "basins_fractions"),
+             *save_figure(plot_basin_errors(bm), out, "basins_errors")]
     bm.to_frame().to_csv(out / "basins.csv", index=False)
     files.append(out / "basins.csv")
     if args.json:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,14 @@ def json_text(obj: Any) -> str:
 def print_json(obj: Any) -> None:
     """Print one JSON object (:func:`json_text`)."""
     sys.stdout.write(json_text(obj))
+
+
+def save_figure(fig: Any, folder: Path, stem: str, dpi: int = 150) -> list[Path]:
+    """Write ``fig`` as ``folder/stem.png`` and ``folder/stem.pdf``; the two paths."""
+    paths = [folder / f"{stem}.{ext}" for ext in ("png", "pdf")]
+    for path in paths:
+        fig.savefig(path, dpi=dpi)
+    return paths
 
 
 #: proximal variables per sample (``L`` x fields per position) above which the theory commands

@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnphase.cli.common import COMMAND_KEY, add_model_flags, command_record, json_text, print_json
+from attnphase.cli.common import (
+    COMMAND_KEY,
+    add_model_flags,
+    command_record,
+    json_text,
+    print_json,
+    save_figure,
+)
 from attnphase.cli.sim_cmds import scalar_grid_args
 from attnphase.cli.train_flags import add_train_flags, add_value_flags, seeds_from_args, train_settings
 
@@ -41,10 +48,8 @@ def cmd_sim_transition(args: argparse.Namespace) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(res.rows()).to_csv(folder / "sim_transition.csv", index=False)
         (folder / "sim_transition.json").write_text(json_text(out))
-        fig = transition_figure(res)
-        for ext in ("png", "pdf"):
-            fig.savefig(folder / f"sim_transition.{ext}", dpi=150)
-        written = [folder / f"sim_transition.{e}" for e in ("csv", "json", "png", "pdf")]
+        figures = save_figure(transition_figure(res), folder, "sim_transition")
+        written = [folder / "sim_transition.csv", folder / "sim_transition.json", *figures]
     if args.json:
         print_json(out)
         return 0

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from attnphase._json import jsonable
-from attnphase.cli.common import print_json
+from attnphase.cli.common import print_json, save_figure
 
 __all__ = ["register", "cmd_histogram"]
 
@@ -143,10 +143,7 @@ def cmd_histogram(args: argparse.Namespace) -> int:
                                                         result.control),
         }
         for name, fig in figs.items():
-            for ext in ("png", "pdf"):
-                path = out / f"{name}.{ext}"
-                fig.savefig(path, dpi=130)
-                figures.append(str(path))
+            figures += [str(path) for path in save_figure(fig, out, name, dpi=130)]
     summary["figures"] = figures
     full = result.to_dict() | {"quick": summary["quick"], "threads": args.threads,
                                "figures": figures}

@@ -17,6 +17,7 @@ from attnphase.cli.common import (
     add_model_flags,
     alpha_grid,
     print_record,
+    save_figure,
     spec_from_args,
     to_float,
     to_int,
@@ -117,9 +118,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         table = _with_bayes(table, spec, alphas, theory_points)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "compare.csv", index=False)
-    fig = compare_figure(table, spec=spec, d=d)
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"compare.{ext}", dpi=150)
+    save_figure(compare_figure(table, spec=spec, d=d), out, "compare")
     sys.stdout.write(f"wrote {out / 'compare.csv'}, {out / 'compare.png'}, {out / 'compare.pdf'}\n")
     return 0
 

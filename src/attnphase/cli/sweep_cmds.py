@@ -12,7 +12,14 @@ import math
 import sys
 from pathlib import Path
 
-from attnphase.cli.common import add_model_flags, alpha_grid, print_json, spec_from_args, warn_theory_cost
+from attnphase.cli.common import (
+    add_model_flags,
+    alpha_grid,
+    print_json,
+    save_figure,
+    spec_from_args,
+    warn_theory_cost,
+)
 from attnphase.report.demo_settings import MODELS, PARTS, DemoSettings
 from attnphase.spec.parse import parse_range
 
@@ -256,21 +263,14 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     setup_logging(args.quiet)
     lines = phase_lines(base, omegas, store, **run_kw(args))
     out.mkdir(parents=True, exist_ok=True)
-    files = []
-    fig = plot_phase_lines(lines)
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"phase_diagram.{ext}", dpi=150)
-        files.append(out / f"phase_diagram.{ext}")
+    files = save_figure(plot_phase_lines(lines), out, "phase_diagram")
     lines.to_frame().to_csv(out / "phase_lines.csv", index=False)
     files.append(out / "phase_lines.csv")
     if args.simulate:
         train = {} if args.max_steps is None else {"max_steps": args.max_steps}
         maps = phase_heatmaps(base, omegas, alphas, args.d, range(args.seeds), store,
                               train=train, **run_kw(args))
-        fig = plot_phase_heatmaps(maps, lines)
-        for ext in ("png", "pdf"):
-            fig.savefig(out / f"phase_heatmaps.{ext}", dpi=150)
-            files.append(out / f"phase_heatmaps.{ext}")
+        files += save_figure(plot_phase_heatmaps(maps, lines), out, "phase_heatmaps")
         maps.to_frame().to_csv(out / "phase_heatmaps.csv", index=False)
         files.append(out / "phase_heatmaps.csv")
     failed = [f"omega={w:g}: {e}" for w, e in zip(lines.omega, lines.errors, strict=True) if e]

@@ -24,6 +24,7 @@ from attnphase.cli.common import (
     command_record,
     json_text,
     print_record,
+    save_figure,
     spec_from_args,
     to_float,
     to_int,
@@ -252,9 +253,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     if fine is not None:
         record["bayes"] = fine.to_dict()
     (out / "curves.json").write_text(json_text(record))
-    fig = curves_figure(table, spec, tr, bayes=None if fine is None else fine.points)
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"curves.{ext}", dpi=150)
+    save_figure(curves_figure(table, spec, tr, bayes=None if fine is None else fine.points), out, "curves")
     print(f"wrote {out / 'curves.png'}, {out / 'curves.pdf'}, {out / 'curves.csv'}, {out / 'curves.json'}")
     if tr is not None:
         print(f"alpha_c = {tr.alpha_c}, alpha_l = {tr.alpha_l}, linear baseline {lin:.6f}")
