@@ -64,7 +64,8 @@ class ThetaStability:
         return self.success and self.slope > 1.0
 
 
-def _check(spec: ModelSpec) -> None:
+def check_stability(spec: ModelSpec) -> None:
+    """``ValueError`` (one line) for a model the theta block does not cover."""
     if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in ("tied", "cross"):
         raise ValueError("the theta stability covers the tied and cross students of rank 1 (r = r* = 1)")
     if spec.mixture or not np.allclose(spec.C_array, spec.sigma**2 * np.eye(spec.tokens)):
@@ -90,7 +91,7 @@ def theta_slope(saddle: Saddle, op: OrderParams, switch_width: float, delta: flo
 def positional_stability(spec: ModelSpec, alpha: float, order: int = 12, seed: int = 0) -> ThetaStability:
     """The positional branch's fixed point on the QMC rule ``(order, seed)`` (the ``fast`` preset's
     tolerances) and its ``theta`` block (docs/model.md (5.1); module docstring)."""
-    _check(spec)
+    check_stability(spec)
     st = SolverSettings.preset("fast", order=order, warmup_order=min(order, 10), seed=seed)
     pt = solve_point(spec, alpha, "positional", st, error_estimate=False)
     if not pt.exists or pt.order_params is None:
@@ -102,4 +103,4 @@ def positional_stability(spec: ModelSpec, alpha: float, order: int = 12, seed: i
                           f"positional fixed point at alpha = {alpha:g}: F' = {slope:.4f}, {kind}")
 
 
-__all__ = ["DELTA", "ThetaStability", "positional_stability", "theta_slope"]
+__all__ = ["DELTA", "ThetaStability", "check_stability", "positional_stability", "theta_slope"]
