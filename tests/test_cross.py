@@ -263,7 +263,7 @@ def test_positional_fixed_point_is_a_saddle_at_alpha_2_and_a_minimum_at_alpha_1(
     ``a (1 - F') < 0``) for cross-attention at ``alpha = 2``, ``F' < 1`` at ``alpha = 1``; the
     self-attention positional point at ``alpha = 2`` is a minimum along theta. On one order-10 rule
     (measured over orders 10-14 and two scrambles: 0.84-0.88 at ``alpha = 1``, 1.21-1.27 at
-    ``alpha = 2``, 0.43-0.44 for self-attention)."""
+    ``alpha = 2``, 0.43-0.48 for self-attention)."""
     from attnphase.theory.stability import positional_stability
 
     two = positional_stability(REF, 2.0, order=10)

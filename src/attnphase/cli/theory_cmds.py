@@ -176,6 +176,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if stab is not None:
         print(f"note: positional: {stab['message']} (d^2 eps_t / d theta^2 = a (1 - F') = "
               f"{stab['curvature']:+.2e} on the order-{stab['order']} rule; docs/cross.md)")
+    elif args.stability:
+        print("note: --stability: no positional fixed point solved here, nothing to examine")
     return 0
 
 
