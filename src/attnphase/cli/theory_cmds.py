@@ -41,6 +41,7 @@ from attnphase.theory import (
     refine_followed,
     semantic_side,
 )
+from attnphase.theory.stability import check_stability, positional_stability
 
 #: the solver preset (``SolverSettings.preset``) of each theory command when ``--preset`` is not given
 COMMAND_PRESET = {"solve": "default", "transition": "fast", "curves": "fast"}
@@ -147,10 +148,13 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise ValueError(f"--branch must be one of {', '.join(known)}, all; got {args.branch!r}")
     settings = settings_from_args(args)
     several = args.branch == "all" and len(known) > 1
+    if args.stability:
+        check_stability(spec)
     res = api.solve(alpha, branch=args.branch, spec=spec, settings=settings,
                 progress=None if args.json or not several else _progress("solve", "branches"))
+    stab = _stability(spec, alpha, res) if args.stability else None
     if args.json:
-        print_record(args, res.to_dict())
+        print_record(args, res.to_dict() if stab is None else {**res.to_dict(), "positional_stability": stab})
         return 0
     print(f"alpha = {alpha:g}, omega = {spec.omega:g}, sigma = {spec.sigma:g}, lambda = {spec.lam:g}")
     print(f"{'branch':<11}{'q':>10}{'m':>10}{'theta':>10}{'V':>10}{'train':>12}{'test':>12}  status")
@@ -170,7 +174,23 @@ def cmd_solve(args: argparse.Namespace) -> int:
     for b, r in res.branches.items():
         for note in r.notes if r is not None else ():
             print(f"note: {b}: {note}")
+    if stab is not None:
+        print(f"note: positional: {stab['message']} (d^2 eps_t / d theta^2 = a (1 - F') = "
+              f"{stab['curvature']:+.2e} on the order-{stab['order']} rule; docs/cross.md)")
+    elif args.stability:
+        print("note: --stability: no positional fixed point solved here, nothing to examine")
     return 0
+
+
+def _stability(spec: Any, alpha: float, res: SolveResult) -> dict[str, Any] | None:
+    """``solve --stability``: the theta block of the positional fixed point (docs/cross.md, "Is the
+    positional fixed point a minimum of the risk?"; :func:`attnphase.theory.stability.positional_stability`),
+    ``None`` where the positional branch was not solved or not found."""
+    if res.branches.get("positional") is None:
+        return None
+    st = positional_stability(spec, alpha)
+    return {"slope": st.slope, "a": st.a, "curvature": st.curvature, "saddle": st.saddle, "order": st.order,
+            "seed": st.seed, "success": st.success, "message": st.message}
 
 
 def _print_gains(res: SolveResult) -> None:
@@ -307,6 +327,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"(default {st.target_on})")
     p.add_argument("--max-refine-order", default=None,
                    help=f"highest refinement order for --target-error (default {st.max_refine_order})")
+    p.add_argument("--stability", action="store_true",
+                   help="also the stability of the positional fixed point against theta: F' > 1 a saddle of the "
+                        "risk, F' < 1 a minimum along theta (rank 1, tied or cross; docs/cross.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_solve)
 
