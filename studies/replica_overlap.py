@@ -6,6 +6,8 @@ Stages (POINT is one of the names in ``POINTS``):
 
     python studies/replica_overlap.py replicas POINT --d 300 1000 --seeds 0 1 --replicas 3 --noise 1
     python studies/replica_overlap.py local POINT --d 300 --seed 0 [--order 10]
+    python studies/replica_overlap.py stability POINT --alphas 3.0 2.0 1.75 --order 10 [--check-order 12]
+    python studies/replica_overlap.py theta-scan POINT --d 300 --thetas 0.0 0.2 0.31 0.4
 
 ``replicas``: ``K`` students trained on the same data set from random informed starts of the
 same branch (:func:`attnphase.sim.replicas.train_replicas`); prints each replica's overlaps and
@@ -19,8 +21,20 @@ application of the theory's map ``F`` (data step then weights step, QMC ``order`
 overlaps ``(q, m, theta)`` with that ``V``: the relative change ``(F(x) - x) / x`` of each order
 parameter, next to the same at the theory's own fixed point where there is one.
 
+``stability``: the replicon of the theory's fixed points along POINT's branch (its model and
+branch; the ``--alphas`` followed down), :func:`replicon`; with ``--check-order`` also on 3
+scrambles of a finer rule at the same fixed points.
+
+``theta-scan``: ``R`` minimised at fixed ``theta`` with ``m = 0`` from ``--replicas`` random
+starts at each ``--thetas`` (:func:`attnphase.sim.replicas.minimise_at_theta`): the finite-``d``
+energy of the ``m = 0`` states against ``theta``.
+
+A reduced run (about 2 minutes): ``replicas causal-1.5 --d 300`` and ``replicas L3-pos-0.6 --d 300
+--seeds 1 --noise 0.1``.
+
 With ``--csv`` the results are appended to ``docs/data/replica_overlap.csv`` (one row per replica
-set) and ``docs/data/replica_local.csv`` (one row per local check).
+set), ``docs/data/replica_local.csv`` (one row per local check), ``replica_stability.csv`` and
+``replica_theta_scan.csv``.
 """
 
 from __future__ import annotations
