@@ -59,6 +59,7 @@ BASE = {"omega": 0.3, "sigma": 0.5, "lam": 0.01}
 POINTS = {
     "causal-1.5": (ModelSpec(**BASE, variant="causal"), 1.5, "semantic", "semantic"),
     "causal-1.62": (ModelSpec(**BASE, variant="causal"), 1.62, "semantic", "semantic"),
+    "causal-1.75": (ModelSpec(**BASE, variant="causal"), 1.75, "semantic", "semantic"),
     "causal-2": (ModelSpec(**BASE, variant="causal"), 2.0, "semantic", "semantic"),
     "causal-3": (ModelSpec(**BASE, variant="causal"), 3.0, "semantic", "semantic"),
     "tied-1.5": (ModelSpec(**BASE), 1.5, "semantic", "semantic"),
