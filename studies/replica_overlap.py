@@ -29,7 +29,7 @@ scrambles of a finer rule at the same fixed points.
 starts at each ``--thetas`` (:func:`attnphase.sim.replicas.minimise_at_theta`): the finite-``d``
 energy of the ``m = 0`` states against ``theta``.
 
-A reduced run (about 2 minutes): ``replicas causal-1.5 --d 300`` and ``replicas L3-pos-0.6 --d 300
+A reduced run (about 15 s on the idle 2-core machine): ``replicas causal-1.5 --d 300`` and ``replicas L3-pos-0.6 --d 300
 --seeds 1 --noise 0.1``.
 
 With ``--csv`` the results are appended to ``docs/data/replica_overlap.csv`` (one row per replica
