@@ -9,7 +9,9 @@ training-error difference of the two informed starts) and ``alpha_l`` (the cross
 global minimum's test error, the start with the lower training error, with the linear
 baseline's), on an ``alpha`` grid.
 
-Writes ``mixture_rho.csv`` and ``mixture_rho.png`` into ``--out``:
+Writes ``data/mixture_rho.csv`` (theory) or ``data/mixture_rho_sim.csv`` (``--sim-d``) and
+``figures/mixture_rho.png`` into ``--out``; a run replaces the rows of the ``(c, rho_mu)`` it
+computes and keeps the others:
 
     python studies/mixture_rho.py --out docs                                          # theory only
     python studies/mixture_rho.py --out docs --sim-d 300 --sim-alpha 0.1:1.9:7 --seeds 3 --skip-theory   # simulation points
@@ -96,13 +98,24 @@ def main() -> None:
             print(row, flush=True)
             rows.append(row)
     name = "mixture_rho_sim.csv" if args.sim_d else "mixture_rho.csv"
-    with open(out / "data" / name, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_merged(rows, out / "data" / name)
     if not args.sim_d:
         merge_sims(rows, out / "data" / "mixture_rho_sim.csv")
     plot(rows, out / "figures" / "mixture_rho.png")
+
+
+def write_merged(rows: list[dict], path: Path) -> None:
+    """Write ``rows`` to ``path``, keeping the rows of an earlier run at the ``(cos, rho_mu)`` this
+    run did not compute (sorted by ``cos``, then ``rho_mu``)."""
+    keep: dict[tuple[float, float], dict] = {}
+    if path.exists():
+        with open(path) as f:
+            keep = {(float(r["cos"]), float(r["rho_mu"])): r for r in csv.DictReader(f)}
+    keep.update({(float(r["cos"]), float(r["rho_mu"])): r for r in rows})
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(keep[k] for k in sorted(keep))
 
 
 def merge_sims(rows: list[dict], sim_csv: Path) -> None:
