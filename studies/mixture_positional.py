@@ -10,10 +10,14 @@ mutual overlap ``Q_a^T Q_b / d``. A replica-symmetric fixed point describes a un
 (to ``O(d^-1/2)``): all starts reach the same ``Q`` and the mutual overlap equals ``q``. Distinct
 end points with mutual overlaps clearly below ``q`` mean many minima.
 
-    python studies/mixture_positional.py --d 1000 --alpha 1 --kappa 0.5 --seed 0 --starts 8 \
-        --out docs/data/mixture_positional.csv
+The runs of docs/mixture.md (one process each, single-threaded torch, a few minutes of CPU):
 
-(one process, single-threaded torch; about 4 minutes of CPU at ``d = 1000``.)
+    python studies/mixture_positional.py --d 1000 --kappa 0.5 --seed 0 --starts 8 --scales 0.1,0.3,0.6 \
+        --out docs/data/mixture_positional_k0.5_seed0.csv
+    python studies/mixture_positional.py --d 1000 --kappa 0.5 --seed 1 --starts 8 --scales 0.1,0.2,0.3 \
+        --out docs/data/mixture_positional_k0.5_seed1.csv
+    python studies/mixture_positional.py --d 1000 --kappa 0 --seed 1 --starts 8 --scales 0.1,0.2,0.3 \
+        --out docs/data/mixture_positional_k0_seed1.csv
 """
 
 from __future__ import annotations

@@ -155,6 +155,10 @@ def plot(rows: list[dict], path: Path) -> None:
             lows = [xi for xi, r in zip(x, sel, strict=True) if key == "alpha_c" and not np.isfinite(num(r[key]))]
             if lows:  # (no crossing on the grid: the semantic branch is the global minimum from its start)
                 ax.plot(lows, [0.05] * len(lows), "v", color=color)
+            sim_lows = [xi for xi, r in zip(x, sel, strict=True)
+                        if key == "alpha_c" and r.get("sim_d") not in ("", None) and not np.isfinite(num(r["sim_alpha_c"]))]
+            if sim_lows:  # (the simulation's training errors do not cross on its grid either)
+                ax.plot(sim_lows, [0.12] * len(sim_lows), "v", color=color, mfc="none")
         ax.set_xlabel("rho_mu = |mu|^2 / d")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
