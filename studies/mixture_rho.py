@@ -153,12 +153,15 @@ def plot(rows: list[dict], path: Path) -> None:
                 d = next(r["sim_d"] for r in sel if r["sim_d"] not in ("", None))
                 ax.plot(x, ys, "o", color=color, mfc="none", label=f"simulation d = {d}")
             lows = [xi for xi, r in zip(x, sel, strict=True) if key == "alpha_c" and not np.isfinite(num(r[key]))]
+            shift = 0.03 * (2 * i - 1)  # (the two alignments' triangles side by side)
             if lows:  # (no crossing on the grid: the semantic branch is the global minimum from its start)
-                ax.plot(lows, [0.05] * len(lows), "v", color=color)
+                ax.plot(np.add(lows, shift), [0.05] * len(lows), "v", color=color,
+                        label="theory: no crossing" if i == 0 else None)
             sim_lows = [xi for xi, r in zip(x, sel, strict=True)
                         if key == "alpha_c" and r.get("sim_d") not in ("", None) and not np.isfinite(num(r["sim_alpha_c"]))]
             if sim_lows:  # (the simulation's training errors do not cross on its grid either)
-                ax.plot(sim_lows, [0.12] * len(sim_lows), "v", color=color, mfc="none")
+                ax.plot(np.add(sim_lows, shift), [0.12] * len(sim_lows), "v", color=color, mfc="none",
+                        label="simulation: no crossing" if i == 0 else None)
         ax.set_xlabel("rho_mu = |mu|^2 / d")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
