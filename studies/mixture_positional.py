@@ -90,7 +90,7 @@ def main() -> None:
         rows, M = run(args.d, args.alpha, args.rho, args.kappa, int(seed), args.starts, scales, args.tol,
                       args.max_steps)
         for r in rows:
-            print({k: (round(v, 6) if isinstance(v, float) else v) for k, v in r.items()}, flush=True)
+            print({k: (float(f"{v:.6g}") if isinstance(v, float) else v) for k, v in r.items()}, flush=True)
         iu = np.triu_indices(M.shape[0], 1)
         print(f"seed {int(seed)}: mutual overlaps min {M[iu].min():.5f} max {M[iu].max():.5f}; "
               f"q min {np.diag(M).min():.5f} max {np.diag(M).max():.5f}", flush=True)
