@@ -373,7 +373,7 @@ def test_d1000_semantic_branch_and_errors_agree_with_theory(d1000, alpha):
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="docs/mixture.md, 'Where the positional gap comes from': GD is converged and "
                    "the theory's data step matches a Monte-Carlo estimate, but the positional branch has many minima "
-                   "(mutual overlaps well below q); GD's lowest ones have q 16 % below and |m| 8 % above the "
+                   "(mutual overlaps well below q); the ones GD reaches have q 16 % below and |m| 8 % above the "
                    "replica-symmetric fixed point, whose errors agree within 1 %")
 def test_d1000_positional_overlaps_agree_with_theory(d1000):
     theory, res = d1000[1.0]
