@@ -9,7 +9,9 @@ training-error difference of the two informed starts) and ``alpha_l`` (the cross
 global minimum's test error, the start with the lower training error, with the linear
 baseline's), on an ``alpha`` grid.
 
-Writes ``mixture_rho.csv`` and ``mixture_rho.png`` into ``--out``:
+Writes ``data/mixture_rho.csv`` (theory) or ``data/mixture_rho_sim.csv`` (``--sim-d``) and
+``figures/mixture_rho.png`` into ``--out``; a run replaces the rows of the ``(c, rho_mu)`` it
+computes and keeps the others:
 
     python studies/mixture_rho.py --out docs                                          # theory only
     python studies/mixture_rho.py --out docs --sim-d 300 --sim-alpha 0.1:1.9:7 --seeds 3 --skip-theory   # simulation points
@@ -96,13 +98,24 @@ def main() -> None:
             print(row, flush=True)
             rows.append(row)
     name = "mixture_rho_sim.csv" if args.sim_d else "mixture_rho.csv"
-    with open(out / "data" / name, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_merged(rows, out / "data" / name)
     if not args.sim_d:
         merge_sims(rows, out / "data" / "mixture_rho_sim.csv")
     plot(rows, out / "figures" / "mixture_rho.png")
+
+
+def write_merged(rows: list[dict], path: Path) -> None:
+    """Write ``rows`` to ``path``, keeping the rows of an earlier run at the ``(cos, rho_mu)`` this
+    run did not compute (sorted by ``cos``, then ``rho_mu``)."""
+    keep: dict[tuple[float, float], dict] = {}
+    if path.exists():
+        with open(path) as f:
+            keep = {(float(r["cos"]), float(r["rho_mu"])): r for r in csv.DictReader(f)}
+    keep.update({(float(r["cos"]), float(r["rho_mu"])): r for r in rows})
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(keep[k] for k in sorted(keep))
 
 
 def merge_sims(rows: list[dict], sim_csv: Path) -> None:
@@ -140,8 +153,15 @@ def plot(rows: list[dict], path: Path) -> None:
                 d = next(r["sim_d"] for r in sel if r["sim_d"] not in ("", None))
                 ax.plot(x, ys, "o", color=color, mfc="none", label=f"simulation d = {d}")
             lows = [xi for xi, r in zip(x, sel, strict=True) if key == "alpha_c" and not np.isfinite(num(r[key]))]
+            shift = 0.03 * (2 * i - 1)  # (the two alignments' triangles side by side)
             if lows:  # (no crossing on the grid: the semantic branch is the global minimum from its start)
-                ax.plot(lows, [0.05] * len(lows), "v", color=color)
+                ax.plot(np.add(lows, shift), [0.05] * len(lows), "v", color=color,
+                        label="theory: no crossing" if i == 0 else None)
+            sim_lows = [xi for xi, r in zip(x, sel, strict=True)
+                        if key == "alpha_c" and r.get("sim_d") not in ("", None) and not np.isfinite(num(r["sim_alpha_c"]))]
+            if sim_lows:  # (the simulation's training errors do not cross on its grid either)
+                ax.plot(np.add(sim_lows, shift), [0.12] * len(sim_lows), "v", color=color, mfc="none",
+                        label="simulation: no crossing" if i == 0 else None)
         ax.set_xlabel("rho_mu = |mu|^2 / d")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
