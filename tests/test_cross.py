@@ -369,10 +369,27 @@ def test_the_folded_cross_kernel_is_the_generic_kernel_bit_for_bit():
 
 def test_the_refinement_order_of_cross_attention_rises_one_order_at_a_time():
     """docs/model.md (10.6): the error target raises the order of the tied cross-attention student by
-    one at a time (``target.CROSS_MAX_STEP``), the others by the predicted decay."""
+    one order at a time (``target.CROSS_MAX_STEP``), every other model by the predicted decay."""
     from attnphase.theory.target import CROSS_MAX_STEP, order_step, orders_to_target
 
-    assert orders_to_target(6.2e-3, 1e-3) > 1  # (order 11 + 5: capped at the highest, 15)
+    predicted = orders_to_target(6.2e-3, 1e-3)
+    assert predicted > 1  # (order 11 + 5: capped at the highest, 15)
     assert order_step(REF, 6.2e-3, 1e-3) == CROSS_MAX_STEP == 1
-    assert order_step(ModelSpec(), 6.2e-3, 1e-3) == orders_to_target(6.2e-3, 1e-3)
-    assert order_step(ModelSpec(variant="untied-cross"), 6.2e-3, 1e-3) == orders_to_target(6.2e-3, 1e-3)
+    for other in (ModelSpec(), ModelSpec(variant="untied-cross")):
+        assert order_step(other, 6.2e-3, 1e-3) == predicted
+
+
+def test_the_teacher_scale_of_cross_attention_is_the_positional_branchs():
+    """The fine rules of the tied cross-attention student (``L = L' = 2``, rank 1) scale the teacher
+    noises on the positional branch only (``fine_rules.CROSS_SCALED_BRANCHES``); an explicit scale
+    wins, and self-attention keeps its scale on every branch."""
+    from attnphase.theory.fine_rules import REFERENCE_TEACHER_SCALE, teacher_scale_for
+    from attnphase.theory.fixed_point import SolverSettings
+
+    st = SolverSettings.preset("default")
+    assert teacher_scale_for(REF, st, "positional") == REFERENCE_TEACHER_SCALE
+    assert teacher_scale_for(REF, st, "semantic") == teacher_scale_for(REF, st, "trivial") == 1.0
+    assert teacher_scale_for(ModelSpec(variant="cross", L_keys=3), st, "positional") == 1.0
+    assert teacher_scale_for(REF, SolverSettings.preset("default", fine_teacher_scale=1.2), "semantic") == 1.2
+    for b in ("semantic", "positional", "trivial", None):
+        assert teacher_scale_for(ModelSpec(), st, b) == REFERENCE_TEACHER_SCALE

@@ -51,15 +51,28 @@ REFERENCE_TEACHER_SCALE = 1.4
 SCALED_VARIANTS = ("tied", "causal", "untied", "untied-causal")
 
 
-def teacher_scale_for(spec: ModelSpec, settings: SolverSettings) -> float:
+def teacher_scale_for(spec: ModelSpec, settings: SolverSettings, branch: str | None = None) -> float:
     """The teacher-noise scale of the refinement's fine rules (importance sampling,
     docs/model.md (7.4)): ``settings.fine_teacher_scale``
     if set, else ``REFERENCE_TEACHER_SCALE`` for ``L = 2`` with student and teacher rank 1 (the
-    variants of ``SCALED_VARIANTS``), else 1 (the plain rule)."""
+    variants of ``SCALED_VARIANTS``) and for the positional ``branch`` of the tied cross-attention
+    student at ``L = L' = 2``, rank 1 (:data:`CROSS_SCALED_BRANCHES`), else 1 (the plain rule)."""
     if settings.fine_teacher_scale is not None:
         return float(settings.fine_teacher_scale)
     scaled = spec.variant in SCALED_VARIANTS and _two_tokens_rank_one(spec)
+    if spec.variant == "cross" and spec.L_keys == 2:
+        scaled = branch in CROSS_SCALED_BRANCHES and _two_tokens_rank_one(spec)
     return REFERENCE_TEACHER_SCALE if scaled else 1.0
+
+
+#: the branches of the tied cross-attention student (``L = L' = 2``, rank 1; fine rules in the key
+#: contrasts, :func:`key_basis_for`) whose fine rules take ``REFERENCE_TEACHER_SCALE``. At
+#: ``alpha = 1``, ``omega = 0.3`` (order 13, 8 scrambles) the positional conjugates scatter 2x
+#: (``q_hat``) and 3x (the query's ``m_hat``) less with it, and the error target of 1e-3 was met
+#: at orders 12-13 (seeds 0-2) instead of 13-14 (seeds 0-3); the semantic and trivial branches
+#: met it at higher orders with it (semantic 12-14 against 12-13, trivial 12-13 against 12-13,
+#: mostly 12), so they keep the plain rule
+CROSS_SCALED_BRANCHES = ("positional",)
 
 
 def _two_tokens_rank_one(spec: ModelSpec) -> bool:
@@ -115,7 +128,7 @@ def fine_union(spec: ModelSpec, alpha: float, settings: SolverSettings,
     exactly. Gauss-Hermite: one product rule of that order."""
     order = settings.refine_order
     if settings.method == "qmc":
-        copies, scale = fine_copies(AttentionMap.from_spec(spec), branch), teacher_scale_for(spec, settings)
+        copies, scale = fine_copies(AttentionMap.from_spec(spec), branch), teacher_scale_for(spec, settings, branch)
         basis = key_basis_for(spec, copies)
         fine = [make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies,
                             teacher_scale=scale, mirror=mirror_for(spec, settings), basis=basis)

@@ -164,14 +164,15 @@ def orders_to_target(err: float, target: float) -> int:
     return max(1, math.ceil(math.log2(err / target) / TARGET_DECAY - 1e-9))
 
 
-#: the largest raise of the refinement order in one step for the tied cross-attention student
-#: (fine rules without the keys' common shift, docs/model.md (10.6)): its order-11 estimates are
-#: not on the decay of the higher orders. At ``alpha = 1``, ``omega = 0.3`` (seeds 0-3; the
-#: largest overlap estimate) the trivial branch has 1.6e-3 to 6.2e-3 at order 11 and 2.4e-4 to
-#: 8.1e-4 at order 12 (7.4e-4 to 1.3e-3 at 13); from order 11 the decay ``N^-TARGET_DECAY``
-#: predicted order 15, four times the nodes of 13 and eight times those of 12. One order at a
-#: time costs about 1.5 times the direct raise where that lands on the same order (each order's
-#: full evaluation at the new nodes is shared with the next: :func:`attnphase.theory.fine_rules.nested_first`)
+#: the largest raise of the refinement order in one step for the tied cross-attention student (fine
+#: rules without the keys' common shift, docs/model.md (10.6)): its estimates scatter too widely
+#: for the decay ``N^-TARGET_DECAY`` to predict the order from one of them. At ``alpha = 1``,
+#: ``omega = 0.3`` (seeds 0-3; the largest overlap estimate) the trivial branch has 1.6e-3 to
+#: 6.2e-3 at order 11 and 2.4e-4 to 8.1e-4 at order 12 (from order 11 the decay predicted order
+#: 15); the semantic branch of seed 2 has 2.5e-3 at order 12 (predicted: 15) and 9.2e-4 at 13.
+#: One order at a time costs about 1.5 times a direct raise that lands on the same order (each
+#: order's full evaluation at the nodes it adds is shared with the next order's,
+#: :func:`attnphase.theory.fine_rules.nested_first`), a raise two orders too far four times
 CROSS_MAX_STEP = 1
 
 
