@@ -393,3 +393,18 @@ def test_the_teacher_scale_of_cross_attention_is_the_positional_branchs():
     assert teacher_scale_for(REF, SolverSettings.preset("default", fine_teacher_scale=1.2), "semantic") == 1.2
     for b in ("semantic", "positional", "trivial", None):
         assert teacher_scale_for(ModelSpec(), st, b) == REFERENCE_TEACHER_SCALE
+
+
+def test_the_two_key_target_is_the_row_softmax_bit_for_bit():
+    """``cross_target_map`` at ``L' = 2`` takes the softmax of its pairs of scores entry by entry:
+    the numbers of :func:`softmax_rows`, bit for bit, from small to saturated scores."""
+    from attnphase.theory.channels import _softmax_pairs
+
+    rng = np.random.default_rng(9)
+    for scale in (0.1, 1.0, 30.0, 800.0):
+        s = scale * rng.standard_normal((4000, 2, 2))
+        assert np.array_equal(_softmax_pairs(s), softmax_rows(s))
+    hstar = 2.0 * rng.standard_normal((500, REF.tokens, 1))
+    T = cross_target_map(hstar, REF)
+    S = np.einsum("nla,nja->nlj", hstar[:, :REF.L], hstar[:, REF.L:])
+    assert np.array_equal(T[:, :REF.L, REF.L:], (1.0 - REF.omega) * softmax_rows(S) + REF.omega * REF.A_array)
