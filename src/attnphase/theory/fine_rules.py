@@ -67,8 +67,8 @@ def teacher_scale_for(spec: ModelSpec, settings: SolverSettings, branch: str | N
 
 #: the branches of the tied cross-attention student (``L = L' = 2``, rank 1; fine rules in the key
 #: contrasts, :func:`key_basis_for`) whose fine rules take ``REFERENCE_TEACHER_SCALE``. At
-#: ``alpha = 1``, ``omega = 0.3`` (order 13, 8 scrambles) the positional conjugates scatter 2x
-#: (``q_hat``) and 3x (the query's ``m_hat``) less with it, and the error target of 1e-3 was met
+#: ``alpha = 1``, ``omega = 0.3`` (order 13, 8 scrambles: ``benchmarks/cross_rules.py``) the
+#: positional conjugates scatter 2x (``q_hat``) and 3x (the query's ``m_hat``) less with it, and the error target of 1e-3 was met
 #: at orders 12-13 (seeds 0-2) instead of 13-14 (seeds 0-3); the semantic and trivial branches
 #: met it at higher orders with it (semantic 12-14 against 12-13, trivial 12-13 against 12-13,
 #: mostly 12), so they keep the plain rule
@@ -104,10 +104,9 @@ def key_basis_for(spec: ModelSpec, copies: str) -> np.ndarray | None:
     depends; ``None`` (every coordinate) elsewhere and for the sign-closed rules.
 
     Measured at ``alpha = 1``, ``omega = 0.3`` (``L = L' = 2``: 6 of the 8 dimensions; the
-    fixed points of the three branches on order 13, 8 scrambles): the conjugates scatter 2-5x
-    less (``q_hat``), 1.7-3.5x less (``V_hat``) and ``theta_hat`` 2.3x, ``m_hat`` 1.2-2.6x less
-    than on the plain rule of the same nodes (on order 11 1.6-2.5x less on the semantic and
-    positional branches, the same on the trivial one)."""
+    fixed points of the three branches on order 13, 8 scrambles; ``benchmarks/cross_rules.py``):
+    the conjugates scatter 2.2-4.9x less (``q_hat``), 1.7-3.3x less (``V_hat``), 2.3x less
+    (``theta_hat``) and 1.2-2.5x less (``m_hat``) than on the plain rule of the same nodes."""
     if spec.variant != "cross" or copies == "signs":
         return None
     amap = AttentionMap.from_spec(spec)
