@@ -342,3 +342,155 @@ def test_gd_leaves_the_positional_saddle_at_alpha_2_for_the_semantic_branch():
     assert all(r["theta"] > 0.1 for r in runs), runs
     sim = _sim_means(2.0, "positional")
     assert _agree(sim, _theory(2.0, "semantic")) == []
+
+
+# --------------------------------------------------------------------------- solve speed (docs/model.md (10.6))
+def _cross_nodes(spec: ModelSpec, N: int, seed: int, scale: float = 0.4):
+    """Random prior means ``w`` and the cross targets ``T`` of random teacher fields, spread enough
+    for nodes with several local minima."""
+    rng = np.random.default_rng(seed)
+    amap = AttentionMap.from_spec(spec)
+    w = scale * rng.standard_normal((N, spec.tokens, amap.field_dim))
+    T = cross_target_map(1.5 * rng.standard_normal((N, spec.tokens, 1)), spec)
+    return amap, w, T
+
+
+@pytest.mark.parametrize("Lk", [2, 3])
+def test_the_data_step_does_not_see_the_keys_common_shift(Lk):
+    """docs/model.md (10.6): moving every key's prior mean by the same vector moves the proximal
+    minimiser's key fields by it and changes neither its query fields, its value, nor ``g``; the
+    keys' ``g`` sum to zero (so the Stein sums' multipliers do not see the shift either); and the
+    basis of the fine rules spans exactly the complement of the keys' common shift."""
+    from attnphase.theory.quadrature import key_contrasts
+
+    spec = ModelSpec(variant="cross", L_keys=Lk)
+    amap, w, T = _cross_nodes(spec, 400, seed=4)
+    V = np.array([[25.0]])
+    L = spec.L
+    shift = np.zeros_like(w)
+    shift[:, L:] = np.random.default_rng(5).standard_normal((len(w), 1, 1))
+    a = prox_batch(w, T, V, spec.C_array, amap)
+    b = prox_batch(w + shift, T, V, spec.C_array, amap)
+    np.testing.assert_allclose(b.value, a.value, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(b.h - shift, a.h, atol=1e-7)
+    g = (a.h - w) / V[0, 0]
+    assert np.max(np.abs(g[:, L:].sum(axis=1))) < 1e-9
+    B = key_contrasts(spec.tokens, Lk, 1, 1)
+    assert B.shape == (2 * spec.tokens, 2 * spec.tokens - 2)
+    np.testing.assert_allclose(B.T @ B, np.eye(B.shape[1]), atol=1e-14)
+    for block in (0, spec.tokens):  # (xi, then eta: the keys' common shift of each)
+        u = np.zeros(2 * spec.tokens)
+        u[block + L: block + spec.tokens] = 1.0
+        assert np.max(np.abs(u @ B)) < 1e-14
+
+
+def test_the_fine_rules_of_cross_attention_are_nested_in_the_reduced_basis():
+    """The Sobol nets drawn in the key contrasts' basis keep the extensibility that the raise of the
+    refinement order relies on (``fine_rules.nested_first``): the rule of order ``k`` is the first
+    points of every block of the rule of order ``k + 1`` with the same seed, and every node lies in
+    the basis' span."""
+    from attnphase.theory.fine_rules import key_basis_for
+    from attnphase.theory.quadrature import sobol_gaussian
+
+    basis = key_basis_for(REF, "eta")
+    assert basis is not None and key_basis_for(ModelSpec(), "eta") is None and key_basis_for(REF, "signs") is None
+    small = sobol_gaussian(8, 6, 4, seed=11, copies="eta", basis=basis)
+    big = sobol_gaussian(8, 7, 4, seed=11, copies="eta", basis=basis)
+    half = big.size // 2  # (two blocks: the net and its eta flip)
+    n = small.size // 2
+    assert np.array_equal(big.x[:n], small.x[:n]) and np.array_equal(big.x[half:half + n], small.x[n:])
+    np.testing.assert_allclose(big.x @ basis @ basis.T, big.x, atol=1e-13)
+
+
+@pytest.mark.parametrize("v", [0.5, 25.0, 150.0])
+def test_the_reduced_start_set_finds_the_full_sets_global_minimum(v):
+    """docs/model.md (10.6): at ``L' = 2`` the second key's offsets are starts the first key's
+    already make in the reduced problem; the 9 starts reach the global minimum (value to 1e-10) and
+    the second minimum of the 11 starts at every node, on random fields with several minima."""
+    from attnphase.theory.channels import cross_offset_tokens, default_starts
+    from attnphase.theory.saddle import second_minimum
+
+    amap, w, T = _cross_nodes(REF, 2000, seed=6)
+    V = np.array([[v]])
+    full = default_starts(w, V)
+    reduced = default_starts(w, V, tokens=cross_offset_tokens(amap, REF.L_keys))
+    assert full.shape[1] == 11 and reduced.shape[1] == 9
+    a = prox_batch(w, T, V, REF.C_array, amap, starts=full)
+    b = prox_batch(w, T, V, REF.C_array, amap, starts=reduced)
+    np.testing.assert_allclose(b.value, a.value, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(b.h, a.h, atol=1e-6)
+    (_, m2a), (_, m2b) = second_minimum(a), second_minimum(b)
+    finite = np.isfinite(m2a)
+    assert np.array_equal(finite, np.isfinite(m2b))
+    np.testing.assert_allclose(m2b[finite], m2a[finite], rtol=1e-10, atol=1e-14)
+    if v > 1:
+        assert np.sum(finite) > 20, "the test should exercise nodes with several local minima"
+    assert cross_offset_tokens(AttentionMap.from_spec(ModelSpec()), 0) is None
+    assert cross_offset_tokens(AttentionMap.from_spec(ModelSpec(variant="cross", L_keys=3)), 3) is None
+
+
+def test_the_folded_cross_kernel_is_the_generic_kernel_bit_for_bit():
+    """The written-out kernel of ``cross_L4_K2_r1`` folds the target's fixed blocks (key rows
+    ``e_j``, query rows zero on the query columns): on cross targets it gives the generic kernel's
+    numbers bit for bit at every start; a target without those blocks goes to the generic kernel."""
+    from attnphase.theory import native
+
+    amap, w, T = _cross_nodes(REF, 1500, seed=8)
+    if native.prox_library(written_out(REF.tokens, amap.M, amap.mask)) is None:
+        pytest.skip("the C kernels cannot be built here")
+    for v in (0.5, 25.0, 150.0):
+        V = np.array([[v]])
+        fast = prox_batch(w, T, V, REF.C_array, amap)
+        slow = prox_batch(w, T, V, REF.C_array, amap, generic=True)
+        for a, b in zip(fast.arrays(), slow.arrays(), strict=True):
+            assert np.array_equal(a, b)
+    other = T.copy()
+    other[:, 2, 2] = 0.9
+    other[:, 2, 3] = 0.1
+    V = np.array([[25.0]])
+    a = prox_batch(w, other, V, REF.C_array, amap)
+    b = prox_batch(w, other, V, REF.C_array, amap, generic=True)
+    assert all(np.array_equal(x, y) for x, y in zip(a.arrays(), b.arrays(), strict=True))
+
+
+def test_the_refinement_order_of_cross_attention_rises_one_order_at_a_time():
+    """docs/model.md (10.6): the error target raises the order of the tied cross-attention student by
+    one order at a time (``target.CROSS_MAX_STEP``), every other model by the predicted decay."""
+    from attnphase.theory.target import CROSS_MAX_STEP, order_step, orders_to_target
+
+    predicted = orders_to_target(6.2e-3, 1e-3)
+    assert predicted > 1  # (order 11 + 5: capped at the highest, 15)
+    assert order_step(REF, 6.2e-3, 1e-3) == CROSS_MAX_STEP == 1
+    for other in (ModelSpec(), ModelSpec(variant="untied-cross")):
+        assert order_step(other, 6.2e-3, 1e-3) == predicted
+
+
+def test_the_teacher_scale_of_cross_attention_is_the_positional_branchs():
+    """The fine rules of the tied cross-attention student (``L = L' = 2``, rank 1) scale the teacher
+    noises on the positional branch only (``fine_rules.CROSS_SCALED_BRANCHES``); an explicit scale
+    wins, and self-attention keeps its scale on every branch."""
+    from attnphase.theory.fine_rules import REFERENCE_TEACHER_SCALE, teacher_scale_for
+    from attnphase.theory.fixed_point import SolverSettings
+
+    st = SolverSettings.preset("default")
+    assert teacher_scale_for(REF, st, "positional") == REFERENCE_TEACHER_SCALE
+    assert teacher_scale_for(REF, st, "semantic") == teacher_scale_for(REF, st, "trivial") == 1.0
+    assert teacher_scale_for(ModelSpec(variant="cross", L_keys=3), st, "positional") == 1.0
+    assert teacher_scale_for(REF, SolverSettings.preset("default", fine_teacher_scale=1.2), "semantic") == 1.2
+    for b in ("semantic", "positional", "trivial", None):
+        assert teacher_scale_for(ModelSpec(), st, b) == REFERENCE_TEACHER_SCALE
+
+
+def test_the_two_key_target_is_the_row_softmax_bit_for_bit():
+    """``cross_target_map`` at ``L' = 2`` takes the softmax of its pairs of scores entry by entry:
+    the numbers of :func:`softmax_rows`, bit for bit, from small to saturated scores."""
+    from attnphase.theory.channels import _softmax_pairs
+
+    rng = np.random.default_rng(9)
+    for scale in (0.1, 1.0, 30.0, 800.0):
+        s = scale * rng.standard_normal((4000, 2, 2))
+        assert np.array_equal(_softmax_pairs(s), softmax_rows(s))
+    hstar = 2.0 * rng.standard_normal((500, REF.tokens, 1))
+    T = cross_target_map(hstar, REF)
+    S = np.einsum("nla,nja->nlj", hstar[:, :REF.L], hstar[:, REF.L:])
+    assert np.array_equal(T[:, :REF.L, REF.L:], (1.0 - REF.omega) * softmax_rows(S) + REF.omega * REF.A_array)

@@ -15,7 +15,7 @@ from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import BranchPoint
 from attnphase.theory.channels import AttentionMap, ProxResult, escape_saddles, prox_batch
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
-from attnphase.theory.quadrature import COPIES, Rule
+from attnphase.theory.quadrature import COPIES, Rule, key_contrasts
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
 #: sign copies of the fine rules by branch: ``theta`` is odd in ``theta`` under
@@ -51,15 +51,28 @@ REFERENCE_TEACHER_SCALE = 1.4
 SCALED_VARIANTS = ("tied", "causal", "untied", "untied-causal")
 
 
-def teacher_scale_for(spec: ModelSpec, settings: SolverSettings) -> float:
+def teacher_scale_for(spec: ModelSpec, settings: SolverSettings, branch: str | None = None) -> float:
     """The teacher-noise scale of the refinement's fine rules (importance sampling,
     docs/model.md (7.4)): ``settings.fine_teacher_scale``
     if set, else ``REFERENCE_TEACHER_SCALE`` for ``L = 2`` with student and teacher rank 1 (the
-    variants of ``SCALED_VARIANTS``), else 1 (the plain rule)."""
+    variants of ``SCALED_VARIANTS``) and for the positional ``branch`` of the tied cross-attention
+    student at ``L = L' = 2``, rank 1 (:data:`CROSS_SCALED_BRANCHES`), else 1 (the plain rule)."""
     if settings.fine_teacher_scale is not None:
         return float(settings.fine_teacher_scale)
     scaled = spec.variant in SCALED_VARIANTS and _two_tokens_rank_one(spec)
+    if spec.variant == "cross" and spec.L_keys == 2:
+        scaled = branch in CROSS_SCALED_BRANCHES and _two_tokens_rank_one(spec)
     return REFERENCE_TEACHER_SCALE if scaled else 1.0
+
+
+#: the branches of the tied cross-attention student (``L = L' = 2``, rank 1; fine rules in the key
+#: contrasts, :func:`key_basis_for`) whose fine rules take ``REFERENCE_TEACHER_SCALE``. At
+#: ``alpha = 1``, ``omega = 0.3`` (order 13, 8 scrambles: ``benchmarks/cross_rules.py``) the
+#: positional conjugates scatter 2x (``q_hat``) and 3x (the query's ``m_hat``) less with it, and the error target of 1e-3 was met
+#: at orders 12-13 (seeds 0-2) instead of 13-14 (seeds 0-3); the semantic and trivial branches
+#: met it at higher orders with it (semantic 12-14 against 12-13, trivial 12-13 against 12-13,
+#: mostly 12), so they keep the plain rule
+CROSS_SCALED_BRANCHES = ("positional",)
 
 
 def _two_tokens_rank_one(spec: ModelSpec) -> bool:
@@ -84,6 +97,22 @@ def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:
     return spec.variant in MIRRORED_VARIANTS and _two_tokens_rank_one(spec) and spec.uncorrelated
 
 
+def key_basis_for(spec: ModelSpec, copies: str) -> np.ndarray | None:
+    """The basis the fine QMC rules of ``spec`` are drawn in (:func:`sobol_gaussian`): for the
+    tied cross-attention student, the noises without the keys' common shift
+    (:func:`key_contrasts`, docs/model.md (10.6)), on which no integrand of the data step
+    depends; ``None`` (every coordinate) elsewhere and for the sign-closed rules.
+
+    Measured at ``alpha = 1``, ``omega = 0.3`` (``L = L' = 2``: 6 of the 8 dimensions; the
+    fixed points of the three branches on order 13, 8 scrambles; ``benchmarks/cross_rules.py``):
+    the conjugates scatter 2.2-4.9x less (``q_hat``), 1.7-3.3x less (``V_hat``), 2.3x less
+    (``theta_hat``) and 1.2-2.5x less (``m_hat``) than on the plain rule of the same nodes."""
+    if spec.variant != "cross" or copies == "signs":
+        return None
+    amap = AttentionMap.from_spec(spec)
+    return key_contrasts(spec.tokens, spec.L_keys, amap.field_dim, spec.teacher_rank)
+
+
 def fine_union(spec: ModelSpec, alpha: float, settings: SolverSettings,
                branch: str) -> tuple[list[Saddle], Saddle]:
     """The fine rules of a refinement of ``branch`` at ``alpha`` and the saddle on their union
@@ -91,15 +120,17 @@ def fine_union(spec: ModelSpec, alpha: float, settings: SolverSettings,
 
     QMC: ``settings.refine_replicas`` independent scrambles of order ``settings.refine_order``
     (seeds ``settings.seed + 104729 k``), with the sign copies of :func:`fine_copies`, the teacher
-    scale of :func:`teacher_scale_for` and the mirror pairing of :func:`mirror_for`. They keep the
+    scale of :func:`teacher_scale_for`, the mirror pairing of :func:`mirror_for` and the
+    reduced basis of :func:`key_basis_for`. They keep the
     coarse point's symmetry zeros, which the fine rules impose: they keep only the sign flip under
     which the branch's own overlap is odd, so a point going to the trivial branch still finds it
     exactly. Gauss-Hermite: one product rule of that order."""
     order = settings.refine_order
     if settings.method == "qmc":
-        copies, scale = fine_copies(AttentionMap.from_spec(spec), branch), teacher_scale_for(spec, settings)
+        copies, scale = fine_copies(AttentionMap.from_spec(spec), branch), teacher_scale_for(spec, settings, branch)
+        basis = key_basis_for(spec, copies)
         fine = [make_saddle(spec, alpha, settings, order=order, seed=settings.seed + 104729 * (k + 1), copies=copies,
-                            teacher_scale=scale, mirror=mirror_for(spec, settings))
+                            teacher_scale=scale, mirror=mirror_for(spec, settings), basis=basis)
                 for k in range(settings.refine_replicas)]
     else:
         fine = [make_saddle(spec, alpha, settings, order=order)]

@@ -678,19 +678,20 @@ class _Anderson:
 
 def make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: int | None = None,
                 seed: int | None = None, copies: str = "signs", teacher_scale: float = 1.0,
-                mirror: bool = False) -> Saddle:
+                mirror: bool = False, basis: np.ndarray | None = None) -> Saddle:
     """The saddle-point equations of ``spec`` at ``alpha`` on the integration rule of ``settings``
     (``order`` and ``seed`` override the settings' own).
 
     ``copies``: which sign copies a QMC rule is made of (:func:`sobol_gaussian`; ``"signs"``
     at rank >= 2 adds the reflections of the student axes); ``teacher_scale``: importance
     sampling of the teacher noises (:func:`sobol_gaussian`); ``mirror``: the Stein sums pair
-    each node with its mirror (:meth:`Saddle.mirror_nodes`)."""
+    each node with its mirror (:meth:`Saddle.mirror_nodes`); ``basis``: the QMC nodes lie in its
+    span (:func:`sobol_gaussian`; cross-attention's key contrasts, docs/model.md (10.6))."""
     amap = AttentionMap.from_spec(spec)
     F = amap.field_dim
     dim = spec.tokens * (F + spec.teacher_rank)
     axes = amap.rank if amap.rotation_invariant else 1
     rule = make_rule(settings.method, dim, order or settings.order, spec.tokens * F,
                      seed=settings.seed if seed is None else seed, axes=axes,
-                     copies=copies, teacher_scale=teacher_scale)
+                     copies=copies, teacher_scale=teacher_scale, basis=basis)
     return Saddle(spec, alpha, rule, mirror=mirror)

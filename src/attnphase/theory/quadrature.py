@@ -105,8 +105,42 @@ def symmetrise(x: np.ndarray, n_xi: int, axes: int = 1) -> np.ndarray:
     return out
 
 
+def key_contrasts(tokens: int, keys: int, F: int, rs: int) -> np.ndarray:
+    """Orthonormal basis (``dim x (dim - F - rs)``, ``dim = tokens (F + rs)``) of the noises of a
+    cross-attention sample without the keys' common shift (docs/model.md (10.6)).
+
+    The noises are ordered as in :class:`attnphase.theory.saddle.Saddle`: the student noises
+    ``xi`` (``tokens x F``, token-major), then the teacher noises ``eta`` (``tokens x rs``); the
+    last ``keys`` tokens are the keys. For every field coordinate the key tokens' noises keep
+    their ``keys - 1`` Helmert contrasts (``(e_1 - e_2) / sqrt 2``, ``(e_1 + e_2 - 2 e_3) / sqrt 6``,
+    ...) and lose their mean; every other coordinate is kept as it is. The columns are in the
+    order of the coordinates they stand for (queries, then the key contrasts, per block)."""
+    if not 0 < keys < tokens:
+        raise ValueError(f"key contrasts need 0 < keys < tokens, got keys={keys}, tokens={tokens}")
+    helmert = np.zeros((keys, keys - 1))
+    for j in range(1, keys):
+        helmert[:j, j - 1] = 1.0
+        helmert[j, j - 1] = -float(j)
+        helmert[:, j - 1] /= np.sqrt(j * (j + 1))
+    cols = []
+    offset = 0
+    for width in (F, rs):  # (the xi block, then the eta block)
+        queries = tokens - keys
+        for i in range(queries * width):
+            c = np.zeros(tokens * (F + rs))
+            c[offset + i] = 1.0
+            cols.append(c)
+        for a in range(width):
+            for k in range(keys - 1):
+                c = np.zeros(tokens * (F + rs))
+                c[offset + (queries + np.arange(keys)) * width + a] = helmert[:, k]
+                cols.append(c)
+        offset += tokens * width
+    return np.stack(cols, axis=1)
+
+
 def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs",
-                   teacher_scale: float = 1.0) -> Rule:
+                   teacher_scale: float = 1.0, basis: np.ndarray | None = None) -> Rule:
     """Scrambled Sobol rule with ``4 * 2**log2_n`` nodes (equal weights unless ``teacher_scale``).
 
     ``copies = "signs"`` (default): the orbits of ``2^log2_n`` points under the sign group
@@ -124,6 +158,12 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
     sum one. The jumps of the proximal minimiser that make the conjugates converge slowly lie at
     large ``|eta|`` (teacher fields of opposite signs, where mirror minima of the student swap):
     almost all of the scatter of ``theta_hat`` comes from ``|eta| > 1.5`` (docs/solver.md), which this rule samples more densely. The sign copies keep their weights.
+
+    ``basis`` (``dim x k``, orthonormal columns, each within the ``xi`` or the ``eta`` block): the
+    Sobol net is drawn in ``k`` dimensions and mapped to ``x = y basis^T``, the nodes of the
+    Gaussian restricted to the span of ``basis``; exact for integrands that do not depend on the
+    orthogonal complement (cross-attention's keys' common shift, :func:`key_contrasts`,
+    docs/model.md (10.6)). Not with ``copies = "signs"`` (its reflections act on the coordinates).
     """
     if copies not in COPIES:
         raise ValueError(f"unknown copies {copies!r}; choose from {', '.join(COPIES)}")
@@ -131,7 +171,12 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
     flips = COPIES[copies]
     # base sample: the same node count with the reflections (signs) or with fewer copies
     log2_base = max(log2_n - (axes - 1), 0) if copies == "signs" else log2_n + 2 - len(flips)
-    base = sobol_normal(dim, log2_base, seed)
+    if basis is None:
+        base = sobol_normal(dim, log2_base, seed)
+    else:
+        if copies == "signs" or basis.shape[0] != dim:
+            raise ValueError("a reduced basis needs copies other than 'signs' and dim rows")
+        base = np.ascontiguousarray(sobol_normal(basis.shape[1], log2_base, seed) @ basis.T)
     if copies == "signs":
         x = symmetrise(base, n_xi, axes)
     else:  # (no reflections at rank >= 2: Saddle.gauge_fix imposes their zeros)
@@ -216,13 +261,13 @@ def _store(path: Path, u: np.ndarray) -> None:
 
 
 def make_rule(method: str, dim: int, order: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs",
-              teacher_scale: float = 1.0) -> Rule:
+              teacher_scale: float = 1.0, basis: np.ndarray | None = None) -> Rule:
     """Build the rule named by ``method`` (``gh`` or ``qmc``; ``order`` is points per dimension
     for ``gh`` and ``log2`` of the base sample size for ``qmc``; ``axes``: see
     :func:`symmetrise`; ``copies``: see :func:`sobol_gaussian`, ignored by ``gh``, whose grid is
-    closed under the signs; ``teacher_scale``: see :func:`sobol_gaussian`, ``qmc`` only)."""
+    closed under the signs; ``teacher_scale`` and ``basis``: see :func:`sobol_gaussian`, ``qmc`` only)."""
     if method == "gh":
         return gauss_hermite(dim, order)
     if method == "qmc":
-        return sobol_gaussian(dim, order, n_xi, seed, axes, copies, teacher_scale)
+        return sobol_gaussian(dim, order, n_xi, seed, axes, copies, teacher_scale, basis)
     raise ValueError(f"unknown quadrature method {method!r}; choose 'gh' or 'qmc'")

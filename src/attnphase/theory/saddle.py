@@ -23,6 +23,7 @@ from attnphase.theory import native
 from attnphase.theory.channels import (
     AttentionMap,
     ProxResult,
+    cross_offset_tokens,
     default_starts,
     escape_saddles,
     landscape_starts,
@@ -317,7 +318,8 @@ class Saddle:
         """The full multi-start set at nodes with prior means ``w``, teacher fields ``h*`` and
         target ``T`` (actual fields): :func:`default_starts`, with :func:`landscape_starts` where
         the proximal problem is rugged."""
-        starts = default_starts(self.unmix(w), V)
+        keys = self.spec.L_keys if self.spec.is_cross else 0
+        starts = default_starts(self.unmix(w), V, tokens=cross_offset_tokens(self.amap, keys))
         if self.mix is not None:
             starts = np.einsum("lk,nska->nsla", self.mix, starts)
         if rugged(V, self.C, self.mix):

@@ -97,6 +97,20 @@ class Emitter:
         return self.add([self.mul(*p) for p in pairs])
 
 
+def fixed_target(g: Geometry, l: int, j: int) -> Val:
+    """The target entry ``T[l, j]`` of a cross-attention geometry (``g.keys`` key tokens, docs/model.md
+    (10.2)): the constant of the target's fixed blocks (a key row is ``e_l``, a query row is zero on
+    the query columns), folded into the kernel like the mask; the name of the input entry on the
+    query rows' key block. The fixed entries make ``S - T`` vanish on every row but the queries'
+    key block, so the kernel computes the loss of that ``L x L'`` block only (the same numbers: the
+    generic kernel adds those rows' exact zeros). :func:`attnphase.theory.channels.prox_batch` runs
+    it only on targets with these blocks (:func:`attnphase.theory.channels.cross_target_map`)."""
+    queries = g.L - g.keys
+    if l >= queries:
+        return 1.0 if j == l else 0.0
+    return 0.0 if j < queries else f"T[{l * g.L + j}]"
+
+
 def _loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Val], dict[tuple[int, int], Val] | None]:
     """Emit ``ell`` (docs/model.md (1.4)), its gradient and Hessian (``jit._loss_grad_hess``) on the
     inputs ``h<i>`` (flattened ``(l, a)``), ``T[l, j]`` and ``C[k, j]``; returns emitted values."""
@@ -104,7 +118,7 @@ def _loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Val], di
     M, mask = g.M, g.mask
     n = L * F
     h = [[f"h{l * F + a}" for a in range(F)] for l in range(L)]
-    T = [[f"T[{l * L + j}]" for j in range(L)] for l in range(L)]
+    T = [[fixed_target(g, l, j) if g.keys else f"T[{l * L + j}]" for j in range(L)] for l in range(L)]
     C = [[f"C{min(k, j)}{max(k, j)}" for j in range(L)] for k in range(L)]
     Mh = [[em.sum_products([(float(M[a, b]), h[j][b]) for b in range(F)]) for a in range(F)] for j in range(L)]
     MTh = [[em.sum_products([(float(M[b, a]), h[j][b]) for b in range(F)]) for a in range(F)] for j in range(L)]
