@@ -174,6 +174,8 @@ class BranchPoint:
 #: order 10 (10^6 nodes, ~0.9 s) cost 10-15 % of a rank-2 solve; order 6 (~0.04 s) is within
 #: ~2e-3 (relative) and is replaced by the default-order value wherever such a point is returned
 DRAFT_TEST_ORDER = 6
+#: log2 of the Sobol base sample of a draft's test error above 6 dimensions (``Saddle.test_rule``)
+DRAFT_TEST_LOG2 = 11
 
 
 def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedPointResult,
@@ -192,7 +194,7 @@ def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedP
     else:
         reason = "ok"
     train = -sd.free_energy(op, res.data)
-    test = sd.test_error(op, order=DRAFT_TEST_ORDER) if draft else sd.test_error(op)
+    test = sd.test_error(op, order=DRAFT_TEST_ORDER, log2_n=DRAFT_TEST_LOG2) if draft else sd.test_error(op)
     diag = {
         "residual": res.residual,
         "seconds": res.seconds,

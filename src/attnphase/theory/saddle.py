@@ -34,7 +34,7 @@ from attnphase.theory.channels import (
     target_map,
 )
 from attnphase.theory.mixture import Mixture, mixture_linear_test_error, mixture_test_error
-from attnphase.theory.quadrature import Rule, check_size, gauss_hermite
+from attnphase.theory.quadrature import Rule, check_size, gauss_hermite, key_contrasts, sobol_gaussian
 from attnphase.theory.threads import one_blas_thread
 
 
@@ -147,6 +147,16 @@ class DataStep:
     #: the lowest local minimum distinct from the global one at each node (:func:`second_minimum`,
     #: in the coordinates of ``prox.h``): the soft split's second minimum and a warm start
     second: np.ndarray
+
+
+#: log2 of the base sample of the test error's Sobol rule above 6 dimensions (``4 * 2^16`` nodes;
+#: at the semantic start of ``L = 3, r = 2``, untied ``r = 2`` and ``L = 4`` within 3e-4 relative
+#: of ``4 * 2^18`` nodes, 0.05-0.07 s in the compiled sum); in the numpy sum (untied
+#: cross-attention, and tied cross-attention in its reduced noises) ``4 * 2^14`` nodes (0.07 s at
+#: ``L = L' = 2``; at the semantic and positional starts within 2e-4 relative of ``4 * 2^16``
+#: nodes over four scrambles)
+TEST_QMC_LOG2 = 16
+TEST_QMC_LOG2_NUMPY = 14
 
 
 class Saddle:
@@ -575,9 +585,27 @@ class Saddle:
             - self.alpha * ds.mean_M
         )
 
+    def test_rule(self, order: int = 10, log2_n: int = TEST_QMC_LOG2) -> Rule | None:
+        """The rule of the test error (docs/model.md (4.2)) where it is not the product
+        Gauss-Hermite rule of ``order`` points per dimension (``None``: that rule, up to 6
+        dimensions): a scrambled Sobol rule of ``4 * 2^log2_n`` nodes, for tied cross-attention
+        drawn in the noises without the keys' common shift, on which the loss does not depend
+        (docs/model.md (10.6); one net, no sign copies). The solver's own rule (1024 nodes at the
+        default coarse order) is far too coarse for this integral (cross-attention's test error
+        0.4 % off on it); a product rule in 6 or more dimensions oscillates with its order where
+        the fields are large (at the semantic start of cross-attention by 10 % from order 5 to 9)."""
+        if self.dim <= 6:
+            return None
+        n_xi = self.L * self.F
+        if self.spec.variant == "cross":
+            basis = key_contrasts(self.L, self.spec.L_keys, self.F, self.rs)
+            return sobol_gaussian(self.dim, log2_n, n_xi, copies="none", basis=basis)
+        return sobol_gaussian(self.dim, log2_n, n_xi)
+
     @one_blas_thread
-    def test_error(self, op: OrderParams, order: int = 10) -> float:
-        """``eps_g = E[ell(w; T(h*))]`` (docs/model.md (4.2)) with a product Gauss-Hermite rule.
+    def test_error(self, op: OrderParams, order: int = 10, log2_n: int | None = None) -> float:
+        """``eps_g = E[ell(w; T(h*))]`` (docs/model.md (4.2)) with a product Gauss-Hermite rule
+        (more than 6 dimensions: :meth:`test_rule`, of ``4 * 2^log2_n`` nodes if given).
 
         The integrand is smooth, so a modest order is exact to ~1e-8 (see the quadrature test).
         A ``gain`` value (docs/model.md (6.5)) and cross-attention (docs/model.md (10.3)) take the
@@ -588,7 +616,7 @@ class Saddle:
         if self.mixture is not None:  # docs/model.md (9.5) (identity value only: Mixture.from_spec)
             return mixture_test_error(self.spec, self.amap, self.mixture, op.m, qs, qis @ op.theta, Rs, order)
         if self.gain != 1.0 or self.spec.is_cross:
-            return self.test_error_numpy(op, order)
+            return self.test_error_numpy(op, order, TEST_QMC_LOG2_NUMPY if log2_n is None else log2_n)
         args = (_f64(op.m), _f64(qs), _f64(qis @ op.theta), _f64(Rs),
                 _f64(np.eye(self.L) if self.mix is None else self.mix), _f64(self.amap.M),
                 np.ascontiguousarray(self.amap.mask), float(self.spec.omega), _f64(self.spec.A_array),
@@ -598,8 +626,10 @@ class Saddle:
             t, wt = np.polynomial.hermite_e.hermegauss(order)
             X, W, n = np.empty((0, self.dim)), np.empty(0), order**self.dim
         else:
+            rule = self.test_rule(order, TEST_QMC_LOG2 if log2_n is None else log2_n)
+            assert rule is not None
             t, wt = np.zeros(1), np.ones(1)
-            X, W, n = _f64(self.rule.x), _f64(self.rule.w), self.rule.size
+            X, W, n = _f64(rule.x), _f64(rule.w), rule.size
         wt = wt / wt.sum()
         n_chunks = native.chunks(n)
         lib = native.common()
@@ -614,13 +644,14 @@ class Saddle:
                                        P(qs_), P(B), P(Rs_), P(mix), P(M), P(mask), omega, P(A), int(causal), P(C),
                                        n_chunks, native.threads_for(n, 1024)))
 
-    def test_error_numpy(self, op: OrderParams, order: int = 10) -> float:
+    def test_error_numpy(self, op: OrderParams, order: int = 10, log2_n: int = TEST_QMC_LOG2_NUMPY) -> float:
         """The same sum as :meth:`test_error` with the nodes stored and the fields, maps and loss
         in numpy (``fields``, ``target_map``, ``loss_numpy``): the reference the kernel is tested
-        and benchmarked against."""
+        and benchmarked against (the Sobol rule above 6 dimensions: ``4 * 2^log2_n`` nodes,
+        :meth:`test_rule`)."""
         if self.mixture is not None:
             return self.test_error(op, order)
-        rule = gauss_hermite(self.dim, order) if self.dim <= 6 else self.rule
+        rule = self.test_rule(order, log2_n) or gauss_hermite(self.dim, order)
         n_xi = self.L * self.F
         xi = rule.x[:, :n_xi].reshape(rule.size, self.L, self.F)
         eta = rule.x[:, n_xi:].reshape(rule.size, self.L, self.rs)
