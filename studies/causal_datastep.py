@@ -26,7 +26,12 @@ Two comparisons: (i) theory on its fine rule against the brute-force Monte-Carlo
 library's own data step on the *same* Monte-Carlo samples (a rule of those nodes with equal
 weights), paired with the brute force sample by sample: the fraction of samples whose
 brute-force global minimum differs from the solver's chosen minimiser, and the difference of the
-conjugates it makes (paired standard error).
+conjugates it makes (paired standard error). ``V_hat`` is also given as the derivative
+``-sum_l d m_hat_l / d m_l`` of the library's data step (central differences of step ``--eps``,
+on the theory's rules and on the samples): the quantity its Stein form is, jumps of the minimiser
+between local minima included, which the pointwise form ``alpha E[tr H (I + V H)^{-1}]`` (also
+printed, ``H`` the loss Hessian at the minimiser) leaves out. The theory's order parameters are its
+refined semantic fixed point at ``--alpha`` (or ``--op``). About 3 minutes of CPU at 40 000 samples.
 
     python studies/causal_datastep.py --alpha 1.75 --samples 40000
     python studies/causal_datastep.py --alpha 1.75 --op Q,M1,M2,V,THETA   # at given overlaps

@@ -163,7 +163,7 @@ def test_causal_prox_is_the_brute_force_global_minimum_near_the_fold():
         return ((h - wt) ** 2).sum(-1) / (2 * V) + 0.5 * s2 * ((S - Tt) ** 2).sum(dim=(-1, -2))
 
     half = np.sqrt(8 * V * s2) + 1.0
-    u = torch.linspace(-half, half, 121, dtype=torch.float64)
+    u = torch.linspace(-half, half, 81, dtype=torch.float64)
     grid = torch.as_tensor(w)[:, None] + torch.stack(torch.meshgrid(u, u, indexing="ij"), -1).reshape(1, -1, 2)
     wt = torch.as_tensor(w)[:, None]
     with torch.no_grad():
