@@ -136,3 +136,59 @@ def test_L3_positional_states_at_0_6_are_distinct_minima():
     assert pos.success, pos.message
     assert pos.relative_gap() > 0.05
     assert np.ptp(pos.train_loss) > 1e-6  # distinct training errors, not one minimum up to symmetry
+
+
+def test_causal_prox_is_the_brute_force_global_minimum_near_the_fold():
+    """The data step of the causal student near its fold (docs/variants.md, "Causal student";
+    ``studies/causal_datastep.py`` at full size): on Monte-Carlo samples of the fields at the
+    semantic overlaps of ``alpha = 1.75`` (paper convention, inputs), the library's proximal
+    minimiser at every sample is the global minimum a dense grid plus L-BFGS finds (docs/model.md
+    (3.2)), and its Stein averages (3.3) are those of the brute-force minimisers."""
+    from attnphase.theory.quadrature import Rule
+    from attnphase.theory.saddle import OrderParams, Saddle
+
+    q, V, th, alpha, n = 0.0653812, 24.8791, 0.0866345, 1.75, 400
+    s2 = CAUSAL.sigma**2
+    op = OrderParams(np.array([[q]]), np.zeros((2, 1)), np.array([[V]]), np.array([[th]]))
+    rng = np.random.default_rng(7)
+    xi, eta = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
+    sd = Saddle(CAUSAL, alpha, Rule(np.concatenate([xi, eta], axis=1), np.full(n, 1.0 / n), "mc", 0, copies="none"))
+    ds = sd.data_step(op)
+    w = np.sqrt(q) * xi
+    T = torch.as_tensor(ds.T)
+    mask = torch.tensor([[True, False], [True, True]])
+
+    def objective(h, wt, Tt):  # (the causal student: row 1 sees token 1 only)
+        S = torch.softmax((h[..., :, None] * h[..., None, :]).masked_fill(~mask, -np.inf), dim=-1)
+        return ((h - wt) ** 2).sum(-1) / (2 * V) + 0.5 * s2 * ((S - Tt) ** 2).sum(dim=(-1, -2))
+
+    half = np.sqrt(8 * V * s2) + 1.0
+    u = torch.linspace(-half, half, 81, dtype=torch.float64)
+    grid = torch.as_tensor(w)[:, None] + torch.stack(torch.meshgrid(u, u, indexing="ij"), -1).reshape(1, -1, 2)
+    wt = torch.as_tensor(w)[:, None]
+    with torch.no_grad():
+        f = objective(grid, wt, T[:, None])
+    idx = f.topk(4, dim=1, largest=False).indices
+    h = torch.gather(grid, 1, idx[..., None].expand(-1, -1, 2)).clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([h], lr=1, max_iter=300, tolerance_grad=1e-13, tolerance_change=1e-16,
+                            line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        obj = objective(h, wt, T[:, None]).sum()
+        obj.backward()
+        return obj
+
+    opt.step(closure)
+    with torch.no_grad():
+        fv = objective(h, wt, T[:, None])
+        best = fv.argmin(1)
+        hb = h.detach()[torch.arange(n), best].numpy()
+        Mb = fv[torch.arange(n), best].numpy()
+    assert np.all(ds.prox.value <= Mb + 1e-10)
+    assert np.max(np.abs(ds.prox.h[..., 0] - hb)) < 1e-5
+    g = (hb - w) / V
+    assert ds.mean_M == pytest.approx(Mb.mean(), rel=1e-9)
+    assert ds.hats.q_hat[0, 0] == pytest.approx(alpha * (g**2).sum(1).mean(), rel=1e-6)
+    assert ds.hats.theta_hat[0, 0] == pytest.approx(alpha * (g * eta).sum(1).mean() / np.sqrt(s2 - th**2 / q),
+                                                    rel=1e-6)
