@@ -12,7 +12,9 @@ of the risk?"). The slow tests compare the theory with training at ``d = 1000`` 
 the positional fixed point is a saddle of the risk, GD started on it leaves it and the positional
 start ends on the semantic branch and agrees with it; at ``alpha = 1`` the positional start
 against the positional branch is an expected failure (a flat minimum that GD leaves at this
-``d``):
+``d``); at ``alpha = 0.5``, below ``alpha_c``, each start against its own branch is an expected
+failure too (the semantic start reaches the positional start's minimum on two of the three seeds;
+the positional start's ``q`` scatters from seed to seed beyond 5 % of the mean of three):
 ``PYTHONPATH=src python -m pytest tests/test_cross.py -m slow -q``.
 """
 
@@ -224,10 +226,13 @@ def _sim_means(alpha: float, init: str) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 
-def _theory(alpha: float, branch: str) -> dict[str, float]:
+def _theory(alpha: float, branch: str, refined: bool = False) -> dict[str, float]:
+    """The branch on the default preset's coarse rule, or ``refined`` as ``attnphase solve`` gives it
+    (refined to the error target, 1e-3 on the overlaps)."""
     from attnphase.theory import SolverSettings, solve_point
+    from attnphase.theory.target import solve_refined
 
-    pt = solve_point(REF, alpha, branch, SolverSettings.preset("default"))
+    pt = (solve_refined if refined else solve_point)(REF, alpha, branch, SolverSettings.preset("default"))
     m = np.asarray(pt.m_matrix, dtype=float)[:, 0] if pt.m_matrix else np.zeros(4)
     return {"q": pt.q, "m": abs(m[0]), "m_key": abs(m[2]), "theta": abs(pt.theta), "train_loss": pt.train_loss,
             "test_error": pt.test_error}
@@ -254,6 +259,24 @@ def _agree(sim: dict[str, float], th: dict[str, float]) -> list[str]:
 def test_theory_against_simulation_semantic(alpha):
     """The semantic start at ``d = 1000`` (mean of seeds 0-2) against the semantic branch."""
     assert _agree(_sim_means(alpha, "semantic"), _theory(alpha, "semantic")) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("init", [
+    pytest.param("semantic", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "measured (docs/cross.md): at alpha = 0.5 and d = 1000 the semantic start ends on the semantic branch on "
+        "seed 1 only; on seeds 0 and 2 it reaches the sample's positional minimum, the point the positional "
+        "start reaches (q +22 %, theta -28 % from the semantic branch over seeds 0-2)"))),
+    pytest.param("positional", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+        "measured (docs/cross.md): at alpha = 0.5 and d = 1000 the sample's positional minimum is steep but "
+        "its q scatters from seed to seed (0.040-0.066 over seeds 0-2, and seed 1 ends at theta 0.10); over "
+        "seeds 0-2 q is +13 % and m' -10 % from the positional branch (over seeds 0-8: -2.4 % and -5.0 %)"))),
+])
+def test_theory_against_simulation_below_alpha_c(init):
+    """At ``alpha = 0.5``, below ``alpha_c = 0.78``, where the positional fixed point is the global
+    minimum and a steep minimum along theta (``F' = 0.65``, curvature ``a (1 - F') = 3.4e-3``): each
+    start at ``d = 1000`` (mean of seeds 0-2) against its own branch."""
+    assert _agree(_sim_means(0.5, init), _theory(0.5, init, refined=True)) == []
 
 
 # ---------------------------------------------------------------- the positional branch
