@@ -226,13 +226,13 @@ def _sim_means(alpha: float, init: str) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 
-def _theory(alpha: float, branch: str, refined: bool = False) -> dict[str, float]:
-    """The branch on the default preset's coarse rule, or ``refined`` as ``attnphase solve`` gives it
-    (refined to the error target, 1e-3 on the overlaps)."""
-    from attnphase.theory import SolverSettings, solve_point
+def _theory(alpha: float, branch: str) -> dict[str, float]:
+    """The branch as ``attnphase solve`` gives it (refined to the error target, 1e-3 on the
+    overlaps)."""
+    from attnphase.theory import SolverSettings
     from attnphase.theory.target import solve_refined
 
-    pt = (solve_refined if refined else solve_point)(REF, alpha, branch, SolverSettings.preset("default"))
+    pt = solve_refined(REF, alpha, branch, SolverSettings.preset("default"))
     m = np.asarray(pt.m_matrix, dtype=float)[:, 0] if pt.m_matrix else np.zeros(4)
     return {"q": pt.q, "m": abs(m[0]), "m_key": abs(m[2]), "theta": abs(pt.theta), "train_loss": pt.train_loss,
             "test_error": pt.test_error}
@@ -276,7 +276,7 @@ def test_theory_against_simulation_below_alpha_c(init):
     """At ``alpha = 0.5``, below ``alpha_c = 0.78``, where the positional fixed point is the global
     minimum and a steep minimum along theta (``F' = 0.65``, curvature ``a (1 - F') = 3.4e-3``): each
     start at ``d = 1000`` (mean of seeds 0-2) against its own branch."""
-    assert _agree(_sim_means(0.5, init), _theory(0.5, init, refined=True)) == []
+    assert _agree(_sim_means(0.5, init), _theory(0.5, init)) == []
 
 
 # ---------------------------------------------------------------- the positional branch
