@@ -22,8 +22,9 @@ nodes. Not covered: the C compiler and the C library that build and run the nati
 flags forbid fused multiply-adds and fast math, so the C and numba kernels agree bit for bit) and
 the CPU.
 
-Nothing is read at import; each revision is computed on first use (a few tens of milliseconds)
-and cached for the process by :func:`functools.cache`.
+Nothing is read at import; each revision is computed on first use and cached for the process by
+:func:`functools.cache`; the normalised sources are kept on disk between processes, under the
+hash of each file's text (:func:`_normalized_cached`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import platform
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +41,8 @@ from importlib import metadata
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from attnphase._cache import cache_root, store_bytes
 
 #: Hex digits kept of the SHA-256.
 DIGITS = 12
@@ -89,13 +93,32 @@ def normalized_source(text: str) -> str:
     return ast.unparse(_strip_docstrings(ast.parse(text)))
 
 
+def _normalized_cached(text: str) -> str:
+    """:func:`normalized_source` of ``text``, kept in the cache folder
+    (:func:`attnphase._cache.cache_root`) under the SHA-256 of ``text`` and the Python version
+    (whose :func:`ast.unparse` writes it): the parse and unparse of every module cost each
+    process about half a second; reading them back, a few milliseconds."""
+    root = cache_root()
+    if root is None:
+        return normalized_source(text)
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    path = root / f"normalized-py{platform.python_version()}" / f"{key}.py"
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    body = normalized_source(text)
+    store_bytes(path, body.encode("utf-8"))
+    return body
+
+
 def source_digest(files: dict[str, str]) -> str:
     """SHA-256 hex of source files ``{relative name: text}`` (Python normalised by
     :func:`normalized_source`, other files as they are), in sorted name order."""
     h = hashlib.sha256()
     for name in sorted(files):
         text = files[name]
-        body = normalized_source(text) if name.endswith(".py") else text
+        body = _normalized_cached(text) if name.endswith(".py") else text
         h.update(f"{name}\0{len(body)}\0".encode())
         h.update(body.encode("utf-8"))
     return h.hexdigest()

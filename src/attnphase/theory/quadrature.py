@@ -15,12 +15,13 @@ file cache (:func:`sobol_cache_dir`), so a process whose rules are all cached im
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from attnphase._cache import cache_root, store_bytes
 
 
 @dataclass(frozen=True)
@@ -198,17 +199,6 @@ def sobol_gaussian(dim: int, log2_n: int, n_xi: int, seed: int = 0, axes: int = 
 CACHE_MAX_LOG2 = 17
 
 
-def cache_root() -> Path | None:
-    """The attnphase cache folder: ``$ATTNPHASE_CACHE_DIR`` if set (empty: no cache), else
-    ``$XDG_CACHE_HOME/attnphase`` or ``~/.cache/attnphase`` (the Sobol samples here, the compiled
-    kernels of :mod:`attnphase.theory.native`)."""
-    root = os.environ.get("ATTNPHASE_CACHE_DIR")
-    if root is None:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-                            "attnphase")
-    return Path(root) if root else None
-
-
 def sobol_cache_dir() -> Path | None:
     """Folder of the cached Sobol samples: :func:`cache_root` with one subfolder per scipy and
     numpy version (the samples are those of ``scipy.stats.qmc.Sobol`` seeded through numpy)."""
@@ -243,21 +233,10 @@ def sobol_normal(dim: int, log2_n: int, seed: int) -> np.ndarray:
 
 
 def _store(path: Path, u: np.ndarray) -> None:
-    """Write ``u`` to ``path`` atomically (concurrent processes write the same bytes); give up
-    silently where the folder cannot be written."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, u)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    """Write ``u`` to ``path`` atomically (:func:`attnphase._cache.store_bytes`)."""
+    buf = io.BytesIO()
+    np.save(buf, u)
+    store_bytes(path, buf.getvalue())
 
 
 def make_rule(method: str, dim: int, order: int, n_xi: int, seed: int = 0, axes: int = 1, copies: str = "signs",
