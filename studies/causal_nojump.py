@@ -20,8 +20,9 @@ convention, the ``V = sigma^2 tr(H^-1) / d`` of GD's Hessian), and the two ``V_h
 converged point. ``--control``: the tied student (default model) instead, where theory and GD
 agree.
 
-    python studies/causal_nojump.py --order 10 --seeds 0 1                 # causal, ~2 min
-    python studies/causal_nojump.py --control --alphas 2 1.5 --order 10 --seeds 0 1
+    python studies/causal_nojump.py --order 13 --seeds 0 1 2                # causal, about 80 s
+    python studies/causal_nojump.py --control --alphas 1.5 --order 13 --seeds 0 1 2   # tied, 5 s
+    python studies/causal_nojump.py --order 10 --seeds 0 --forms pointwise local
 """
 
 from __future__ import annotations
