@@ -17,7 +17,8 @@ point, secant predictor), for the library's Stein form (``stein``) and the point
 (``pointwise``), on the same rule; ``local``: pointwise, with every node taking the local minimum
 reached from its prior mean ``w`` (the minimiser continued locally) instead of the global one. Printed: ``theta``, ``q`` (user units) and ``V`` (paper
 convention, the ``V = sigma^2 tr(H^-1) / d`` of GD's Hessian), and the two ``V_hat`` forms at the
-converged point. ``--control``: the tied student (default model) instead, where theory and GD
+converged point, and ``theta_hat`` in its Stein form and in its pointwise one (:func:`local_response`;
+``q_hat`` and ``m_hat`` are plain averages of ``g``, with no jump term). ``--control``: the tied student (default model) instead, where theory and GD
 agree.
 
     python studies/causal_nojump.py --order 13 --seeds 0 1 2                # causal, about 80 s
@@ -35,7 +36,7 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import solve_point
-from attnphase.theory.channels import loss_hessian_batch
+from attnphase.theory.channels import loss_hessian_batch, prox_batch
 from attnphase.theory.fixed_point import FAST, SolverSettings, make_saddle, solve_fixed_point
 from attnphase.theory.quadrature import Rule
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle, second_minimum
@@ -62,6 +63,31 @@ def pointwise_v_hat(sd: Saddle, op: OrderParams, ds: DataStep, tau: float) -> fl
             r1 = r1.copy()
             r1[split] = p[split] * r1[split] + (1.0 - p[split]) * resp(second[split], ds.T[split])
     return sd.alpha * float(sd.rule.w @ r1)
+
+
+def local_response(sd: Saddle, op: OrderParams, ds: DataStep, eps: float = 1e-4) -> tuple[float, float]:
+    """``(V_hat, theta_hat)`` in their pointwise forms by central differences of each node's
+    minimiser continued locally (the proximal problem re-solved from the node's own global
+    minimiser, one start, at ``w_l +- eps`` and at ``h*_l +- eps``): ``V_hat = -alpha E[sum_l
+    dg_l / dw_l]`` and, by Stein's lemma in ``eta`` without the jumps,
+    ``theta_hat = alpha E[sum_l dg_l / dh*_l]`` (rank one, ``F = 1``, uncorrelated tokens)."""
+    w, hstar, *_ = sd.fields(op)
+    V = op.V
+    h1 = np.ascontiguousarray(ds.prox.h[:, None])
+    dw = np.zeros(w.shape[0])
+    dt = np.zeros(w.shape[0])
+    for l in range(sd.L):
+        e = np.zeros_like(w)
+        e[:, l] = eps
+        gp = (prox_batch(w + e, ds.T, V, sd.C, sd.amap, starts=h1).h - (w + e))[:, l, 0]
+        gm = (prox_batch(w - e, ds.T, V, sd.C, sd.amap, starts=h1).h - (w - e))[:, l, 0]
+        dw += (gp - gm) / (2 * eps * V[0, 0])
+        ep = np.zeros_like(hstar)
+        ep[:, l] = eps
+        gp = (prox_batch(w, sd.target(hstar + ep), V, sd.C, sd.amap, starts=h1).h - w)[:, l, 0]
+        gm = (prox_batch(w, sd.target(hstar - ep), V, sd.C, sd.amap, starts=h1).h - w)[:, l, 0]
+        dt += (gp - gm) / (2 * eps * V[0, 0])
+    return -sd.alpha * float(sd.rule.w @ dw), sd.alpha * float(sd.rule.w @ dt)
 
 
 class PointwiseSaddle(Saddle):
@@ -153,10 +179,13 @@ def main() -> None:
                 ds = sd.data_step(op, switch_width=S.switch_width)
                 stein = float(ds.hats.V_hat[0, 0])
                 pw = pointwise_v_hat(sd, op, ds, S.switch_width)
+                th_stein = float(ds.hats.theta_hat[0, 0])
+                th_pw = local_response(sd, op, ds)[1]
                 th, q, V, mr = summary(sd, op)
-                rows.setdefault((form, a), []).append((th, q, V, mr, stein, pw))
+                rows.setdefault((form, a), []).append((th, q, V, mr, stein, pw, th_stein, th_pw))
                 print(f"seed {seed} {form:9s} alpha {a}: theta {th:.4f} q {q:.4f} V {V:.3f} m_rms {mr:.2e}; "
-                      f"V_hat Stein {stein:.4g} pointwise {pw:.4g} ({time.time() - t0:.0f} s)", flush=True)
+                      f"V_hat Stein {stein:.4g} pointwise {pw:.4g}; theta_hat Stein {th_stein:.5g} pointwise "
+                      f"{th_pw:.5g} ({time.time() - t0:.0f} s)", flush=True)
     print(f"\nmean +- standard error over scramble(s) {args.seeds}, QMC order {args.order} ({'tied' if args.control else 'causal'}, "
           f"omega 0.3):")
     for (form, a), v in sorted(rows.items(), key=lambda kv: (kv[0][0], -kv[0][1])):
@@ -164,7 +193,8 @@ def main() -> None:
         mean = arr.mean(0)
         spread = arr.std(0, ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.zeros(arr.shape[1])  # standard error
         print(f"{form:9s} alpha {a:5.2f}: theta {mean[0]:.4f} +- {spread[0]:.4f}  q {mean[1]:.4f} +- {spread[1]:.4f}  "
-              f"V {mean[2]:.3f} +- {spread[2]:.3f}  (V_hat Stein {mean[4]:.3g}, pointwise {mean[5]:.3g}; "
+              f"V {mean[2]:.3f} +- {spread[2]:.3f}  (V_hat Stein {mean[4]:.3g}, pointwise {mean[5]:.3g}; theta_hat "
+              f"Stein {mean[6]:.4g}, pointwise {mean[7]:.4g}; "
               f"{len(v)} of {len(args.seeds)} scrambles)")
 
 
