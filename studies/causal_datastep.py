@@ -45,76 +45,13 @@ import time
 
 import numpy as np
 import torch
+from _brute_prox import brute_prox, causal_student, loss_hessian
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.fixed_point import SolverSettings
 from attnphase.theory.quadrature import Rule, make_rule
 from attnphase.theory.saddle import OrderParams, Saddle, second_minimum
 from attnphase.theory.target import solve_refined
-
-#: the causal mask of ``L = 2`` (row 1 sees token 1 only)
-MASK = torch.tensor([[True, False], [True, True]])
-
-
-def student(h: torch.Tensor) -> torch.Tensor:
-    """Causal student map ``rowsoftmax(h h^T)`` masked to ``j <= l`` for fields ``h (..., 2)``."""
-    s = h[..., :, None] * h[..., None, :]
-    return torch.softmax(s.masked_fill(~MASK, -math.inf), dim=-1)
-
-
-def prox_objective(h: torch.Tensor, w: torch.Tensor, T: torch.Tensor, V: float, s2: float) -> torch.Tensor:
-    """``sum_l (h_l - w_l)^2 / (2V) + sigma^2 ||S(h) - T||^2 / 2`` for ``h (..., 2)``."""
-    return ((h - w) ** 2).sum(-1) / (2 * V) + 0.5 * s2 * ((student(h) - T) ** 2).sum(dim=(-1, -2))
-
-
-def loss_hessian(h: torch.Tensor, T: torch.Tensor, s2: float) -> torch.Tensor:
-    """Hessian (N, 2, 2) of ``sigma^2 ||S(h) - T||^2 / 2`` at ``h (N, 2)``."""
-    h = h.clone().requires_grad_(True)
-    f = 0.5 * s2 * ((student(h) - T) ** 2).sum()
-    (g,) = torch.autograd.grad(f, h, create_graph=True)
-    rows = [torch.autograd.grad(g[:, j].sum(), h, retain_graph=True)[0] for j in range(2)]
-    return torch.stack(rows, dim=1).detach()
-
-
-def polish(h0: torch.Tensor, w: torch.Tensor, T: torch.Tensor, V: float, s2: float) -> torch.Tensor:
-    """L-BFGS on the summed objective from the starts ``h0 (N, S, 2)`` (each start's own minimum:
-    the sum is separable)."""
-    h0 = h0.clone().requires_grad_(True)
-    opt = torch.optim.LBFGS([h0], lr=1, max_iter=300, tolerance_grad=1e-13, tolerance_change=1e-16,
-                            line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        obj = prox_objective(h0, w[:, None, :], T[:, None], V, s2).sum()
-        obj.backward()
-        return obj
-
-    opt.step(closure)
-    return h0.detach()
-
-
-def brute_prox(w: torch.Tensor, T: torch.Tensor, V: float, s2: float, grid: int, keep: int = 4,
-               chunk: int = 1000) -> tuple[torch.Tensor, torch.Tensor]:
-    """Global minimiser and minimum of :func:`prox_objective` per sample (``w (N, 2)``,
-    ``T (N, 2, 2)``): the ``keep`` best points of the grid, each polished, the lowest kept."""
-    half = math.sqrt(8 * V * s2) + 1.0
-    u = torch.linspace(-half, half, grid, dtype=torch.float64)
-    offs = torch.stack(torch.meshgrid(u, u, indexing="ij"), -1).reshape(-1, 2)  # (G, 2)
-    hs, vals = [], []
-    for a in range(0, w.shape[0], chunk):
-        wc, Tc = w[a:a + chunk], T[a:a + chunk]
-        h = wc[:, None, :] + offs[None]
-        with torch.no_grad():
-            f = prox_objective(h, wc[:, None, :], Tc[:, None], V, s2)
-        idx = f.topk(keep, dim=1, largest=False).indices
-        starts = torch.cat([torch.gather(h, 1, idx[..., None].expand(-1, -1, 2)), wc[:, None, :]], dim=1)
-        h0 = polish(starts, wc, Tc, V, s2)
-        with torch.no_grad():
-            fv = prox_objective(h0, wc[:, None, :], Tc[:, None], V, s2)
-            best = fv.argmin(dim=1)
-            hs.append(h0[torch.arange(h0.shape[0]), best])
-            vals.append(fv[torch.arange(h0.shape[0]), best])
-    return torch.cat(hs), torch.cat(vals)
 
 
 def terms(alpha: float, op: OrderParams, g: np.ndarray, xi: np.ndarray, eta: np.ndarray, M: np.ndarray,
@@ -214,18 +151,18 @@ def main() -> None:
     T = sd_mc.target(hstar[..., None])
     assert np.allclose(w_lib[..., 0], w)
     t0 = time.time()
-    hb, Mb = brute_prox(torch.as_tensor(w), torch.as_tensor(T), v[3], s2, args.grid)
+    hb, Mb = brute_prox(torch.as_tensor(w), torch.as_tensor(T), v[3], s2, args.grid, causal_student)
     hb_np, Mb_np = hb.numpy(), Mb.numpy()
     print(f"brute force: {n} samples, grid {args.grid}^2 ({time.time() - t0:.0f} s)")
     if args.check_grid:
         k = min(2000, n)
-        hf, Mf = brute_prox(torch.as_tensor(w[:k]), torch.as_tensor(T[:k]), v[3], s2, args.check_grid)
+        hf, Mf = brute_prox(torch.as_tensor(w[:k]), torch.as_tensor(T[:k]), v[3], s2, args.check_grid, causal_student)
         dM = Mb_np[:k] - Mf.numpy()
         print(f"grid check: {k} samples on grid {args.check_grid}^2: max (M_grid{args.grid} - M_grid"
               f"{args.check_grid}) {dM.max():.2e}, samples lower by > 1e-9: {(dM > 1e-9).sum()}")
     g_b = (hb_np - w) / v[3]
     tb = terms(a, op, g_b, xi, eta, Mb_np, s2)
-    H = loss_hessian(hb, torch.as_tensor(T), s2).numpy()
+    H = loss_hessian(hb, torch.as_tensor(T), s2, causal_student).numpy()
     resp = H @ np.linalg.inv(np.eye(2)[None] + v[3] * H)
     pw_terms = a * np.trace(resp, axis1=1, axis2=2)
     pointwise = mean_se(pw_terms)

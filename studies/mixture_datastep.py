@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 import torch
+from _brute_prox import brute_prox, loss_hessian, softmax_student
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import start_point
@@ -37,61 +38,6 @@ from attnphase.theory.channels import target_map
 from attnphase.theory.fixed_point import FAST, SolverSettings, solve_fixed_point
 from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import OrderParams, Saddle
-
-
-def prox_objective(h: torch.Tensor, w: torch.Tensor, T: torch.Tensor, V: float, s2: float) -> torch.Tensor:
-    """``sum_l (h_l - w_l)^2 / (2V) + sigma^2 ||softmax(h h^T) - T||^2 / 2`` for ``h (..., 2)``."""
-    S = torch.softmax(h[..., :, None] * h[..., None, :], dim=-1)
-    return ((h - w) ** 2).sum(-1) / (2 * V) + 0.5 * s2 * ((S - T) ** 2).sum(dim=(-1, -2))
-
-
-def loss_hessian(h: torch.Tensor, T: torch.Tensor, s2: float) -> torch.Tensor:
-    """Hessian (N, 2, 2) of ``sigma^2 ||softmax(h h^T) - T||^2 / 2`` at ``h (N, 2)``."""
-    h = h.clone().requires_grad_(True)
-    S = torch.softmax(h[:, :, None] * h[:, None, :], dim=-1)
-    f = 0.5 * s2 * ((S - T) ** 2).sum()
-    (g,) = torch.autograd.grad(f, h, create_graph=True)
-    rows = [torch.autograd.grad(g[:, j].sum(), h, retain_graph=True)[0] for j in range(2)]
-    return torch.stack(rows, dim=1).detach()
-
-
-def polish(h0: torch.Tensor, w: torch.Tensor, T: torch.Tensor, V: float, s2: float) -> torch.Tensor:
-    """L-BFGS on the summed objective from the starts ``h0 (N, S, 2)`` (each start's own minimum:
-    the sum is separable)."""
-    h0 = h0.clone().requires_grad_(True)
-    opt = torch.optim.LBFGS([h0], lr=1, max_iter=200, tolerance_grad=1e-12, tolerance_change=1e-15,
-                            line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        obj = prox_objective(h0, w[:, None, :], T[:, None], V, s2).sum()
-        obj.backward()
-        return obj
-
-    opt.step(closure)
-    return h0.detach()
-
-
-def brute_prox(w: torch.Tensor, T: torch.Tensor, V: float, s2: float, grid: int, keep: int = 4,
-               chunk: int = 2000) -> tuple[torch.Tensor, torch.Tensor]:
-    """Global minimiser and minimum of :func:`prox_objective` per sample (``w (N, 2)``,
-    ``T (N, 2, 2)``)."""
-    half = math.sqrt(8 * V * s2) + 1.0
-    u = torch.linspace(-half, half, grid, dtype=torch.float64)
-    offs = torch.stack(torch.meshgrid(u, u, indexing="ij"), -1).reshape(-1, 2)  # (G, 2)
-    hs, vals = [], []
-    for a in range(0, w.shape[0], chunk):
-        wc, Tc = w[a:a + chunk], T[a:a + chunk]
-        h = wc[:, None, :] + offs[None]
-        f = prox_objective(h, wc[:, None, :], Tc[:, None], V, s2)
-        idx = f.topk(keep, dim=1, largest=False).indices
-        h0 = polish(torch.gather(h, 1, idx[..., None].expand(-1, -1, 2)), wc, Tc, V, s2)
-        with torch.no_grad():
-            fv = prox_objective(h0, wc[:, None, :], Tc[:, None], V, s2)
-            best = fv.argmin(dim=1)
-            hs.append(h0[torch.arange(h0.shape[0]), best])
-            vals.append(fv[torch.arange(h0.shape[0]), best])
-    return torch.cat(hs), torch.cat(vals)
 
 
 def monte_carlo(spec: ModelSpec, alpha: float, op: OrderParams, n: int, grid: int, seed: int) -> dict[str, tuple]:
@@ -106,11 +52,12 @@ def monte_carlo(spec: ModelSpec, alpha: float, op: OrderParams, n: int, grid: in
     w = m[None] + s[c] + math.sqrt(q) * xi
     hstar = kappa[c] + th / math.sqrt(q) * xi + math.sqrt(R) * eta
     T = target_map(hstar[..., None], spec)
-    h, M = brute_prox(torch.as_tensor(w), torch.as_tensor(T), V, s2, grid)
+    h, M = brute_prox(torch.as_tensor(w), torch.as_tensor(T), V, s2, grid, softmax_student,
+                      chunk=2000, start_at_w=False, lbfgs=(200, 1e-12, 1e-15))
     g = (h.numpy() - w) / V
     # the pointwise form -alpha E[sum_l dg_l/dw_l] = alpha E[sum_l (H (I + V H)^{-1})_ll], H the
     # Hessian of the loss at hhat: it misses the surface term of the jumps of hhat (docs/model.md (3.3))
-    H = loss_hessian(h, torch.as_tensor(T), s2).numpy()
+    H = loss_hessian(h, torch.as_tensor(T), s2, softmax_student).numpy()
     resp = H @ np.linalg.inv(np.eye(2)[None] + V * H)
     terms = {
         "m_hat_1": alpha * g[:, 0], "m_hat_2": alpha * g[:, 1],
