@@ -7,7 +7,7 @@ Two implementations of the node loops of a data step and of the test error exist
   :data:`attnphase.theory.geometries.GEOMETRIES`, the proximal kernel (3.2) written out on
   scalars by :func:`attnphase.theory.native.codegen.c_source`. They are compiled with the
   system's C compiler (``$CC``, else ``cc``/``gcc``; :data:`CFLAGS`, OpenMP where it links) into
-  the cache folder of the Sobol samples (:func:`attnphase.theory.quadrature.cache_root`, one
+  the cache folder of the Sobol samples (:func:`attnphase._cache.cache_root`, one
   file per source, flags and CPU) and loaded with ``ctypes``; a later process only loads them
   (~1 ms). ``python -m attnphase.theory.native`` prints the generated sources.
 * numba (:mod:`attnphase.theory.jit`): the generic kernels, which loop over ``L`` and ``F`` at
@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from attnphase._cache import cache_root
 from attnphase.theory.geometries import Geometry
 from attnphase.theory.native.codegen import c_source
-from attnphase.theory.quadrature import cache_root
 
 BACKENDS = ("auto", "c", "numba")
 ENV = "ATTNPHASE_KERNELS"
