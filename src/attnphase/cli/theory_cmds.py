@@ -41,6 +41,7 @@ from attnphase.theory import (
     refine_followed,
     semantic_side,
 )
+from attnphase.theory.jumps import check_jumps, jump_share, start_from
 from attnphase.theory.stability import check_stability, positional_stability
 
 #: the solver preset (``SolverSettings.preset``) of each theory command when ``--preset`` is not given
@@ -150,11 +151,16 @@ def cmd_solve(args: argparse.Namespace) -> int:
     several = args.branch == "all" and len(known) > 1
     if args.stability:
         check_stability(spec)
+    if args.jumps:
+        check_jumps(spec)
     res = api.solve(alpha, branch=args.branch, spec=spec, settings=settings,
                 progress=None if args.json or not several else _progress("solve", "branches"))
     stab = _stability(spec, alpha, res) if args.stability else None
+    jumps = _jumps(spec, alpha, res, quiet=args.json) if args.jumps else None
     if args.json:
-        print_record(args, res.to_dict() if stab is None else {**res.to_dict(), "positional_stability": stab})
+        extra = {**({} if stab is None else {"positional_stability": stab}),
+                 **({} if jumps is None else {"jump_share": jumps})}
+        print_record(args, {**res.to_dict(), **extra})
         return 0
     print(f"alpha = {alpha:g}, omega = {spec.omega:g}, sigma = {spec.sigma:g}, lambda = {spec.lam:g}")
     print(f"{'branch':<11}{'q':>10}{'m':>10}{'theta':>10}{'V':>10}{'train':>12}{'test':>12}  status")
@@ -179,7 +185,31 @@ def cmd_solve(args: argparse.Namespace) -> int:
               f"{stab['curvature']:+.2e} on the order-{stab['order']} rule; docs/cross.md)")
     elif args.stability:
         print("note: --stability: no positional fixed point solved here, nothing to examine")
+    for b, j in (jumps or {}).items():
+        if not j["success"]:
+            print(f"note: jumps: {b}: {j['message']}")
+            continue
+        check = " (above 0.05: check this branch against simulation, docs/variants.md)" if j["share"] > 0.05 else ""
+        print(f"note: jumps: {b}: J = {j['share']:.3f} +- {j['share_error']:.3f}, the share of the stiffness "
+              f"lambda + sigma^2 V_hat that the minimiser's jumps take away{check}")
     return 0
+
+
+def _jumps(spec: Any, alpha: float, res: SolveResult, quiet: bool) -> dict[str, Any]:
+    """``solve --jumps``: the jump share of ``V_hat`` of every solved branch (docs/model.md (3.5);
+    :func:`attnphase.theory.jumps.jump_share`), each rule's fixed point started from the solve's."""
+    out: dict[str, Any] = {}
+    for b, r in res.branches.items():
+        if r is None:
+            continue
+        if not quiet:
+            print(f"jumps: {b} ...", file=sys.stderr, flush=True)
+        j = jump_share(spec, alpha, b, start=start_from(spec, r.q_matrix, r.m_matrix, r.V, r.theta_matrix,
+                                                         r.s_matrix))
+        out[b] = {"share": j.share, "share_error": j.share_error, "order": j.order,
+                  "seeds": list(j.seeds), "stein": list(j.stein), "pointwise": list(j.pointwise),
+                  "success": j.success, "message": j.message}
+    return out
 
 
 def _stability(spec: Any, alpha: float, res: SolveResult) -> dict[str, Any] | None:
@@ -330,6 +360,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stability", action="store_true",
                    help="also the stability of the positional fixed point against theta: F' > 1 a saddle of the "
                         "risk, F' < 1 a minimum along theta (rank 1, tied or cross; docs/cross.md)")
+    p.add_argument("--jumps", action="store_true",
+                   help="also the jump share of every branch: the fraction of the weights step's stiffness that "
+                        "the proximal minimiser's jumps take away; where it is not small, check the branch against "
+                        "simulation (docs/model.md (3.5), docs/variants.md; seconds to a minute per branch)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_solve)
 

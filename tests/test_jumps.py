@@ -1,0 +1,83 @@
+"""The jump share of the weights step's stiffness (docs/model.md (3.5), attnphase.theory.jumps)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attnphase.spec.problem import ModelSpec
+from attnphase.theory.branches import solve_point
+from attnphase.theory.channels import loss_hessian_batch
+from attnphase.theory.fixed_point import SolverSettings, make_saddle
+from attnphase.theory.jumps import jump_share, pointwise_v_hat, start_from
+
+MIXTURE = ModelSpec(omega=0.3, mixture=2, mixture_sep=1.0, mixture_align=0.5)
+
+
+def test_pointwise_form_is_the_local_curvature_form():
+    """At rank one the central differences of the minimiser continued locally give
+    ``alpha E[tr H (I + V H)^{-1}]`` with ``H`` the loss Hessian at each node's minimiser
+    (the implicit function theorem, docs/model.md (3.3)): two independent computations."""
+    spec = ModelSpec(omega=0.3)
+    st = SolverSettings.preset("fast", order=8, warmup_order=8)
+    pt = solve_point(spec, 1.2, "semantic", st, error_estimate=False)
+    assert pt.exists and pt.order_params is not None
+    op = pt.order_params
+    sd = make_saddle(spec, 1.2, st)
+    ds = sd.data_step(op)
+    V = float(op.V[0, 0])
+    H = loss_hessian_batch(ds.prox.h, ds.T, sd.C, sd.amap)
+    n = H.shape[1]
+    local = sd.alpha * float(sd.rule.w @ np.einsum("nii->n", H @ np.linalg.inv(np.eye(n)[None] + V * H)))
+    fd = float(pointwise_v_hat(sd, op.V, ds)[0, 0])
+    assert fd == pytest.approx(local, rel=1e-4)
+    # (and it differs from the Stein form here: the minimiser jumps on this branch)
+    assert abs(fd - float(ds.hats.V_hat[0, 0])) > 1e-2 * fd
+
+
+def test_smooth_branch_has_no_jump_share_and_the_mixture_positional_branch_has_one():
+    """docs/variants.md, "The jump share": the tied semantic branch at ``alpha = 1.5`` (where
+    theory and GD agree) has ``J`` of the order of the rule's noise (-0.0012 +- 0.0012 on three
+    order-12 rules); the mixture's positional branch at ``rho_mu = 1``, ``kappa = 0.5``,
+    ``alpha = 1`` (GD's ``q`` 16 % below the theory) has 0.178 +- 0.003."""
+    smooth = jump_share(ModelSpec(omega=0.3), 1.5, "semantic", order=10, seeds=(0,))
+    jumpy = jump_share(MIXTURE, 1.0, "positional", order=10, seeds=(0,))
+    assert smooth.success and jumpy.success, (smooth.message, jumpy.message)
+    assert abs(smooth.share) < 0.01, smooth
+    assert 0.15 < jumpy.share < 0.21, jumpy
+    assert np.isnan(jumpy.share_error) and "jump share J = 0.1" in jumpy.message
+
+
+def test_start_from_a_solve_reaches_the_branch_the_direct_start_misses():
+    """The causal semantic branch at ``alpha = 1.75`` is not reached from the branch's own start
+    on an order-10 rule; from the overlaps of a solve (continued from larger ``alpha``) it is, with a
+    jump share well above the smooth points' (0.050 on this rule; 0.083 +- 0.002 on three order-12
+    rules, docs/variants.md)."""
+    import attnphase as ap
+
+    spec = ModelSpec(omega=0.3, variant="causal")
+    assert not jump_share(spec, 1.75, "semantic", order=10, seeds=(0,)).success
+    b = ap.solve(1.75, spec=spec, branch="semantic", settings="fast").branches["semantic"]
+    assert b is not None
+    j = jump_share(spec, 1.75, "semantic", order=10, seeds=(0,),
+                   start=start_from(spec, b.q_matrix, b.m_matrix, b.V, b.theta_matrix, b.s_matrix))
+    assert j.success and j.share > 0.03, j
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "attnphase", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_solve_jumps_on_the_command_line():
+    out = _cli("solve", "--alpha", "1.5", "--omega", "0.3", "--branch", "semantic", "--preset", "fast",
+               "--jumps", "--json")
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)["jump_share"]["semantic"]
+    assert rec["success"] and len(rec["stein"]) == 3 and abs(rec["share"]) < 0.01
+    bad = _cli("solve", "--alpha", "1.5", "--token-corr", "0.2", "--jumps")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().count("\n") == 0 and "uncorrelated tokens" in bad.stderr
