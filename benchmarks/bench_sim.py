@@ -42,7 +42,7 @@ def baseline_run(spec, ds, Q0, steps, lr):
         for x, y in loader:
             opt.zero_grad()
             h = x @ Q / math.sqrt(d)
-            S = masked_softmax(h @ h.transpose(1, 2), False)
+            S = masked_softmax(h @ h.transpose(1, 2))
             loss = ((y - S @ x) ** 2).sum() / (2 * d)
             loss.backward()
             opt.step()

@@ -14,12 +14,12 @@ run's training loss ``R/d``, test error, overlaps, branch and trained gain ``v``
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 
 import numpy as np
 import torch
+from _write_csv import write_csv
 
 from attnphase.sim.data import make_dataset, n_samples
 from attnphase.sim.models import test_errors
@@ -75,10 +75,7 @@ def main() -> None:
     for alpha in alphas:
         rows += run(a.d, round(alpha, 6), list(range(s0, s1 + 1)), a.tol, a.max_steps)
         print(f"alpha {alpha:.4g}: {len(rows)} runs", flush=True)
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(a.out, rows)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@ the low-rank check of docs/questions.md Q3).
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 
 import torch
+from _write_csv import write_csv
 
 from attnphase.sim.data import make_dataset, n_samples
 from attnphase.sim.train import TrainSettings, init_params, stack_batch, train
@@ -71,10 +71,7 @@ def main() -> None:
     for d in (int(x) for x in a.ds.split(",")):
         rows += run(d, a.alpha, list(range(s0, s1 + 1)))
         print(f"d {d}: {len(rows)} runs", flush=True)
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(a.out, rows)
 
 
 if __name__ == "__main__":

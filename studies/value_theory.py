@@ -14,10 +14,10 @@ printed and written to ``OUT`` with ``.alpha_c.json`` in place of ``.csv``.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 
 import numpy as np
+from _write_csv import write_csv
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.fixed_point import SolverSettings
@@ -50,10 +50,7 @@ def main() -> None:
                          if g.point is not None else float("nan"), "m_identity": ident.m,
                          "m_gain": g.point.m if g.point is not None else float("nan")})
             print(rows[-1], flush=True)
-        with open(a.out, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(a.out, rows)
     tg = gain_transition(spec.replace(value="gain"), alphas, st)
     ti = gain_transition(spec, alphas, st, optimise=False)
     res = {"gain": {"alpha_c": tg.alpha_c, "alpha_c_error": tg.alpha_c_error, "message": tg.message,

@@ -532,6 +532,10 @@ def test_test_error_is_summed_without_the_keys_common_shift():
     sd = Saddle(REF, 1.0, sobol_gaussian(8, 8, n_xi=4, seed=1))
     rule = sd.test_rule()
     assert rule is not None and rule.copies == "none"
+    # built once per saddle and size, the same nodes as a fresh build
+    assert sd.test_rule() is rule and sd.test_rule(11) is sd.test_rule(11) is not rule
+    fresh = sd._build_test_rule(11)
+    assert fresh is not None and np.array_equal(sd.test_rule(11).x, fresh.x)
     for branch in ("semantic", "positional"):
         op = start_point(REF, branch, 1)
 

@@ -18,7 +18,7 @@ from attnphase.sim import (
     simulate,
     train,
 )
-from attnphase.sim.data import masked_softmax, teacher_attention
+from attnphase.sim.data import causal_mask, masked_softmax, teacher_attention
 from attnphase.sim.models import (
     attention,
     gram_loss,
@@ -176,10 +176,11 @@ def test_analytic_gradient_refuses_trainable_value():
 
 def test_causal_attention_ignores_the_future():
     s = torch.randn(4, 3, 3, dtype=torch.float64)
-    S = masked_softmax(s, True)
+    S = masked_softmax(s, causal_mask(3))
     assert torch.all(S.triu(1) == 0)
     torch.testing.assert_close(S[:, 0, 0], torch.ones(4, dtype=torch.float64))
-    torch.testing.assert_close(masked_softmax(s, False), torch.softmax(s, -1))
+    torch.testing.assert_close(S[:, 2], torch.softmax(s[:, 2], -1))
+    torch.testing.assert_close(masked_softmax(s), torch.softmax(s, -1))
 
 
 def test_linear_baseline_is_the_ridge_least_squares_solution():

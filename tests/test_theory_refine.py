@@ -92,6 +92,25 @@ def test_root_stops_at_the_noise_level():
     assert n_noise < len(calls) - 2
 
 
+def test_root_takes_an_evaluation_budget_and_an_unpadded_secant():
+    """``max_iter`` caps the evaluations; the secant point is kept 2 % of the bracket inside it
+    unless ``pad = 0`` (:func:`attnphase.theory.value.gain_transition`'s search)."""
+    calls = []
+
+    def f(x: float) -> float:
+        calls.append(x)
+        return 0.001 - x
+
+    _root(f, 0.0, 1.0, 0.001, -0.999, 1e-12, max_iter=1)
+    assert calls == [0.02]
+    calls.clear()
+    _root(f, 0.0, 1.0, 0.001, -0.999, 1e-12, max_iter=3, pad=0.0)
+    assert len(calls) == 1 and abs(calls[0] - 0.001) < 1e-15  # (the exact root ends the search)
+    calls.clear()
+    _root(lambda x: f(x) + 0.1 * x * x, 0.0, 1.0, 0.001, -0.899, 1e-12, max_iter=3, pad=0.0)
+    assert len(calls) == 3
+
+
 def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monkeypatch):
     """A refinement that cannot converge (here: no evaluation budget) is said so, and the coarse
     point comes back with the linear-response error estimate of the coarse rule (the fallback to

@@ -124,15 +124,18 @@ def cross_mask(spec: ModelSpec, device: torch.device | str = "cpu") -> torch.Ten
     return torch.as_tensor(score_mask(spec.variant, spec.tokens, spec.L_keys), device=device)
 
 
-def masked_softmax(scores: torch.Tensor, causal: bool, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Row-wise softmax over the last axis of ``(..., L, L)`` scores; ``causal`` masks ``k > l``,
-    ``mask`` (booleans, ``True`` kept) any other pattern."""
+def causal_mask(L: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The causal mask, ``(L, L)`` booleans: token ``l`` attends to ``k <= l`` (docs/model.md (6.2);
+    :func:`attnphase.theory.geometries.score_mask`)."""
+    return torch.as_tensor(score_mask("causal", L), device=device)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Row-wise softmax over the last axis of ``(..., L, L)`` scores, over the entries where
+    ``mask`` (booleans, ``True`` kept: :func:`causal_mask`, :func:`cross_mask`) is set; all of
+    them without one."""
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    if causal:
-        L = scores.shape[-1]
-        mask = torch.ones(L, L, dtype=torch.bool, device=scores.device).triu(1)
-        scores = scores.masked_fill(mask, float("-inf"))
     # explicit form: measured ~3x faster than torch.softmax for the tiny L x L rows used here
     e = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
     return e / e.sum(dim=-1, keepdim=True)
@@ -142,8 +145,9 @@ def teacher_attention(spec: ModelSpec, h_star: torch.Tensor) -> torch.Tensor:
     """``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields ``h*`` of shape ``(..., L,
     r*)`` (cross-attention: over the ``L + L'`` tokens, masked, docs/model.md (10.2))."""
     A = torch.as_tensor(spec.A_tokens, dtype=h_star.dtype, device=h_star.device)
-    mask = cross_mask(spec, h_star.device) if spec.is_cross else None
-    S = masked_softmax(h_star @ h_star.transpose(-1, -2), spec.causal_target, mask)
+    mask = (cross_mask(spec, h_star.device) if spec.is_cross
+            else causal_mask(spec.tokens, h_star.device) if spec.causal_target else None)
+    S = masked_softmax(h_star @ h_star.transpose(-1, -2), mask)
     return (1.0 - spec.omega) * S + spec.omega * A
 
 

@@ -51,7 +51,7 @@ from typing import cast
 
 import torch
 
-from attnphase.sim.data import cross_mask, masked_softmax
+from attnphase.sim.data import causal_mask, cross_mask, masked_softmax
 from attnphase.spec.problem import ModelSpec
 
 
@@ -113,8 +113,9 @@ def scores(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
 def attention(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
     """Student attention ``S = softmax(scores)`` (masked for the causal variants; for cross-attention
     over the ``L + L'`` tokens, a query attending to the keys, a key to itself: docs/model.md (10.5))."""
-    mask = cross_mask(spec, H.device) if spec.is_cross else None
-    return masked_softmax(scores(spec, H), is_causal(spec), mask)
+    mask = (cross_mask(spec, H.device) if spec.is_cross
+            else causal_mask(spec.tokens, H.device) if is_causal(spec) else None)
+    return masked_softmax(scores(spec, H), mask)
 
 
 def gram_loss(

@@ -212,24 +212,27 @@ def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, prob
 
 
 def _root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, fhi: float | None,
-          xtol: float, noise: Callable[[], float | None] | None = None) -> float:
+          xtol: float, noise: Callable[[], float | None] | None = None, max_iter: int = 60,
+          pad: float = 0.02) -> float:
     """Sign change of ``f`` on ``[lo, hi]`` by the Illinois variant of regula falsi (bisection
     where ``f`` is ``None``, i.e. a branch is absent, treated as the ``hi`` side). The training-
     error and test-error differences are smooth in ``alpha``, so this needs 2-4 solves where
     bisection needs 6-8. ``noise()`` (optional): the standard error of the last ``f`` value; the
     search stops once the secant step to the root is below that error in ``x`` units (``f`` is
-    then indistinguishable from zero within the integration error)."""
+    then indistinguishable from zero within the integration error). At most ``max_iter``
+    evaluations of ``f``; each secant point is kept ``pad`` times the bracket's width inside it.
+    Also the search of :func:`attnphase.theory.value.gain_transition`."""
     side = 0
     true = {lo: flo, hi: fhi}  # f without the Illinois down-weighting
-    for _ in range(60):
+    for _ in range(max_iter):
         if abs(hi - lo) < xtol:
             break
         if fhi is None or fhi == flo:
             m = 0.5 * (lo + hi)
         else:
             m = hi - fhi * (hi - lo) / (fhi - flo)
-            pad = 0.02 * (hi - lo)
-            m = min(max(m, lo + pad), hi - pad)
+            inset = pad * (hi - lo)
+            m = min(max(m, lo + inset), hi - inset)
         fm = f(m)
         if fm is None:
             hi, fhi = m, None

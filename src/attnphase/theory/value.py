@@ -34,6 +34,7 @@ from attnphase.theory.fine_rules import fine_union
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
 from attnphase.theory.saddle import DataStep, Saddle
 from attnphase.theory.target import solve_refined
+from attnphase.theory.transition import _root
 
 #: the coarse secant search stops when the gain changes by less than this (absolute)
 GAIN_TOL = 1e-5
@@ -233,8 +234,9 @@ def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSe
                     progress: Callable[[int, int], None] | None = None) -> GainTransition:
     """``alpha_c`` with the trainable gain: the training-error difference (semantic minus
     positional, each branch at its optimal gain, :func:`solve_gain`) on the grid ``alphas``, then
-    Illinois regula falsi inside the first bracket where it changes sign (refined points
-    throughout); the root is the zero of the line through the two evaluations nearest it, its
+    at most ``max_iter`` steps of Illinois regula falsi inside the first bracket where it changes
+    sign (:func:`attnphase.theory.transition._root`, unpadded; a point where a branch fails is
+    taken as the bracket's upper side), refined points throughout; the root is the zero of the line through the two evaluations nearest it, its
     error the difference's standard error there over that line's slope. ``optimise=False``: the
     same search at the fixed gain of ``spec`` (the identity value's ``alpha_c`` for comparison).
     ``progress(done, len(alphas))`` is called after each grid point (and with ``done = len(alphas)``
@@ -267,22 +269,13 @@ def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSe
         return GainTransition(False, "no sign change of the training-error difference on the grid",
                               points=tuple(evals))
     (a0, f0), (a1, f1) = lo, hi
-    side = 0
-    for _ in range(max_iter):
-        if abs(a1 - a0) < xtol:
-            break
-        a = (a0 * f1 - a1 * f0) / (f1 - f0)
+
+    def finite_diff(a: float) -> float | None:
         fa = diff(a)
-        if not math.isfinite(fa):
-            break
-        if fa > 0:
-            a0, f0 = a, fa
-            f1 = f1 / 2.0 if side == -1 else f1
-            side = -1
-        else:
-            a1, f1 = a, fa
-            f0 = f0 / 2.0 if side == 1 else f0
-            side = 1
+        return fa if math.isfinite(fa) else None
+
+    # (the evaluations it makes are what counts: the root comes from the two nearest it, below)
+    _root(finite_diff, a0, a1, f0, f1, xtol, max_iter=max_iter, pad=0.0)
     known = [(a, *_diff_of(s, p)) for a, s, p in evals]
     known = [k for k in known if math.isfinite(k[1])]
     near = sorted({k[0]: k for k in known}.values(), key=lambda k: abs(k[1]))[:2]
