@@ -5,12 +5,18 @@ between theory and gradient descent (docs/variants.md, "The jump share").
 ``--order``, each rule's fixed point started from a ``fast`` solve of the branch) at the named
 points, appended to ``--csv``.
 
+``local``: the default solve of the branch with ``response="local"`` (the state-following
+equations, docs/model.md (3.6)), appended to ``--csv``; with ``--gd-csv`` (the ``gd`` stage's
+file) also GD's deviation from it (the last row of each point).
+
 ``gd``: gradient descent at ``d = 1000`` from the branch's informed start (lr 0.15, heavy ball
 0.9, tol ``1e-6``, at most 8000 steps, float64, seeds ``0..--seeds-1``) against the default solve
 of the branch: the mean overlaps and errors and their relative deviations, appended to ``--csv``.
 
     python studies/jump_share.py theory --csv docs/data/jump_share.csv                 # every point, ~6 min
     python studies/jump_share.py gd --points mix-k0.5-pos-1 --seeds 3 --csv docs/data/jump_share_gd.csv
+    python studies/jump_share.py local --points mix-k0.5-pos-1 --csv docs/data/jump_share_local.csv \
+        --gd-csv docs/data/jump_share_gd.csv
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ POINTS: dict[str, tuple[ModelSpec, float, str]] = {
     "cross-pos-1": (ModelSpec(omega=0.3, variant="cross"), 1.0, "positional"),
     "cross-pos-0.5": (ModelSpec(omega=0.3, variant="cross"), 0.5, "positional"),
     **{f"mix-k{k}-pos-1": (_mix(k), 1.0, "positional") for k in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)},
+    "mix-k0.5-pos-2": (_mix(0.5), 2.0, "positional"),
     "mix-k0.5-pos-0.7": (_mix(0.5), 0.7, "positional"),
     "mix-k0.5-pos-0.5": (_mix(0.5), 0.5, "positional"),
     "mix-k0.5-sem-1": (_mix(0.5), 1.0, "semantic"),
@@ -85,6 +92,34 @@ def theory(args: argparse.Namespace) -> None:
                            "pointwise": " ".join(f"{v:.6g}" for v in j.pointwise), "success": j.success})
 
 
+def local(args: argparse.Namespace) -> None:
+    from attnphase import SolverSettings
+
+    runs: dict[str, dict[str, str]] = {}
+    if args.gd_csv is not None:
+        with args.gd_csv.open() as f:
+            runs = {r["point"]: r for r in csv.DictReader(f)}  # (the last row of each point)
+    settings = SolverSettings.preset("default", response="local")
+    for name in args.points or list(POINTS):
+        spec, alpha, branch = POINTS[name]
+        b = ap.solve(alpha, spec=spec, branch=branch, settings=settings).branches[branch]
+        if b is None:
+            print(f"{name}: no {branch} fixed point of the state-following equations", flush=True)
+            continue
+        row: dict = {"point": name, "q": b.q, "m": abs(b.m), "theta": abs(b.theta), "train_loss": b.train_loss,
+                     "test_error": b.test_error, "overlap_error": b.overlap_error}
+        dev = ""
+        if name in runs:
+            for key in ("q", "m", "theta", "train_loss", "test_error"):
+                row[key + "_gd_dev"] = float(runs[name][key]) / row[key] - 1.0 if row[key] > 1e-3 else float("nan")
+            dev = "; GD against it: " + ", ".join(f"{k} {100 * row[k + '_gd_dev']:+.1f} %" for k in
+                                                  ("q", "m", "theta", "train_loss", "test_error")
+                                                  if np.isfinite(row[k + "_gd_dev"]))
+        print(f"{name}: q {b.q:.4f} |m| {abs(b.m):.4f} theta {abs(b.theta):.4f} eps_t {b.train_loss:.6f} "
+              f"eps_g {b.test_error:.6f}{dev}", flush=True)
+        _append(args.csv, row)
+
+
 def gd(args: argparse.Namespace) -> None:
     import torch
 
@@ -96,13 +131,11 @@ def gd(args: argparse.Namespace) -> None:
     for name in args.points:
         spec, alpha, branch = POINTS[name]
         th = ap.solve(alpha, spec=spec, branch=branch).branches[branch]
-        if th is None:
-            print(f"{name}: no {branch} branch", flush=True)
-            continue
         init = "semantic" if branch == "semantic" else "positional"
         res = simulate(spec, args.d, alpha, seeds=tuple(range(args.seeds)), inits=(init,), settings=settings)
         runs = np.array([[r.q, abs(r.m), abs(r.theta), r.train_loss, r.test_error] for r in res.runs])
-        want = np.array([th.q, abs(th.m), abs(th.theta), th.train_loss, th.test_error])
+        want = (np.full(5, np.nan) if th is None else  # (no such branch in the global equations)
+                np.array([th.q, abs(th.m), abs(th.theta), th.train_loss, th.test_error]))
         mean = runs.mean(0)
         se = runs.std(0, ddof=1) / np.sqrt(len(runs))
         row: dict = {"point": name, "d": args.d, "seeds": args.seeds,
@@ -112,7 +145,8 @@ def gd(args: argparse.Namespace) -> None:
             row[key + "_se"] = se[i]
             row[key + "_theory"] = want[i]
             row[key + "_dev"] = mean[i] / want[i] - 1.0 if want[i] > 1e-3 else float("nan")
-        print(f"{name}: " + ", ".join(f"{k} {100 * row[k + '_dev']:+.1f} +- {100 * row[k + '_se'] / row[k + '_theory']:.1f} %"
+        print(f"{name}: GD " + ", ".join(f"{k} {row[k]:.5g}" for k in ("q", "m", "theta", "train_loss", "test_error"))
+              + "; against the global equations: " + ", ".join(f"{k} {100 * row[k + '_dev']:+.1f} +- {100 * row[k + '_se'] / row[k + '_theory']:.1f} %"
                                       for k in ("q", "m", "theta", "train_loss", "test_error")
                                       if np.isfinite(row[k + "_dev"])), flush=True)
         _append(args.csv, row)
@@ -120,16 +154,17 @@ def gd(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=["theory", "gd"])
+    p.add_argument("stage", choices=["theory", "local", "gd"])
     p.add_argument("--points", nargs="+", choices=list(POINTS), default=None)
     p.add_argument("--order", type=int, default=12, help="log2 of the QMC base sample (theory)")
     p.add_argument("--d", type=int, default=1000)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--gd-csv", type=Path, default=None, help="local: the gd stage's file, for GD's deviations")
     args = p.parse_args()
     if args.stage == "gd" and not args.points:
         p.error("gd needs --points")
-    (theory if args.stage == "theory" else gd)(args)
+    {"theory": theory, "local": local, "gd": gd}[args.stage](args)
 
 
 if __name__ == "__main__":

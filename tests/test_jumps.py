@@ -81,3 +81,37 @@ def test_solve_jumps_on_the_command_line():
     bad = _cli("solve", "--alpha", "1.5", "--token-corr", "0.2", "--jumps")
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "uncorrelated tokens" in bad.stderr
+
+
+def test_local_response_is_the_global_one_where_the_minimiser_is_smooth_and_lower_where_it_jumps():
+    """docs/model.md (3.6): the state-following equations differ from the replica-symmetric ones
+    only through the jumps' surface term of ``V_hat``. On the tied semantic branch at
+    ``alpha = 1.5`` (``J = -0.001``) the two give the same point; on the mixture's positional branch
+    at ``kappa = 0.5``, ``alpha = 1`` (``J = 0.18``) the local one has the larger stiffness, so a
+    smaller ``q`` (0.308 against 0.378 with the default preset), and a larger ``m``; the semantic
+    branch there (``J`` below ``1e-3``) is again the same."""
+    import attnphase as ap
+    from attnphase import SolverSettings
+
+    fast, local = SolverSettings.preset("fast"), SolverSettings.preset("fast", response="local")
+    a = ap.solve(1.5, omega=0.3, branch="semantic", settings=fast).branches["semantic"]
+    b = ap.solve(1.5, omega=0.3, branch="semantic", settings=local).branches["semantic"]
+    assert a is not None and b is not None
+    for key in ("q", "theta", "train_loss"):
+        assert getattr(b, key) == pytest.approx(getattr(a, key), rel=3e-3), key
+    g = ap.solve(1.0, spec=MIXTURE, settings=fast)
+    loc = ap.solve(1.0, spec=MIXTURE, settings=local)
+    gp, lp = g.branches["positional"], loc.branches["positional"]
+    assert gp is not None and lp is not None
+    assert lp.q < 0.88 * gp.q and abs(lp.m) > 1.05 * abs(gp.m), (lp, gp)
+    gs, ls = g.branches["semantic"], loc.branches["semantic"]
+    assert gs is not None and ls is not None and ls.theta == pytest.approx(gs.theta, rel=3e-3)
+
+
+def test_local_response_is_refused_where_it_is_not_defined():
+    from attnphase import SolverSettings
+
+    with pytest.raises(ValueError, match="unknown response"):
+        SolverSettings(response="stein")
+    bad = _cli("solve", "--alpha", "1", "--response", "local", "--token-corr", "0.2")
+    assert bad.returncode == 2 and "uncorrelated tokens" in bad.stderr and bad.stderr.count("\n") == 1

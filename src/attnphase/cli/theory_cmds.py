@@ -83,6 +83,11 @@ def add_solver_flags(p: argparse.ArgumentParser, command: str) -> None:
                        help="the fine rules pair every node with its mirror (-w at the same teacher fields) in "
                             "the conjugates: the same minima, less scatter (auto: on for the tied and causal students at L = 2, "
                             "rank 1, uncorrelated tokens, where it was measured to help)")
+    p.add_argument("--response", default=None, choices=("global", "local"),
+                   help="V_hat of the global proximal minimiser (global, the replica-symmetric equations; default) "
+                        "or of each sample's minimum followed locally, without the jumps between minima (local: "
+                        "the state-following equations, which describe gradient descent where the landscape has "
+                        "many minima; docs/model.md (3.6))")
     p.add_argument("--replicas", default=None,
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
     p.add_argument("--seed", default=None,
@@ -110,6 +115,7 @@ def settings_from_args(args: argparse.Namespace) -> SolverSettings:
         ("max_refine_order", "max_refine_order", lambda t: to_int(t, "max-refine-order")),
         ("teacher_scale", "fine_teacher_scale", _teacher_scale),
         ("mirror", "mirror", lambda t: {"auto": None, "on": True, "off": False}[t]),
+        ("response", "response", str),
     )
     changes = {field: parse(given(flag)) for flag, field, parse in parsers if given(flag) is not None}
     return SolverSettings.preset(getattr(args, "preset", None) or "default", **changes)

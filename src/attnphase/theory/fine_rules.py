@@ -139,7 +139,7 @@ def fine_union(spec: ModelSpec, alpha: float, settings: SolverSettings,
     union = Saddle(spec, alpha, Rule(x_all, np.concatenate([f.rule.w for f in fine]) / n, settings.method, order,
                                      copies=fine[0].rule.copies, teacher_scale=fine[0].rule.teacher_scale,
                                      configs=fine[0].rule.configs),
-                   mirror=fine[0].mirror)
+                   mirror=fine[0].mirror, response=settings.response)
     return fine, union
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.quadrature import make_rule
-from attnphase.theory.saddle import DataStep, OrderParams, Saddle
+from attnphase.theory.saddle import RESPONSES, DataStep, OrderParams, Saddle
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,9 @@ class SolverSettings:
     positional ``q`` ~2.4x; off elsewhere, where it was measured not to help). The coarse rule
     keeps the plain sums: on its few nodes (order 8) the paired semantic map at ``alpha = 1`` has
     its fixed point at ``theta`` 0.22 instead of 0.38.
+    ``response``: ``"global"`` (the replica-symmetric equations of the global minimiser, ``V_hat``
+    in the Stein form, (3.3)) or ``"local"`` (``V_hat`` of each node's minimum followed locally,
+    without the jumps' surface term: the state-following equations of (3.6)).
     """
 
     method: str = "qmc"
@@ -102,6 +105,7 @@ class SolverSettings:
     max_refine_order: int = 15
     fine_teacher_scale: float | None = None
     mirror: bool | None = None
+    response: str = "global"
 
     #: the named presets of :meth:`preset`: the fields each one sets (the others keep their
     #: defaults above). ``fast``: branches followed on 2^8 x 4 nodes to ``tol`` 1e-6, no error
@@ -163,6 +167,8 @@ class SolverSettings:
             raise ValueError("target_error must lie in [0, 1) (0: off)")
         if self.target_on not in TARGET_ON:
             raise ValueError(f"unknown target {self.target_on!r}; choose from {', '.join(TARGET_ON)}")
+        if self.response not in RESPONSES:
+            raise ValueError(f"unknown response {self.response!r}; choose from {', '.join(RESPONSES)}")
         if self.target_error and self.refine_replicas < 2:
             raise ValueError("target_error needs refine_replicas >= 2 (the error estimate)")
 
@@ -694,4 +700,4 @@ def make_saddle(spec: ModelSpec, alpha: float, settings: SolverSettings, order: 
     rule = make_rule(settings.method, dim, order or settings.order, spec.tokens * F,
                      seed=settings.seed if seed is None else seed, axes=axes,
                      copies=copies, teacher_scale=teacher_scale, basis=basis)
-    return Saddle(spec, alpha, rule, mirror=mirror)
+    return Saddle(spec, alpha, rule, mirror=mirror, response=settings.response)

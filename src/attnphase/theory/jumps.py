@@ -33,12 +33,8 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import solve_point
-from attnphase.theory.channels import prox_batch
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
-
-#: the step of the central differences in the prior means (the fields are of order one)
-EPS = 1e-4
 
 
 @dataclass(frozen=True)
@@ -68,24 +64,11 @@ def check_jumps(spec: ModelSpec) -> None:
         raise ValueError("the jump share covers uncorrelated tokens (no --token-corr)")
 
 
-def pointwise_v_hat(sd: Saddle, V: np.ndarray, ds: DataStep, eps: float = EPS) -> np.ndarray:
-    """``-alpha E[sum_l dg_l / dw_l]`` (``F x F``, symmetrised) with ``g_l = V^{-1} (hhat_l - w_l)``
-    and each node's minimiser ``hhat`` continued locally from ``ds``'s global one (module
-    docstring); ``V`` the order parameter of ``ds``'s point (paper convention)."""
-    w, T = ds.w, ds.T
-    N, L, F = w.shape
-    Vinv = np.linalg.inv(V)
-    start = np.ascontiguousarray(ds.prox.h[:, None])
-    J = np.zeros((N, F, F))
-    for l in range(L):
-        for b in range(F):
-            e = np.zeros_like(w)
-            e[:, l, b] = eps
-            gp = (prox_batch(w + e, T, V, sd.C, sd.amap, starts=start).h - (w + e))[:, l] @ Vinv
-            gm = (prox_batch(w - e, T, V, sd.C, sd.amap, starts=start).h - (w - e))[:, l] @ Vinv
-            J[:, :, b] += (gp - gm) / (2.0 * eps)
-    out = -sd.alpha * np.einsum("n,nab->ab", sd.rule.w, J)
-    return 0.5 * (out + out.T)
+def pointwise_v_hat(sd: Saddle, V: np.ndarray, ds: DataStep) -> np.ndarray:
+    """``V_hat`` in its pointwise form at the hard global minimisers of ``ds`` (module docstring;
+    :meth:`attnphase.theory.saddle.Saddle.local_v_hat`); ``V`` the order parameter of ``ds``'s point
+    (paper convention)."""
+    return sd.local_v_hat(V, ds.w, ds.T, ds.prox.h)
 
 
 def start_from(spec: ModelSpec, q: Sequence[Sequence[float]], m: Sequence[Sequence[float]], V: float,
@@ -131,4 +114,4 @@ def jump_share(spec: ModelSpec, alpha: float, branch: str, order: int = 12,
                      f"is smooth)")
 
 
-__all__ = ["EPS", "JumpShare", "check_jumps", "jump_share", "pointwise_v_hat", "start_from"]
+__all__ = ["JumpShare", "check_jumps", "jump_share", "pointwise_v_hat", "start_from"]

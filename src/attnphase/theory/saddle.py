@@ -149,6 +149,12 @@ class DataStep:
     second: np.ndarray
 
 
+#: the linear response of the fields in ``V_hat`` (docs/model.md (3.3), (3.6)): of the global
+#: proximal minimiser (the Stein form, jumps included) or of each node's minimum followed locally
+RESPONSES = ("global", "local")
+#: the step of the local response's central differences in the prior means (fields of order one)
+LOCAL_EPS = 1e-4
+
 #: log2 of the base sample of the test error's Sobol rule above 6 dimensions (``4 * 2^16`` nodes;
 #: at the semantic start of ``L = 3, r = 2``, untied ``r = 2`` and ``L = 4`` within 3e-4 relative
 #: of ``4 * 2^18`` nodes, 0.05-0.07 s in the compiled sum); in the numpy sum (untied
@@ -174,11 +180,19 @@ class Saddle:
     """
 
     def __init__(self, spec: ModelSpec, alpha: float, rule: Rule, whiten: bool | None = None,
-                 mirror: bool = False):
+                 mirror: bool = False, response: str = "global"):
         """``whiten``: force (True) or forbid (False) the whitened path; by default it is used
         for correlated tokens only (the tests use it to check the two paths agree).
         ``mirror``: pair every node with its mirror in the Stein sums (:meth:`mirror_nodes`; the
-        refinement's fine QMC rules, ``SolverSettings.mirror``)."""
+        refinement's fine QMC rules, ``SolverSettings.mirror``). ``response``: ``V_hat`` of the
+        global minimiser (``"global"``, the Stein form of docs/model.md (3.3)) or of each node's
+        minimum followed locally (``"local"``, (3.6); uncorrelated tokens)."""
+        if response not in RESPONSES:
+            raise ValueError(f"unknown response {response!r}; choose from {', '.join(RESPONSES)}")
+        if response == "local" and not spec.uncorrelated:
+            raise ValueError("the local response covers uncorrelated tokens (no --token-corr)")
+        #: ``"global"`` or ``"local"`` (docs/model.md (3.6))
+        self.response = response
         if spec.value not in ("identity", "gain"):
             raise ValueError("the theory solver covers value = identity and gain only (lowrank and full "
                              "do not enter at leading order, docs/model.md (6.4)); use the simulator")
@@ -380,10 +394,52 @@ class Saddle:
                     th_hat = np.zeros_like(th_hat)
                 if not np.any(op.m):
                     m_hat = np.zeros_like(m_hat)
-        V_hat = -a * v_sum @ qis + th_hat @ op.theta.T @ qinv
-        V_hat = 0.5 * (V_hat + V_hat.T)
+        if self.response == "local":  # (docs/model.md (3.6): without the jumps' surface term)
+            V_hat = self.local_v_hat(op.V, w, T, h1, h2 if np.isfinite(M2).any() else None,
+                                     np.clip(M2 - prox.value, 0.0, None), switch_width)
+        else:
+            V_hat = -a * v_sum @ qis + th_hat @ op.theta.T @ qinv
+            V_hat = 0.5 * (V_hat + V_hat.T)
         mean_M = float(self.rule.w @ prox.value)
         return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T, second)
+
+    def local_v_hat(self, V: np.ndarray, w: np.ndarray, T: np.ndarray, h: np.ndarray,
+                    h2: np.ndarray | None = None, gap: np.ndarray | None = None, switch_width: float = 0.0,
+                    eps: float = LOCAL_EPS) -> np.ndarray:
+        """``V_hat = -alpha E[sum_l dg_l / dw_l]`` with each node's minimiser ``h`` followed along its
+        own local minimum (docs/model.md (3.5), (3.6)): central differences of step ``eps`` in every
+        prior mean ``w_{l,b}``, the proximal problem re-solved from ``h`` with one start;
+        ``g_l = V^{-1} (hhat_l - w_l)``. With ``switch_width = tau > 0`` a node with a second
+        minimum ``h2`` (``gap = M_2 - M_1``) is split between the two as in :meth:`data_step`.
+        ``F x F``, symmetrised; uncorrelated tokens."""
+
+        Vinv = np.linalg.inv(V)
+
+        def response(idx: np.ndarray, start: np.ndarray) -> np.ndarray:
+            """``dg_l / dw_l`` summed over ``l`` at the nodes ``idx``, each from its minimum ``start``."""
+            wi, Ti = w[idx], T[idx]
+            n, L, F = wi.shape
+            h0 = np.ascontiguousarray(start[idx][:, None])
+            out = np.zeros((n, F, F))
+            for l in range(L):
+                for b in range(F):
+                    e = np.zeros_like(wi)
+                    e[:, l, b] = eps
+                    gp = (prox_batch(wi + e, Ti, V, self.C, self.amap, starts=h0).h - (wi + e))[:, l] @ Vinv
+                    gm = (prox_batch(wi - e, Ti, V, self.C, self.amap, starts=h0).h - (wi - e))[:, l] @ Vinv
+                    out[:, :, b] += (gp - gm) / (2.0 * eps)
+            return out
+
+        J = response(np.arange(len(w)), h)
+        if switch_width > 0 and h2 is not None and gap is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                p = np.where(np.isfinite(gap), 1.0 / (1.0 + np.exp(-np.nan_to_num(gap, posinf=1e300) / switch_width)), 1.0)
+            split = np.flatnonzero(p < 1.0)
+            if split.size:
+                ps = p[split, None, None]
+                J[split] = ps * J[split] + (1.0 - ps) * response(split, h2)
+        out = -self.alpha * np.einsum("n,nab->ab", self.rule.w, J)
+        return 0.5 * (out + out.T)
 
     def mirror_map(self, op: OrderParams) -> tuple[np.ndarray, np.ndarray] | None:
         """``(cm, B)`` of the mirror of the nodes (:meth:`mirror_nodes`): ``cm = m q^{-1/2}``
