@@ -1,9 +1,11 @@
-"""The CSV output of the value studies (``value_gain_sim.py``, ``value_scaling.py``,
-``value_theory.py``): one row a run, the columns the keys of the first row."""
+"""The CSV output of the studies: :func:`write_csv` for the value studies (``value_gain_sim.py``,
+``value_scaling.py``, ``value_theory.py``), :func:`append_row` for those that add to a file
+(``replica_overlap.py``, ``jump_share.py``); one row a run, the columns the keys of the first row."""
 
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
@@ -14,3 +16,14 @@ def write_csv(path: str, rows: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+
+
+def append_row(row: dict, path: Path) -> None:
+    """Append ``row`` to the CSV file ``path``, with a header line when the file is new."""
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)

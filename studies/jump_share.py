@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _write_csv import append_row
 
 import attnphase as ap
 from attnphase.spec.problem import ModelSpec
@@ -66,16 +67,6 @@ POINTS: dict[str, tuple[ModelSpec, float, str]] = {
 }
 
 
-def _append(path: Path, row: dict) -> None:
-    new = not path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            w.writeheader()
-        w.writerow(row)
-
-
 def theory(args: argparse.Namespace) -> None:
     for name in args.points or list(POINTS):
         spec, alpha, branch = POINTS[name]
@@ -87,9 +78,9 @@ def theory(args: argparse.Namespace) -> None:
         j = jump_share(spec, alpha, branch, order=args.order,
                        start=start_from(spec, b.q_matrix, b.m_matrix, b.V, b.theta_matrix, b.s_matrix))
         print(f"{name:18s} J {j.share:+.4f} +- {j.share_error:.4f} ({time.time() - t0:.0f} s) {j.message}", flush=True)
-        _append(args.csv, {"point": name, "alpha": alpha, "branch": branch, "order": args.order, "share": j.share,
+        append_row({"point": name, "alpha": alpha, "branch": branch, "order": args.order, "share": j.share,
                            "share_error": j.share_error, "stein": " ".join(f"{v:.6g}" for v in j.stein),
-                           "pointwise": " ".join(f"{v:.6g}" for v in j.pointwise), "success": j.success})
+                           "pointwise": " ".join(f"{v:.6g}" for v in j.pointwise), "success": j.success}, args.csv)
 
 
 def local(args: argparse.Namespace) -> None:
@@ -117,7 +108,7 @@ def local(args: argparse.Namespace) -> None:
                                                   if np.isfinite(row[k + "_gd_dev"]))
         print(f"{name}: q {b.q:.4f} |m| {abs(b.m):.4f} theta {abs(b.theta):.4f} eps_t {b.train_loss:.6f} "
               f"eps_g {b.test_error:.6f}{dev}", flush=True)
-        _append(args.csv, row)
+        append_row(row, args.csv)
 
 
 def gd(args: argparse.Namespace) -> None:
@@ -149,7 +140,7 @@ def gd(args: argparse.Namespace) -> None:
               + "; against the global equations: " + ", ".join(f"{k} {100 * row[k + '_dev']:+.1f} +- {100 * row[k + '_se'] / row[k + '_theory']:.1f} %"
                                       for k in ("q", "m", "theta", "train_loss", "test_error")
                                       if np.isfinite(row[k + "_dev"])), flush=True)
-        _append(args.csv, row)
+        append_row(row, args.csv)
 
 
 def main() -> None:

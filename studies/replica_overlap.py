@@ -40,13 +40,13 @@ set), ``docs/data/replica_local.csv`` (one row per local check), ``replica_stabi
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from _write_csv import append_row
 
 from attnphase.sim import TrainSettings
 from attnphase.sim.replicas import hessian_spectrum, polish, replica_dataset, train_replicas
@@ -72,15 +72,6 @@ CSV = Path(__file__).resolve().parents[1] / "docs" / "data" / "replica_overlap.c
 LOCAL_CSV = CSV.with_name("replica_local.csv")
 
 
-def append(row: dict, path: Path) -> None:
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            w.writeheader()
-        w.writerow(row)
-
-
 def m_rms(m: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.asarray(m) ** 2)))
 
@@ -99,7 +90,7 @@ def replicas(args: argparse.Namespace) -> None:
                   f"parts {r.relative_gap(rest=True):.2e}), "
                   f"R/d {np.array2string(r.train_loss, precision=7)}", flush=True)
             if args.csv:
-                append({"stage": "replicas", "point": args.point, "d": d, "seed": seed, "replicas": args.replicas,
+                append_row({"stage": "replicas", "point": args.point, "d": d, "seed": seed, "replicas": args.replicas,
                         "noise": args.noise, "converged": sum(s == "tol" for s in r.stop),
                         "q_mean": float(q.mean()), "mutual_min": float(r.mutual[iu].min()),
                         "gap": r.gap(), "relative_gap": r.relative_gap(),
@@ -166,7 +157,7 @@ def local(args: argparse.Namespace) -> None:
             row.update(map_q=fx.q[0, 0] / s2, map_theta=fx.theta[0, 0] / s2, map_V=fx.V[0, 0],
                        map_m_rms=m_rms(np.ravel(fx.m)))
         if args.csv:
-            append(row, LOCAL_CSV)
+            append_row(row, LOCAL_CSV)
 
 
 def fixed(args: argparse.Namespace) -> None:
@@ -237,7 +228,7 @@ def stability(args: argparse.Namespace) -> None:
             line += f"; on 3 scrambles of order {args.check_order}: {check[0]:.3f} +- {check[1]:.3f}"
         print(line, flush=True)
         if args.csv:
-            append({"stage": "stability", "point": args.point, "order": S.order, "alpha": p.alpha,
+            append_row({"stage": "stability", "point": args.point, "order": S.order, "alpha": p.alpha,
                     "theta": op.theta[0, 0] / s2, "m_rms": mr, "q": op.q[0, 0] / s2, "V": op.V[0, 0],
                     "replicon": rep, "check_order": args.check_order, "replicon_check": check[0],
                     "replicon_check_se": check[1], "train_loss": p.train_loss}, CSV.with_name("replica_stability.csv"))
@@ -257,7 +248,7 @@ def theta_scan(args: argparse.Namespace) -> None:
                   f"{np.array2string(r.train_loss, precision=8)}, q {np.round(r.q, 4)} "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
             if args.csv:
-                append({"stage": "theta-scan", "point": args.point, "d": d, "seed": args.seed, "theta": th,
+                append_row({"stage": "theta-scan", "point": args.point, "d": d, "seed": args.seed, "theta": th,
                         "converged": sum(x == "tol" for x in r.stop),
                         "train_loss": " ".join(f"{t:.8f}" for t in r.train_loss),
                         "q": " ".join(f"{t:.5f}" for t in r.q)}, CSV.with_name("replica_theta_scan.csv"))
