@@ -15,7 +15,7 @@ from attnphase.theory.fixed_point import make_saddle, solve_fixed_point
 from attnphase.theory.quadrature import Rule
 from attnphase.theory.refinement import refine_point
 from attnphase.theory.saddle import Saddle
-from attnphase.theory.transition import _root
+from attnphase.theory.transition import illinois_root
 
 COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
                         refine_order=8, refine_replicas=2)
@@ -83,11 +83,11 @@ def test_root_stops_at_the_noise_level():
         calls.append(x)
         return (x - 0.3137) * (1.0 + 0.3 * x)
 
-    r = _root(f, 0.0, 1.0, f(0.0), f(1.0), 1e-9, noise=lambda: 0.02)
+    r = illinois_root(f, 0.0, 1.0, f(0.0), f(1.0), 1e-9, noise=lambda: 0.02)
     n_noise = len(calls) - 2
     assert abs(r - 0.3137) < 0.02 / 1.0
     calls.clear()
-    r2 = _root(f, 0.0, 1.0, f(0.0), f(1.0), 1e-9)
+    r2 = illinois_root(f, 0.0, 1.0, f(0.0), f(1.0), 1e-9)
     assert abs(r2 - 0.3137) < 1e-8
     assert n_noise < len(calls) - 2
 
@@ -101,13 +101,13 @@ def test_root_takes_an_evaluation_budget_and_an_unpadded_secant():
         calls.append(x)
         return 0.001 - x
 
-    _root(f, 0.0, 1.0, 0.001, -0.999, 1e-12, max_iter=1)
+    illinois_root(f, 0.0, 1.0, 0.001, -0.999, 1e-12, max_iter=1)
     assert calls == [0.02]
     calls.clear()
-    _root(f, 0.0, 1.0, 0.001, -0.999, 1e-12, max_iter=3, pad=0.0)
+    illinois_root(f, 0.0, 1.0, 0.001, -0.999, 1e-12, max_iter=3, pad=0.0)
     assert len(calls) == 1 and abs(calls[0] - 0.001) < 1e-15  # (the exact root ends the search)
     calls.clear()
-    _root(lambda x: f(x) + 0.1 * x * x, 0.0, 1.0, 0.001, -0.899, 1e-12, max_iter=3, pad=0.0)
+    illinois_root(lambda x: f(x) + 0.1 * x * x, 0.0, 1.0, 0.001, -0.899, 1e-12, max_iter=3, pad=0.0)
     assert len(calls) == 3
 
 

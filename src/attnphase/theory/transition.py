@@ -211,7 +211,7 @@ def _spinodal_below(spec: ModelSpec, branch: str, settings: SolverSettings, prob
     return _bisect(exists, present, a, 1.0, SPINODAL_XTOL)
 
 
-def _root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, fhi: float | None,
+def illinois_root(f: Callable[[float], float | None], lo: float, hi: float, flo: float, fhi: float | None,
           xtol: float, noise: Callable[[], float | None] | None = None, max_iter: int = 60,
           pad: float = 0.02) -> float:
     """Sign change of ``f`` on ``[lo, hi]`` by the Illinois variant of regula falsi (bisection
@@ -594,7 +594,7 @@ class _TransitionSearch:
             elif not _falls(dlo, dhi):
                 notes.append("the refined training errors do not cross on the coarse bracket")
             else:
-                alpha_c = _root(partial(self.train_diff_at, s_near=s_anchor, p_near=p_anchor), grid[k], grid[k + 1],
+                alpha_c = illinois_root(partial(self.train_diff_at, s_near=s_anchor, p_near=p_anchor), grid[k], grid[k + 1],
                                 cast(float, dlo), dhi, self.xtol, noise=partial(self.last_se, "alpha_c"))
                 self.change_at(alpha_c, s_anchor, sem[k + 1])
         if alpha_c is None and len(notes) == n_notes:
@@ -656,7 +656,7 @@ class _TransitionSearch:
             if d is None:
                 break
             if d > 0:
-                alpha_c = _root(partial(self.train_diff_at, s_near=s_near, p_near=p_near), a, last_a, d, last_d,
+                alpha_c = illinois_root(partial(self.train_diff_at, s_near=s_near, p_near=p_near), a, last_a, d, last_d,
                                 self.xtol, noise=partial(self.last_se, "alpha_c"))
                 notes.append(f"the refined training errors cross between alpha = {a:.4g} and {last_a:.4g}, below the "
                              f"lowest grid point where the {name} branch exists ({top:g}): located on a finer scan")
@@ -735,7 +735,7 @@ class _TransitionSearch:
             if glo is None or ghi is None:
                 # (a branch exists at grid[k] on the coarse rule: at last_bad, or where settle moved to)
                 glo, ghi = cast(float, coarse_gap[k]), coarse_gap[k + 1]
-            return _root(partial(self.gap_at, s_near=s_near, p_near=p_near), grid[k], grid[k + 1], glo, ghi,
+            return illinois_root(partial(self.gap_at, s_near=s_near, p_near=p_near), grid[k], grid[k + 1], glo, ghi,
                          self.xtol, noise=partial(self.last_se, "alpha_l"))
         if last_bad < len(grid) - 1:  # (no branch at grid[last_bad]: seen at lambda = 0, below alpha 1.2)
             notes.append(f"the global minimum beats the linear baseline from alpha = {grid[last_bad + 1]:g} on, but "

@@ -34,7 +34,7 @@ from attnphase.theory.fine_rules import fine_union
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
 from attnphase.theory.saddle import DataStep, Saddle
 from attnphase.theory.target import solve_refined
-from attnphase.theory.transition import _root
+from attnphase.theory.transition import illinois_root
 
 #: the coarse secant search stops when the gain changes by less than this (absolute)
 GAIN_TOL = 1e-5
@@ -235,7 +235,7 @@ def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSe
     """``alpha_c`` with the trainable gain: the training-error difference (semantic minus
     positional, each branch at its optimal gain, :func:`solve_gain`) on the grid ``alphas``, then
     at most ``max_iter`` steps of Illinois regula falsi inside the first bracket where it changes
-    sign (:func:`attnphase.theory.transition._root`, unpadded; a point where a branch fails is
+    sign (:func:`attnphase.theory.transition.illinois_root`, unpadded; a point where a branch fails is
     taken as the bracket's upper side), refined points throughout; the root is the zero of the line through the two evaluations nearest it, its
     error the difference's standard error there over that line's slope. ``optimise=False``: the
     same search at the fixed gain of ``spec`` (the identity value's ``alpha_c`` for comparison).
@@ -275,7 +275,7 @@ def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSe
         return fa if math.isfinite(fa) else None
 
     # (the evaluations it makes are what counts: the root comes from the two nearest it, below)
-    _root(finite_diff, a0, a1, f0, f1, xtol, max_iter=max_iter, pad=0.0)
+    illinois_root(finite_diff, a0, a1, f0, f1, xtol, max_iter=max_iter, pad=0.0)
     known = [(a, *_diff_of(s, p)) for a, s, p in evals]
     known = [k for k in known if math.isfinite(k[1])]
     near = sorted({k[0]: k for k in known}.values(), key=lambda k: abs(k[1]))[:2]
