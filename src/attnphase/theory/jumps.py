@@ -13,8 +13,9 @@ is the fraction of the stiffness the jumps take away (negative where they add to
 minimiser is smooth, ``J = 0`` and the replica-symmetric point is the one a single minimum of the
 risk follows; where it jumps, that is no longer guaranteed (the replicon contains
 ``E[(dhhat/dw)^2]``, which a jump makes infinite). docs/variants.md ("The jump share") has the
-measured points: every one where theory and gradient descent part by more than the seeds'
-scatter has ``J >= 0.05``, every smooth one agrees, and a large ``J`` does not always mean a gap.
+measured points: every one where theory and gradient descent part at ``d = 1000`` by more than
+the seeds' scatter has ``J >= 0.05``, except one that is a finite-size effect; every smooth one
+agrees; and a ``J`` of 0.05 does not always mean a gap.
 
 The pointwise form is taken by central differences of each node's minimiser continued locally
 (the proximal problem of (3.2) re-solved from the node's own global minimiser, one start, at
@@ -60,7 +61,7 @@ class JumpShare:
 
 def check_jumps(spec: ModelSpec) -> None:
     """``ValueError`` (one line) for a model whose pointwise form is not covered."""
-    if not np.allclose(spec.C_array, spec.sigma**2 * np.eye(spec.tokens)):
+    if not spec.uncorrelated:
         raise ValueError("the jump share covers uncorrelated tokens (no --token-corr)")
 
 
