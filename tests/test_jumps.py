@@ -1,4 +1,5 @@
-"""The jump share of the weights step's stiffness (docs/model.md (3.5), attnphase.theory.jumps)."""
+"""The jump share of the weights step's stiffness (docs/model.md (3.5), attnphase.theory.jumps) and
+the responses that leave the global minimiser: local (3.6) and semantic-start (3.7)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,71 @@ def test_local_response_is_refused_where_it_is_not_defined():
         SolverSettings(response="stein")
     bad = _cli("solve", "--alpha", "1", "--response", "local", "--token-corr", "0.2")
     assert bad.returncode == 2 and "uncorrelated tokens" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+CAUSAL = ModelSpec(omega=0.3, variant="causal")
+
+
+def _semantic_start(**changes):
+    from attnphase import SolverSettings
+
+    return SolverSettings.preset("fast", response="semantic-start", refine_order=0, order=10, warmup_order=10,
+                                 n_replicas=1, **changes)
+
+
+def test_semantic_start_holds_the_causal_branch_below_the_fold():
+    """docs/model.md (3.7), docs/variants.md "Causal student": the global equations lose the causal
+    semantic branch at the fold (1.611); with every node kept in the basin of its teacher-aligned
+    start the branch continues to ``alpha = 1.5`` (theta 0.321 +- 0.002 over three order-10 rules,
+    GD at d = 1000: 0.336 +- 0.012), and at the tied control it is the global equations' point
+    within 1 % (0.5424 against 0.5386 at ``alpha = 1.5``)."""
+    import attnphase as ap
+
+    b = ap.solve(1.5, spec=CAUSAL, branch="semantic", settings=_semantic_start()).branches["semantic"]
+    assert b is not None and 0.30 < b.theta < 0.345, b
+    tied = ap.solve(1.5, omega=0.3, branch="semantic", settings=_semantic_start()).branches["semantic"]
+    ref = ap.solve(1.5, omega=0.3, branch="semantic", settings="fast").branches["semantic"]
+    assert tied is not None and ref is not None
+    assert tied.theta == pytest.approx(ref.theta, rel=0.015)
+
+
+def test_semantic_start_is_refused_where_it_is_not_defined():
+    import attnphase as ap
+    from attnphase import SolverSettings
+
+    with pytest.raises(ValueError, match="runs on one rule"):
+        SolverSettings.preset("fast", response="semantic-start")
+    with pytest.raises(ValueError, match="describes the semantic branch"):
+        ap.solve(1.5, spec=CAUSAL, settings=_semantic_start())
+    with pytest.raises(ValueError, match="rank 1"):
+        ap.solve(1.5, omega=0.3, rank=2, branch="semantic", settings=_semantic_start())
+    bad = _cli("solve", "--alpha", "1.5", "--variant", "causal", "--response", "semantic-start")
+    assert bad.returncode == 2 and "--branch semantic" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+@pytest.mark.slow  # (GD at d = 1000, 4 seeds, and a one-rule solve: a few minutes)
+def test_causal_gd_below_the_fold_agrees_with_the_semantic_start_equations():
+    """docs/variants.md "Causal student": at ``alpha = 1.5``, below the global equations' fold, GD
+    from the semantic start at ``d = 1000`` (mean of seeds 0-3) agrees with the semantic-start
+    equations (``attnphase solve --response semantic-start``, one order-11 rule) within 5 % on
+    ``theta`` and ``q`` and 7 % on the errors."""
+    import torch
+
+    import attnphase as ap
+    from attnphase import SolverSettings
+    from attnphase.sim import TrainSettings, simulate
+
+    torch.set_num_threads(1)
+    st = SolverSettings.preset("default", response="semantic-start", refine_order=0, target_error=0.0, order=11,
+                               warmup_order=10)
+    th = ap.solve(1.5, spec=CAUSAL, branch="semantic", settings=st).branches["semantic"]
+    assert th is not None
+    gd = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=8000, dtype="float64", log_every=0)
+    res = simulate(CAUSAL, 1000, 1.5, seeds=(0, 1, 2, 3), inits=("semantic",), settings=gd)
+    sim = {k: float(np.mean([abs(getattr(r, k)) for r in res.runs])) for k in ("theta", "q", "train_loss",
+                                                                              "test_error")}
+    print(f"\nsemantic-start theory: theta {th.theta:.4f} q {th.q:.4f}; GD {sim}")
+    for k in ("theta", "q"):
+        assert abs(sim[k] - abs(getattr(th, k))) <= 0.05 * abs(getattr(th, k)), k
+    for k in ("train_loss", "test_error"):
+        assert abs(sim[k] - getattr(th, k)) <= 0.07 * getattr(th, k), k

@@ -129,6 +129,9 @@ def solve(
         raise ValueError(f"branch must be one of {', '.join(known)}, all; got {branch!r}")
     st = _solver_settings(settings, "solve")
     names = known if branch == "all" else (branch,)
+    if st.response == "semantic-start" and names != ("semantic",):
+        raise ValueError("the semantic-start response describes the semantic branch (docs/model.md (3.7)): "
+                         "give --branch semantic")
     if spec.value == "gain":
         return _solve_gain(spec, alpha, names, st, progress)
     points = {}

@@ -83,11 +83,12 @@ def add_solver_flags(p: argparse.ArgumentParser, command: str) -> None:
                        help="the fine rules pair every node with its mirror (-w at the same teacher fields) in "
                             "the conjugates: the same minima, less scatter (auto: on for the tied and causal students at L = 2, "
                             "rank 1, uncorrelated tokens, where it was measured to help)")
-    p.add_argument("--response", default=None, choices=("global", "local"),
-                   help="V_hat of the global proximal minimiser (global, the replica-symmetric equations; default) "
-                        "or of each sample's minimum followed locally, without the jumps between minima (local: "
-                        "the state-following equations, which describe gradient descent where the landscape has "
-                        "many minima; docs/model.md (3.6))")
+    p.add_argument("--response", default=None, choices=("global", "local", "semantic-start"),
+                   help="which minimum each sample's fields take: the global one (global, the replica-symmetric "
+                        "equations; default); the global one followed locally, without the jumps between minima "
+                        "(local: describes gradient descent where its state is many minima); the one reached from "
+                        "the teacher's fields (semantic-start: the state gradient descent from the semantic start "
+                        "holds; rank 1, tied or causal; on one rule of --order, default 11). docs/model.md (3.6), (3.7)")
     p.add_argument("--replicas", default=None,
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
     p.add_argument("--seed", default=None,
@@ -118,7 +119,14 @@ def settings_from_args(args: argparse.Namespace) -> SolverSettings:
         ("response", "response", str),
     )
     changes = {field: parse(given(flag)) for flag, field, parse in parsers if given(flag) is not None}
+    if changes.get("response") == "semantic-start":  # (one rule: docs/model.md (3.7))
+        changes = {"refine_order": 0, "target_error": 0.0, "order": SEMANTIC_START_ORDER,
+                   "warmup_order": 10, **changes}
     return SolverSettings.preset(getattr(args, "preset", None) or "default", **changes)
+
+
+#: the QMC order of the one rule a ``--response semantic-start`` solve runs on (docs/model.md (3.7))
+SEMANTIC_START_ORDER = 11
 
 
 def _teacher_scale(text: str) -> float | None:

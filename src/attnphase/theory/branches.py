@@ -266,6 +266,8 @@ def solve_point(
     settings = settings or SolverSettings()
     if branch not in branches_for(spec):
         raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))}")
+    if settings.response == "semantic-start" and branch != "semantic":
+        raise ValueError("the semantic-start response describes the semantic branch (docs/model.md (3.7))")
     sd = make_saddle(spec, alpha, settings)
     direct = start is None
     if start is None:

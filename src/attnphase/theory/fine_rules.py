@@ -92,6 +92,8 @@ def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:
     (:meth:`Saddle.mirror_nodes`, docs/model.md (7.4)): ``settings.mirror`` if set, else for ``L = 2`` with student and
     teacher rank 1, uncorrelated tokens and the variants of ``MIRRORED_VARIANTS``, where it was
     measured to help (the jumps of the minimiser there are swaps of near-mirror minima)."""
+    if settings.response == "semantic-start":  # (a node and its mirror share the start, not the minima)
+        return False
     if settings.mirror is not None:
         return bool(settings.mirror)
     return spec.variant in MIRRORED_VARIANTS and _two_tokens_rank_one(spec) and spec.uncorrelated
@@ -157,7 +159,8 @@ def nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
     nodes at its start, with the same starts: the step equals the full evaluation bit for bit, at
     that fraction less (~0.1 s of the semantic branch's order 11 -> 13 at the reference case)."""
     prev = getattr(point, "_fine", None)
-    if prev is None or point.order_params is None or not np.array_equal(point.order_params.to_vector(), x0):
+    if (prev is None or point.order_params is None or not np.array_equal(point.order_params.to_vector(), x0)
+            or union.response == "semantic-start"):  # (its one start is not the full set the reuse assumes)
         return None
     old, n_old, ds = prev
     new_rule, old_rule = union.rule, old.rule

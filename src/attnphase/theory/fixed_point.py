@@ -78,8 +78,11 @@ class SolverSettings:
     keeps the plain sums: on its few nodes (order 8) the paired semantic map at ``alpha = 1`` has
     its fixed point at ``theta`` 0.22 instead of 0.38.
     ``response``: ``"global"`` (the replica-symmetric equations of the global minimiser, ``V_hat``
-    in the Stein form, (3.3)) or ``"local"`` (``V_hat`` of each node's minimum followed locally,
-    without the jumps' surface term: the state-following equations of (3.6)).
+    in the Stein form, (3.3)), ``"local"`` (``V_hat`` of each node's minimum followed locally,
+    without the jumps' surface term: the state-following equations of (3.6)) or
+    ``"semantic-start"`` (each node keeps the minimum reached from the teacher's fields at the
+    student's norm, (3.7); on one rule: ``refine_order`` and ``target_error`` 0, the error estimate
+    from the ``n_replicas`` rules).
     """
 
     method: str = "qmc"
@@ -169,6 +172,9 @@ class SolverSettings:
             raise ValueError(f"unknown target {self.target_on!r}; choose from {', '.join(TARGET_ON)}")
         if self.response not in RESPONSES:
             raise ValueError(f"unknown response {self.response!r}; choose from {', '.join(RESPONSES)}")
+        if self.response == "semantic-start" and (self.refine_order or self.target_error):
+            raise ValueError("the semantic-start response runs on one rule (refine_order 0, target_error 0): its "
+                             "one-start selection makes the map too rough for the multi-fidelity refinement")
         if self.target_error and self.refine_replicas < 2:
             raise ValueError("target_error needs refine_replicas >= 2 (the error estimate)")
 

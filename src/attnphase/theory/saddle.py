@@ -149,9 +149,11 @@ class DataStep:
     second: np.ndarray
 
 
-#: the linear response of the fields in ``V_hat`` (docs/model.md (3.3), (3.6)): of the global
-#: proximal minimiser (the Stein form, jumps included) or of each node's minimum followed locally
-RESPONSES = ("global", "local")
+#: which minimum of the proximal problem a node takes and how it responds (docs/model.md (3.3),
+#: (3.6), (3.7)): the global minimiser with the Stein form (jumps included); the global minimiser
+#: followed locally; the minimum reached from the teacher's fields at the student's norm (the
+#: state gradient descent from the semantic start holds)
+RESPONSES = ("global", "local", "semantic-start")
 #: the step of the local response's central differences in the prior means (fields of order one)
 LOCAL_EPS = 1e-4
 
@@ -189,9 +191,16 @@ class Saddle:
         minimum followed locally (``"local"``, (3.6); uncorrelated tokens)."""
         if response not in RESPONSES:
             raise ValueError(f"unknown response {response!r}; choose from {', '.join(RESPONSES)}")
-        if response == "local" and not spec.uncorrelated:
-            raise ValueError("the local response covers uncorrelated tokens (no --token-corr)")
-        #: ``"global"`` or ``"local"`` (docs/model.md (3.6))
+        if response != "global" and not spec.uncorrelated:
+            raise ValueError(f"the {response} response covers uncorrelated tokens (no --token-corr)")
+        if response == "semantic-start" and (spec.rank != 1 or spec.teacher_rank != 1
+                                             or spec.variant not in ("tied", "causal") or spec.mixture):
+            raise ValueError("the semantic-start response covers the tied and causal students of rank 1 (r = r* = 1) "
+                             "without a mixture")
+        if response == "semantic-start" and mirror:
+            raise ValueError("the semantic-start response does not pair nodes with their mirrors: a node and its "
+                             "mirror share the start, not the minima")
+        #: ``"global"``, ``"local"`` or ``"semantic-start"`` (docs/model.md (3.6), (3.7))
         self.response = response
         if spec.value not in ("identity", "gain"):
             raise ValueError("the theory solver covers value = identity and gain only (lowrank and full "
@@ -332,7 +341,10 @@ class Saddle:
         """
         w, hstar, qis, qinv, R = self.fields(op)
         T = self.target(hstar)
-        if starts is None:
+        if self.response == "semantic-start":  # (docs/model.md (3.7): one start, no global search)
+            starts = np.ascontiguousarray((hstar * np.sqrt(float(op.q[0, 0]) / self.s2))[:, None])
+            switch_width = 0.0
+        elif starts is None:
             starts = self.full_starts(w, hstar, T, op.V)
         else:
             starts = np.concatenate([w[:, None], starts], axis=1)
