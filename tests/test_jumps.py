@@ -158,6 +158,33 @@ def test_semantic_start_is_refused_where_it_is_not_defined():
     assert bad.returncode == 2 and "--branch semantic" in bad.stderr and bad.stderr.count("\n") == 1
 
 
+def test_commands_that_need_other_branches_refuse_a_semantic_only_response_at_once(tmp_path, monkeypatch):
+    """``transition``, ``curves`` and the sweep kinds that solve the positional branch refuse the
+    semantic-start response before any fixed point is solved (one line, exit status 2), and so do
+    the local responses on correlated tokens: no solve is reached, which the patched solvers see."""
+    import attnphase as ap
+    from attnphase.sweeps import get_kind
+    from attnphase.theory import branches
+
+    def no_solve(*args, **kwargs):
+        raise AssertionError("a fixed point was solved before the response was refused")
+
+    monkeypatch.setattr(branches, "solve_fixed_point", no_solve)
+    with pytest.raises(ValueError, match="not the positional one"):
+        ap.transition(omega=0.3, settings=_semantic_start())
+    with pytest.raises(ValueError, match="uncorrelated tokens"):
+        ap.transition(omega=0.3, token_corr=0.2, settings=SolverSettings.preset("fast", response="local"))
+    for kind, params in (("theory", {"alpha": 1.0, "branch": "positional"}), ("transition", {}),
+                         ("curve", {"branch": "trivial"})):
+        with pytest.raises(ValueError, match="semantic branch only"):
+            get_kind(kind).normalize({"omega": 0.3, "solver_response": "semantic-start", **params})
+    for args in (("transition",), ("curves", "--out", str(tmp_path / "c"))):
+        bad = _cli(*args, "--omega", "0.3", "--response", "semantic-start")
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+        assert "semantic branch only" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "c").exists()
+
+
 @pytest.mark.slow  # (GD at d = 1000, 4 seeds, and a one-rule solve: a few minutes)
 def test_causal_gd_below_the_fold_agrees_with_the_semantic_start_equations():
     """docs/variants.md "Causal student": at ``alpha = 1.5``, below the global equations' fold, GD

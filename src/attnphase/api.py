@@ -25,6 +25,7 @@ from attnphase.theory import (
     SolverSettings,
     Transition,
     branches_for,
+    check_response,
     find_transition_replicated,
     linear_test_error,
     native,
@@ -129,9 +130,7 @@ def solve(
         raise ValueError(f"branch must be one of {', '.join(known)}, all; got {branch!r}")
     st = _solver_settings(settings, "solve")
     names = known if branch == "all" else (branch,)
-    if st.response == "semantic-start" and names != ("semantic",):
-        raise ValueError("the semantic-start response describes the semantic branch (docs/model.md (3.7)): "
-                         "give --branch semantic")
+    check_response(spec, st.response, names)
     if spec.value == "gain":
         return _solve_gain(spec, alpha, names, st, progress)
     points = {}
@@ -213,6 +212,7 @@ def transition(
     grid = np.linspace(*TRANSITION_GRID) if alphas is None else np.asarray(alphas, dtype=float)
     check_alpha(grid.tolist())
     st = _solver_settings(settings, "transition")
+    check_response(spec, st.response, ("semantic", "positional"))
     if spec.optimal_gain:
         return _transition_gain(spec, grid.tolist(), st, progress)
     tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=progress)

@@ -34,6 +34,7 @@ from attnphase.results import SolveResult, describe_change
 from attnphase.theory import (
     SolverSettings,
     branches_for,
+    check_response,
     find_transition,
     follow_branch,
     linear_test_error,
@@ -293,6 +294,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     warn_theory_cost(spec)
     grid = alpha_grid(args.alpha).tolist()
     settings = settings_from_args(args)
+    check_response(spec, settings.response, (semantic_side(spec), "positional"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     prog = _progress("curves")

@@ -129,15 +129,20 @@ def _solver_params() -> tuple[Param, ...]:
     return tuple(out)
 
 
-def _normalize_solver(params: Mapping[str, Any], out: dict[str, Any]) -> None:
+def _normalize_solver(params: Mapping[str, Any], out: dict[str, Any], branches: tuple[str, ...] = ()) -> None:
     """Copy explicitly given solver settings that differ from their defaults, checked by
-    :class:`SolverSettings` now, so that a bad value refuses the sweep rather than fail each point."""
+    :class:`SolverSettings` now, and its response against the model and the ``branches`` the kind
+    solves, so that a bad value refuses the sweep rather than fail each point."""
     for p in _solver_params():
         if p.name in params:
             v = _coerce(p, params[p.name])
             if v != p.default:
                 out[p.name] = v
-    _solver_settings(out)
+    settings = _solver_settings(out)
+    if settings is not None:
+        from attnphase.theory import check_response
+
+        check_response(model_spec(out), settings.response, branches)
 
 
 def _solver_settings(params: Mapping[str, Any]) -> Any:
@@ -260,7 +265,7 @@ def _theory_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     _check_positive("alpha", extra["alpha"])
     _check_branch(extra["branch"], out)
     out.update(extra)
-    _normalize_solver(params, out)
+    _normalize_solver(params, out, (extra["branch"],))
     return out
 
 
@@ -278,7 +283,7 @@ def _transition_params() -> tuple[Param, ...]:
 
 def _transition_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     out = _fixed_gain_normalize(params)
-    _normalize_solver(params, out)
+    _normalize_solver(params, out, ("semantic", "positional"))
     return out
 
 
@@ -319,7 +324,7 @@ def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"alphas must be > 0, got {min(alphas)}")
     _check_branch(extra["branch"], out)
     out.update(extra)
-    _normalize_solver(params, out)
+    _normalize_solver(params, out, (extra["branch"],))
     return out
 
 

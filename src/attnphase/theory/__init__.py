@@ -26,7 +26,7 @@ from attnphase.theory.branches import (
 )
 from attnphase.theory.fixed_point import SolverSettings
 from attnphase.theory.refinement import refine_followed
-from attnphase.theory.saddle import OrderParams, linear_test_error
+from attnphase.theory.saddle import OrderParams, check_response, linear_test_error
 from attnphase.theory.target import solve_refined
 from attnphase.theory.transition import (
     Transition,
@@ -40,6 +40,7 @@ __all__ = [
     "MIXED",
     "BranchPoint",
     "branches_for",
+    "check_response",
     "OrderParams",
     "SolverSettings",
     "Transition",

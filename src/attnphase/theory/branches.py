@@ -27,7 +27,7 @@ from attnphase.theory.fixed_point import (
     make_saddle,
     solve_fixed_point,
 )
-from attnphase.theory.saddle import DataStep, OrderParams, Saddle
+from attnphase.theory.saddle import DataStep, OrderParams, Saddle, check_response
 
 BRANCHES = ("semantic", "positional", "trivial")
 #: for tied attention of rank r >= 2: one student direction semantic, another positional (the
@@ -266,8 +266,7 @@ def solve_point(
     settings = settings or SolverSettings()
     if branch not in branches_for(spec):
         raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))}")
-    if settings.response == "semantic-start" and branch != "semantic":
-        raise ValueError("the semantic-start response describes the semantic branch (docs/model.md (3.7))")
+    check_response(spec, settings.response, (branch,))
     sd = make_saddle(spec, alpha, settings)
     direct = start is None
     if start is None:

@@ -154,6 +154,30 @@ class DataStep:
 #: followed locally; the minimum reached from the teacher's fields at the student's norm (the
 #: state gradient descent from the semantic start holds)
 RESPONSES = ("global", "local", "semantic-start")
+
+
+def check_response(spec: ModelSpec, response: str, branches: tuple[str, ...] = ()) -> None:
+    """Refuse (``ValueError``, one line) a ``response`` that does not cover the model ``spec`` or
+    one of the ``branches`` asked for: the local and semantic-start responses cover uncorrelated
+    tokens (docs/model.md (3.6)); the semantic-start one the semantic branch of the tied and causal
+    students of rank 1 without a mixture (3.7). Called before any work, so that a command refuses
+    at once rather than after its first solves."""
+    if response not in RESPONSES:
+        raise ValueError(f"unknown response {response!r}; choose from {', '.join(RESPONSES)}")
+    if response != "global" and not spec.uncorrelated:
+        raise ValueError(f"the {response} response covers uncorrelated tokens (no --token-corr)")
+    if response != "semantic-start":
+        return
+    if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in ("tied", "causal") or spec.mixture:
+        raise ValueError("the semantic-start response covers the tied and causal students of rank 1 (r = r* = 1) "
+                         "without a mixture")
+    others = [b for b in branches if b != "semantic"]
+    if others:
+        raise ValueError("the semantic-start response describes the semantic branch only (docs/model.md (3.7)), "
+                         f"not the {', '.join(others)} one{'s' if len(others) > 1 else ''} asked for here: "
+                         "give the semantic branch alone (--branch semantic)")
+
+
 #: the step of the local response's central differences in the prior means (fields of order one)
 LOCAL_EPS = 1e-4
 
@@ -189,14 +213,7 @@ class Saddle:
         refinement's fine QMC rules, ``SolverSettings.mirror``). ``response``: ``V_hat`` of the
         global minimiser (``"global"``, the Stein form of docs/model.md (3.3)) or of each node's
         minimum followed locally (``"local"``, (3.6); uncorrelated tokens)."""
-        if response not in RESPONSES:
-            raise ValueError(f"unknown response {response!r}; choose from {', '.join(RESPONSES)}")
-        if response != "global" and not spec.uncorrelated:
-            raise ValueError(f"the {response} response covers uncorrelated tokens (no --token-corr)")
-        if response == "semantic-start" and (spec.rank != 1 or spec.teacher_rank != 1
-                                             or spec.variant not in ("tied", "causal") or spec.mixture):
-            raise ValueError("the semantic-start response covers the tied and causal students of rank 1 (r = r* = 1) "
-                             "without a mixture")
+        check_response(spec, response)
         if response == "semantic-start" and mirror:
             raise ValueError("the semantic-start response does not pair nodes with their mirrors: a node and its "
                              "mirror share the start, not the minima")
