@@ -49,6 +49,25 @@ def test_simulate_table_and_options(capsys):
     assert "optimizer=adam" in text and "variant=untied" in text and "value=lowrank" in text
 
 
+def test_simulate_reports_progress_as_runs_stop(capsys):
+    """The training calls ``progress(stopped, runs)`` as runs stop, never backwards, and ends with
+    every run stopped; the command writes those lines on stderr, and none with --json."""
+    import attnphase as ap
+
+    calls: list[tuple[int, int]] = []
+    ap.simulate(1.0, 20, init="all", seeds=2, max_steps=120, n_test=20,
+                progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, 6) and calls[-1] == (6, 6) and len(calls) >= 3
+    assert all(b[0] >= a[0] and b[1] == 6 for a, b in zip(calls, calls[1:], strict=False))
+    assert main(["simulate", "--d", "20", "--alpha", "1", "--seeds", "1", "--max-steps", "60",
+                 "--n-test", "20"]) == 0
+    err = capsys.readouterr().err
+    assert "simulate: 0/1 runs" in err and "simulate: 1/1 runs" in err
+    assert main(["simulate", "--d", "20", "--alpha", "1", "--seeds", "1", "--max-steps", "60",
+                 "--n-test", "20", "--json"]) == 0
+    assert "runs" not in capsys.readouterr().err
+
+
 def test_simulate_says_when_runs_diverge(capsys):
     """GD with a step far above the ridge's stability limit 2/lam: the runs blow up; the table
     says "diverged" and a note says why and what to change."""

@@ -141,8 +141,10 @@ def test_cli_json_schema(capsys):
 
 def test_cli_writes_files(tmp_path, capsys):
     assert main(TINY + ["--variant", "causal", "--out", str(tmp_path)]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "variant=causal" in text
+    assert "sim-transition: 0/4 runs" in captured.err and "sim-transition: 4/4 runs" in captured.err
     for ext in ("csv", "json", "png", "pdf"):
         assert (tmp_path / f"sim_transition.{ext}").stat().st_size > 0
 

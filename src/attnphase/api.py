@@ -271,8 +271,8 @@ def simulate(
     :data:`SIMULATE_TRAINING`). ``**model_and_training``: :class:`ModelSpec` fields and
     ``TrainSettings`` fields (``optimizer``, ``lr``, ``momentum``, ``max_steps``, ``tol``,
     ``device``, ``dtype``, ...) applied on top, and ``threads`` (torch's CPU threads, a
-    process-wide setting). ``progress(done, total)`` is called with ``(0, runs)`` before the
-    batched training and ``(runs, runs)`` after it.
+    process-wide setting). ``progress(done, total)`` is called with the number of runs that
+    have stopped as the batched training advances (from ``(0, runs)`` to ``(runs, runs)``).
 
     Returns a :class:`~attnphase.results.SimulationResult`: per run the overlaps (docs/model.md
     (1.5)), the training loss (1.4), the test error (4.2) and the linear baseline's (4.3).
@@ -304,12 +304,8 @@ def simulate(
     seed_list = _seed_list(seeds, seed0, "seeds")
     inits = parse_inits(init)
     check_memory(spec, d, [alpha], n_test, len(seed_list), st.dtype)
-    total = len(seed_list) * len(inits)
-    if progress is not None:
-        progress(0, total)
-    res = run_simulation(spec, d, alpha, seeds=seed_list, inits=inits, settings=st, n_test=n_test)
-    if progress is not None:
-        progress(total, total)
+    res = run_simulation(spec, d, alpha, seeds=seed_list, inits=inits, settings=st, n_test=n_test,
+                         progress=progress)
     return SimulationResult.from_simulation(res)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +132,29 @@ def warn_theory_cost(spec: ModelSpec) -> None:
             f"theory's cost grows like their 4th power (5 variables, L = 5: solve --branch all takes ~5 min on 2 "
             f"cores), so this can take hours; lower --order / --refine-order, or simulate\n"
         )
+
+
+def progress_printer(label: str, unit: str = "points", heartbeat: float = 10.0) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callback that writes progress lines on stderr (one line rewritten
+    on a terminal, plain lines otherwise): a line when ``done`` changes, and otherwise at most one
+    every ``heartbeat`` seconds, so that work whose count moves rarely (the runs of a batched
+    training) still shows that it is alive. The ETA is given once something is done."""
+    tty = sys.stderr.isatty()
+    t0 = time.perf_counter()
+    last = {"done": -1, "at": -float("inf")}
+
+    def cb(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if done == last["done"] and done != total and now - last["at"] < heartbeat:
+            return
+        last["done"], last["at"] = done, now
+        el = now - t0
+        eta = f", ETA {el / done * (total - done):.0f}s" if 0 < done < total else ""
+        msg = f"{label}: {done}/{total} {unit}, {el:.0f}s elapsed{eta}"
+        if tty:
+            sys.stderr.write("\r" + msg + ("\n" if done == total else ""))
+        else:
+            sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+
+    return cb

@@ -18,6 +18,7 @@ from attnphase.cli.common import (
     command_record,
     json_text,
     print_json,
+    progress_printer,
     save_figure,
 )
 from attnphase.cli.sim_cmds import scalar_grid_args
@@ -34,7 +35,8 @@ def cmd_sim_transition(args: argparse.Namespace) -> int:
     settings = train_settings(args)
     if args.out is not None:  # (before the training: a folder that cannot be made fails now)
         Path(args.out).mkdir(parents=True, exist_ok=True)
-    res = sim_transition(spec, alphas, d, seeds, settings, require_held=not args.keep_all)
+    res = sim_transition(spec, alphas, d, seeds, settings, require_held=not args.keep_all,
+                         progress=None if args.json else progress_printer("sim-transition", "runs"))
     import torch  # (loaded by the simulation already)
 
     out = {COMMAND_KEY: command_record(args, torch_threads=torch.get_num_threads()), **res.to_dict()}

@@ -17,6 +17,7 @@ from attnphase.cli.common import (
     add_model_flags,
     alpha_grid,
     print_record,
+    progress_printer,
     save_figure,
     spec_from_args,
     to_float,
@@ -50,7 +51,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     settings = train_settings(args)
     n_test = None if args.n_test is None else to_int(args.n_test, "n-test")
     seeds = seeds_from_args(args)
-    res = api.simulate(alpha, d, init=inits, seeds=seeds, n_test=n_test, spec=spec, settings=settings)
+    res = api.simulate(alpha, d, init=inits, seeds=seeds, n_test=n_test, spec=spec, settings=settings,
+                       progress=None if args.json else progress_printer("simulate", "runs"))
     if args.json:
         import torch  # (loaded by the simulation already)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from attnphase.cli.common import (
     command_record,
     json_text,
     print_record,
+    progress_printer,
     save_figure,
     spec_from_args,
     to_float,
@@ -134,24 +134,6 @@ def _teacher_scale(text: str) -> float | None:
     return None if text.strip().lower() == "auto" else to_float(text, "teacher-scale")
 
 
-def _progress(label: str, unit: str = "points"):
-    """Progress lines on stderr (a bar on a terminal, plain lines otherwise)."""
-    tty = sys.stderr.isatty()
-    t0 = time.perf_counter()
-
-    def cb(done: int, total: int) -> None:
-        el = time.perf_counter() - t0
-        eta = el / done * (total - done) if done else 0.0
-        msg = f"{label}: {done}/{total} {unit}, {el:.0f}s elapsed, ETA {eta:.0f}s"
-        if tty:
-            sys.stderr.write("\r" + msg + ("\n" if done == total else ""))
-        else:
-            sys.stderr.write(msg + "\n")
-        sys.stderr.flush()
-
-    return cb
-
-
 def cmd_solve(args: argparse.Namespace) -> int:
     """``attnphase solve``: the fixed points at one ``alpha`` (:func:`attnphase.solve`)."""
     spec = spec_from_args(args)
@@ -169,7 +151,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.jumps:
         check_jumps(spec)
     res = api.solve(alpha, branch=args.branch, spec=spec, settings=settings,
-                progress=None if args.json or not several else _progress("solve", "branches"))
+                progress=None if args.json or not several else progress_printer("solve", "branches"))
     stab = _stability(spec, alpha, res) if args.stability else None
     jumps = _jumps(spec, alpha, res, quiet=args.json) if args.jumps else None
     if args.json:
@@ -258,7 +240,7 @@ def cmd_transition(args: argparse.Namespace) -> int:
     grid = alpha_grid(args.alpha)
     settings = settings_from_args(args)  # (validates --replicas >= 1)
     tr = api.transition(alphas=grid, spec=spec, settings=settings,
-                    progress=None if args.json else _progress("transition"))
+                    progress=None if args.json else progress_printer("transition"))
     if args.json:
         print_record(args, tr.to_dict())
         return 0
@@ -297,7 +279,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     check_response(spec, settings.response, (semantic_side(spec), "positional"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    prog = _progress("curves")
+    prog = progress_printer("curves")
     n = len(grid)
     sem = follow_branch(spec, grid[::-1], semantic_side(spec), settings, progress=lambda i, _: prog(i, 2 * n))[::-1]
     pos = follow_branch(spec, grid, "positional", settings, progress=lambda i, _: prog(n + i, 2 * n))

@@ -11,7 +11,7 @@ closed-form ridge baseline ``yhat = B x`` fitted on the same training set.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -160,12 +160,13 @@ def simulate(
     inits: Sequence[str] = ("semantic",),
     settings: TrainSettings | None = None,
     n_test: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> TrainingBatch:
     """Train every ``seed x init`` run in one batched computation and measure it (docs/simulation.md).
 
     Each seed has its own dataset (teacher, training set, fresh test set); starts of the same seed
     share it. ``n = round(alpha d)`` training sequences; ``n_test`` (default ``max(n, 1000)``) test
-    ones.
+    ones. ``progress(stopped, runs)`` is called as the training advances (:func:`train`).
     """
     from attnphase import __version__
 
@@ -188,7 +189,7 @@ def simulate(
     ]
     batch = stack_batch(datasets)
     params0 = init_params(spec, datasets, inits)
-    result = train(spec, batch, params0, settings)
+    result = train(spec, batch, params0, settings, progress)
     del batch
     test = test_errors(spec, [ds.test_chunks(keep) for ds in datasets], result.params, d)
     lin = _linear_test(spec, datasets)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -41,6 +41,8 @@ INITS = ("semantic", "positional", "random")
 OPTIMIZERS = ("gd", "adam")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
+#: steps between two calls of :func:`train`'s ``progress``
+PROGRESS_EVERY = 50
 
 
 @dataclass(frozen=True)
@@ -182,8 +184,12 @@ def train(
     batch: Batch,
     params: dict[str, torch.Tensor],
     settings: TrainSettings,
+    progress: Callable[[int, int], None] | None = None,
 ) -> TrainResult:
-    """Full-batch GD or Adam on ``R`` for all runs at once (docs/simulation.md)."""
+    """Full-batch GD or Adam on ``R`` for all runs at once (docs/simulation.md).
+
+    ``progress(stopped, runs)`` is called every ``PROGRESS_EVERY`` steps with the number of runs
+    that have stopped, and once with ``(runs, runs)`` at the end."""
     d = batch.X.shape[-1]
     lr = settings.learning_rate
     params = {k: v.clone() for k, v in params.items()}
@@ -211,6 +217,8 @@ def train(
                      float(gnorm.max()), float(R.mean()) / d)
         if t == settings.max_steps or not bool(active.any()):
             break
+        if progress is not None and t % PROGRESS_EVERY == 0:
+            progress(D * K - int(active.sum()), D * K)
         mask = active[:, :, None, None]
         for k, p in params.items():
             g = grads[k]
@@ -229,6 +237,8 @@ def train(
                 p.sub_(torch.where(mask, lr * mhat / (vhat.sqrt() + settings.eps), 0.0))
         steps += active.long()
     seconds = time.perf_counter() - t0
+    if progress is not None:
+        progress(D * K, D * K)
     assert R is not None and gnorm is not None
     stop = [
         [

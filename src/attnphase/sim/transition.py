@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any, cast
@@ -294,6 +294,7 @@ def sim_transition(
     seeds: Sequence[int],
     settings: TrainSettings | None = None,
     require_held: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimTransition:
     """Measure ``Delta = eps_t(semantic start) - eps_t(positional start)`` on an ``alpha`` grid and
     locate its zero ``alpha_c_sim`` (docs/model.md (5.2); the starts of docs/simulation.md).
@@ -302,6 +303,7 @@ def sim_transition(
     both informed starts (same dataset per seed, so ``Delta`` is a paired difference). With
     ``require_held`` (default) grid points where either start left its mechanism on more than half
     of the seeds are not used for the crossing. ``settings`` default: :data:`DEFAULT_SETTINGS`.
+    ``progress(stopped, runs)`` counts the runs of the whole grid that have stopped.
     """
     from attnphase import __version__
     from attnphase.sim.simulate import simulate
@@ -320,10 +322,13 @@ def sim_transition(
     settings = settings or TrainSettings(**DEFAULT_SETTINGS)
     t0 = time.perf_counter()
     points = []
-    for a in grid:
+    runs = 2 * len(seeds)
+    for i, a in enumerate(grid):
         ta = time.perf_counter()
+        inner = None if progress is None else (
+            lambda done, _total, i=i: progress(i * runs + done, len(grid) * runs))
         res = simulate(spec, d, a, seeds=seeds, inits=("semantic", "positional"),
-                       settings=settings)
+                       settings=settings, progress=inner)
         by = {(r.seed, r.init): r for r in res.runs}
         sem = [by[(s, "semantic")] for s in seeds]
         pos = [by[(s, "positional")] for s in seeds]
