@@ -134,12 +134,15 @@ def warn_theory_cost(spec: ModelSpec) -> None:
         )
 
 
-def progress_printer(label: str, unit: str = "points", heartbeat: float = 10.0) -> Callable[[int, int], None]:
+def progress_printer(label: str, unit: str = "points", heartbeat: float | None = None) -> Callable[[int, int], None]:
     """A ``progress(done, total)`` callback that writes progress lines on stderr (one line rewritten
     on a terminal, plain lines otherwise): a line when ``done`` changes, and otherwise at most one
-    every ``heartbeat`` seconds, so that work whose count moves rarely (the runs of a batched
-    training) still shows that it is alive. The ETA is given once something is done."""
+    every ``heartbeat`` seconds (default 10 on a terminal, 30 otherwise), so that work whose count
+    moves rarely (the runs of a batched training) still shows that it is alive. The ETA is given
+    once something is done."""
     tty = sys.stderr.isatty()
+    if heartbeat is None:
+        heartbeat = 10.0 if tty else 30.0
     t0 = time.perf_counter()
     last = {"done": -1, "at": -float("inf")}
 
