@@ -71,6 +71,11 @@ def test_unusable_points_are_skipped_and_noise_is_flagged():
     assert c.alpha_c == pytest.approx(4.25) and c.reason == "ok"
     c = find_crossing(a, delta, usable=[True, False, False, False, False])
     assert c.alpha_c is None and "fewer than two" in c.reason
+    # the caller's mask is left as it was, and a read-only one is accepted
+    mask = np.array([True, True, True, True, True])
+    mask.flags.writeable = False
+    c = find_crossing(a, [1.0, np.nan, 1.0, 0.5, -1.5], usable=mask)
+    assert c.used_alphas == (1.0, 3.0, 4.0, 5.0) and mask.all()
 
 
 def test_estimator_rejects_bad_input():

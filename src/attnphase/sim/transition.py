@@ -116,7 +116,7 @@ def find_crossing(
     x = np.asarray(alphas, dtype=float)
     y = np.asarray(mean, dtype=float)
     s = np.zeros_like(y) if se is None else np.asarray(se, dtype=float)
-    ok = np.ones(x.shape, dtype=bool) if usable is None else np.asarray(usable, dtype=bool)
+    ok = np.ones(x.shape, dtype=bool) if usable is None else np.array(usable, dtype=bool)  # (a copy)
     if not (x.shape == y.shape == s.shape == ok.shape) or x.ndim != 1:
         raise ValueError("alphas, mean, se and usable must be 1-d and of equal length")
     if np.any(np.diff(x) <= 0):
