@@ -1,5 +1,6 @@
 """The jump share of the weights step's stiffness (docs/model.md (3.5), attnphase.theory.jumps) and
-the responses that leave the global minimiser: local (3.6) and semantic-start (3.7)."""
+the responses that leave the global minimiser: local (3.6) and the one-start selections, semantic
+and positional start (3.7)."""
 
 from __future__ import annotations
 
@@ -122,10 +123,14 @@ CAUSAL = ModelSpec(omega=0.3, variant="causal")
 
 
 def _semantic_start(**changes):
+    return _one_start("semantic-start", **changes)
+
+
+def _one_start(response: str, **changes):
     from attnphase import SolverSettings
 
-    return SolverSettings.preset("fast", response="semantic-start", refine_order=0, order=10, warmup_order=10,
-                                 n_replicas=1, **changes)
+    return SolverSettings.preset("fast", **{"response": response, "refine_order": 0, "order": 10, "warmup_order": 10,
+                                            "n_replicas": 1, **changes})
 
 
 def test_semantic_start_holds_the_causal_branch_below_the_fold():
@@ -185,25 +190,31 @@ def test_commands_that_need_other_branches_refuse_a_semantic_only_response_at_on
     assert not (tmp_path / "c").exists()
 
 
+def _one_start_and_gd(spec: ModelSpec, alpha: float, branch: str, max_steps: int):
+    """The ``branch``-start selection's point on one order-11 rule (the command line's) and GD from
+    the same start at ``d = 1000``, seeds 0-3, float64, to a gradient tolerance of 1e-6."""
+    import torch
+
+    import attnphase as ap
+    from attnphase.sim import TrainSettings, simulate
+
+    torch.set_num_threads(1)
+    st = SolverSettings.preset("default", response=f"{branch}-start", refine_order=0, target_error=0.0, order=11,
+                               warmup_order=10)
+    th = ap.solve(alpha, spec=spec, branch=branch, settings=st).branches[branch]
+    assert th is not None
+    gd = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=max_steps, dtype="float64",
+                       log_every=0)
+    return th, simulate(spec, 1000, alpha, seeds=(0, 1, 2, 3), inits=(branch,), settings=gd)
+
+
 @pytest.mark.slow  # (GD at d = 1000, 4 seeds, and a one-rule solve: a few minutes)
 def test_causal_gd_below_the_fold_agrees_with_the_semantic_start_equations():
     """docs/variants.md "Causal student": at ``alpha = 1.5``, below the global equations' fold, GD
     from the semantic start at ``d = 1000`` (mean of seeds 0-3) agrees with the semantic-start
     equations (``attnphase solve --response semantic-start``, one order-11 rule) within 5 % on
     ``theta`` and ``q`` and 7 % on the errors."""
-    import torch
-
-    import attnphase as ap
-    from attnphase import SolverSettings
-    from attnphase.sim import TrainSettings, simulate
-
-    torch.set_num_threads(1)
-    st = SolverSettings.preset("default", response="semantic-start", refine_order=0, target_error=0.0, order=11,
-                               warmup_order=10)
-    th = ap.solve(1.5, spec=CAUSAL, branch="semantic", settings=st).branches["semantic"]
-    assert th is not None
-    gd = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=8000, dtype="float64", log_every=0)
-    res = simulate(CAUSAL, 1000, 1.5, seeds=(0, 1, 2, 3), inits=("semantic",), settings=gd)
+    th, res = _one_start_and_gd(CAUSAL, 1.5, "semantic", max_steps=8000)
     sim = {k: float(np.mean([abs(getattr(r, k)) for r in res.runs])) for k in ("theta", "q", "train_loss",
                                                                               "test_error")}
     print(f"\nsemantic-start theory: theta {th.theta:.4f} q {th.q:.4f}; GD {sim}")
@@ -211,3 +222,81 @@ def test_causal_gd_below_the_fold_agrees_with_the_semantic_start_equations():
         assert abs(sim[k] - abs(getattr(th, k))) <= 0.05 * abs(getattr(th, k)), k
     for k in ("train_loss", "test_error"):
         assert abs(sim[k] - getattr(th, k)) <= 0.07 * getattr(th, k), k
+
+
+L3 = ModelSpec(omega=0.3, L=3)
+
+
+def _m_rms(m_matrix) -> float:
+    return float(np.sqrt(np.mean(np.asarray(m_matrix, dtype=float) ** 2)))
+
+
+def test_positional_start_is_close_to_the_global_positional_branch_where_that_exists():
+    """docs/model.md (3.7): for the tied student at ``L = 2``, ``alpha = 1``, the positional-start
+    selection differs from the global equations only where the global minimiser swaps between
+    mirror minima: within 4 % on ``q`` and ``m``, 1.5 % on the errors (one order-10 rule each)."""
+    import attnphase as ap
+
+    sel = ap.solve(1.0, omega=0.3, branch="positional", settings=_one_start("positional-start")).branches["positional"]
+    ref = ap.solve(1.0, omega=0.3, branch="positional",
+                   settings=SolverSettings.preset("fast", order=10, warmup_order=10, refine_order=0,
+                                                  n_replicas=1)).branches["positional"]
+    assert sel is not None and ref is not None
+    assert sel.theta == 0.0
+    for k in ("q", "m"):
+        assert getattr(sel, k) == pytest.approx(getattr(ref, k), rel=0.04), k
+    for k in ("train_loss", "test_error"):
+        assert getattr(sel, k) == pytest.approx(getattr(ref, k), rel=0.015), k
+
+
+def test_positional_start_has_the_L3_positional_state_and_its_theta_stability():
+    """docs/variants.md "L = 3": at ``alpha = 0.6`` the global equations have no positional point on
+    fine rules; the positional-start selection has one (``m_rms`` 0.16, ``q`` 0.30 on order 11,
+    GD at ``d`` = 1000-4000: 0.167, 0.29-0.30), a minimum along ``theta`` (``F' < 1``), as GD holds
+    it. At ``alpha = 1.5`` the selection's point is a saddle towards ``theta`` (``F' > 1``): GD from
+    the positional start leaves it for the semantic minimum there."""
+    import attnphase as ap
+    from attnphase.theory.stability import positional_stability
+
+    st = _one_start("positional-start", order=11)
+    for alpha, saddle in ((0.6, False), (1.5, True)):
+        r = ap.solve(alpha, spec=L3, branch="positional", settings=st).branches["positional"]
+        assert r is not None and r.theta == 0.0, alpha
+        if alpha == 0.6:
+            assert 0.14 < _m_rms(r.m_matrix) < 0.18 and 0.28 < r.q < 0.33, r
+        stab = positional_stability(L3, alpha, order=11, response="positional-start",
+                                    start=start_from(L3, r.q_matrix, r.m_matrix, r.V, r.theta_matrix))
+        assert stab.success and stab.saddle is saddle, (alpha, stab)
+
+
+def test_positional_start_is_refused_where_it_is_not_defined():
+    import attnphase as ap
+    from attnphase.theory.stability import positional_stability
+
+    with pytest.raises(ValueError, match="describes the positional branch only"):
+        ap.solve(0.6, spec=L3, branch="semantic", settings=_one_start("positional-start"))
+    with pytest.raises(ValueError, match="rank 1"):
+        ap.solve(1.0, omega=0.3, rank=2, branch="positional", settings=_one_start("positional-start"))
+    with pytest.raises(ValueError, match="runs on one rule"):
+        SolverSettings.preset("fast", response="positional-start")
+    with pytest.raises(ValueError, match="theta stability covers the responses"):
+        positional_stability(L3, 0.6, response="local")
+    bad = _cli("solve", "--alpha", "0.6", "--L", "3", "--response", "positional-start")
+    assert bad.returncode == 2 and "--branch positional" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+@pytest.mark.slow  # (GD at d = 1000, 4 seeds, float64, up to 20000 steps: several minutes)
+def test_L3_gd_from_the_positional_start_agrees_with_the_positional_start_equations():
+    """docs/variants.md "L = 3": at ``alpha = 0.6`` GD from the positional start at ``d = 1000``
+    (mean of seeds 0-3) agrees with the positional-start equations (``attnphase solve --L 3
+    --response positional-start --branch positional``, one order-11 rule) within 5 % on ``q``,
+    ``m_rms`` and the errors."""
+    th, res = _one_start_and_gd(L3, 0.6, "positional", max_steps=20000)
+    sim = {"q": float(np.mean([r.q for r in res.runs])),
+           "m_rms": float(np.mean([_m_rms(r.overlaps["m"]) for r in res.runs])),
+           "train_loss": float(np.mean([r.train_loss for r in res.runs])),
+           "test_error": float(np.mean([r.test_error for r in res.runs]))}
+    theory = {"q": th.q, "m_rms": _m_rms(th.m_matrix), "train_loss": th.train_loss, "test_error": th.test_error}
+    print(f"\npositional-start theory {theory}; GD {sim}")
+    for k, v in theory.items():
+        assert abs(sim[k] - v) <= 0.05 * v, k

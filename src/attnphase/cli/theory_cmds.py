@@ -43,6 +43,7 @@ from attnphase.theory import (
     semantic_side,
 )
 from attnphase.theory.jumps import check_jumps, jump_share, start_from
+from attnphase.theory.saddle import ONE_START, RESPONSES
 from attnphase.theory.stability import check_stability, positional_stability
 
 #: the solver preset (``SolverSettings.preset``) of each theory command when ``--preset`` is not given
@@ -84,12 +85,14 @@ def add_solver_flags(p: argparse.ArgumentParser, command: str) -> None:
                        help="the fine rules pair every node with its mirror (-w at the same teacher fields) in "
                             "the conjugates: the same minima, less scatter (auto: on for the tied and causal students at L = 2, "
                             "rank 1, uncorrelated tokens, where it was measured to help)")
-    p.add_argument("--response", default=None, choices=("global", "local", "semantic-start"),
+    p.add_argument("--response", default=None, choices=RESPONSES,
                    help="which minimum each sample's fields take: the global one (global, the replica-symmetric "
                         "equations; default); the global one followed locally, without the jumps between minima "
                         "(local: describes gradient descent where its state is many minima); the one reached from "
                         "the teacher's fields (semantic-start: the state gradient descent from the semantic start "
-                        "holds; rank 1, tied or causal; on one rule of --order, default 11). docs/model.md (3.6), (3.7)")
+                        "holds) or from the student's positional means (positional-start: the state it holds from "
+                        "the positional start); these two rank 1, tied or causal, one branch, on one rule of --order "
+                        "(default 11). docs/model.md (3.6), (3.7)")
     p.add_argument("--replicas", default=None,
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
     p.add_argument("--seed", default=None,
@@ -120,14 +123,15 @@ def settings_from_args(args: argparse.Namespace) -> SolverSettings:
         ("response", "response", str),
     )
     changes = {field: parse(given(flag)) for flag, field, parse in parsers if given(flag) is not None}
-    if changes.get("response") == "semantic-start":  # (one rule: docs/model.md (3.7))
-        changes = {"refine_order": 0, "target_error": 0.0, "order": SEMANTIC_START_ORDER,
+    if changes.get("response") in ONE_START:  # (one rule: docs/model.md (3.7))
+        changes = {"refine_order": 0, "target_error": 0.0, "order": ONE_START_ORDER,
                    "warmup_order": 10, **changes}
     return SolverSettings.preset(getattr(args, "preset", None) or "default", **changes)
 
 
-#: the QMC order of the one rule a ``--response semantic-start`` solve runs on (docs/model.md (3.7))
-SEMANTIC_START_ORDER = 11
+#: the QMC order of the one rule a one-start solve (``--response semantic-start`` or
+#: ``positional-start``) runs on (docs/model.md (3.7))
+ONE_START_ORDER = 11
 
 
 def _teacher_scale(text: str) -> float | None:
@@ -152,7 +156,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         check_jumps(spec)
     res = api.solve(alpha, branch=args.branch, spec=spec, settings=settings,
                 progress=None if args.json or not several else progress_printer("solve", "branches"))
-    stab = _stability(spec, alpha, res) if args.stability else None
+    stab = _stability(spec, alpha, res, settings) if args.stability else None
     jumps = _jumps(spec, alpha, res, quiet=args.json) if args.jumps else None
     if args.json:
         extra = {**({} if stab is None else {"positional_stability": stab}),
@@ -209,13 +213,19 @@ def _jumps(spec: Any, alpha: float, res: SolveResult, quiet: bool) -> dict[str, 
     return out
 
 
-def _stability(spec: Any, alpha: float, res: SolveResult) -> dict[str, Any] | None:
+def _stability(spec: Any, alpha: float, res: SolveResult, settings: SolverSettings) -> dict[str, Any] | None:
     """``solve --stability``: the theta block of the positional fixed point (docs/cross.md, "Is the
     positional fixed point a minimum of the risk?"; :func:`attnphase.theory.stability.positional_stability`),
-    ``None`` where the positional branch was not solved or not found."""
-    if res.branches.get("positional") is None:
+    ``None`` where the positional branch was not solved or not found. Under the positional-start
+    selection (docs/model.md (3.7)) the block of that selection's point, on the solve's rule."""
+    r = res.branches.get("positional")
+    if r is None:
         return None
-    st = positional_stability(spec, alpha)
+    if settings.response == "positional-start":
+        st = positional_stability(spec, alpha, order=settings.order, seed=settings.seed, response=settings.response,
+                                  start=start_from(spec, r.q_matrix, r.m_matrix, r.V, r.theta_matrix))
+    else:
+        st = positional_stability(spec, alpha)
     return {"slope": st.slope, "a": st.a, "curvature": st.curvature, "saddle": st.saddle, "order": st.order,
             "seed": st.seed, "success": st.success, "message": st.message}
 

@@ -16,7 +16,7 @@ from attnphase.theory.branches import BranchPoint
 from attnphase.theory.channels import AttentionMap, ProxResult, escape_saddles, prox_batch
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
 from attnphase.theory.quadrature import COPIES, Rule, key_contrasts
-from attnphase.theory.saddle import DataStep, OrderParams, Saddle
+from attnphase.theory.saddle import ONE_START, DataStep, OrderParams, Saddle
 
 #: sign copies of the fine rules by branch: ``theta`` is odd in ``theta`` under
 #: ``eta -> -eta`` when ``m = 0``, ``m_hat`` odd in ``m`` under ``xi -> -xi`` when ``theta = 0``; the
@@ -92,7 +92,7 @@ def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:
     (:meth:`Saddle.mirror_nodes`, docs/model.md (7.4)): ``settings.mirror`` if set, else for ``L = 2`` with student and
     teacher rank 1, uncorrelated tokens and the variants of ``MIRRORED_VARIANTS``, where it was
     measured to help (the jumps of the minimiser there are swaps of near-mirror minima)."""
-    if settings.response == "semantic-start":  # (a node and its mirror share the start, not the minima)
+    if settings.response in ONE_START:  # (a node and its mirror share the start, not the minima)
         return False
     if settings.mirror is not None:
         return bool(settings.mirror)
@@ -160,7 +160,7 @@ def nested_first(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray,
     that fraction less (~0.1 s of the semantic branch's order 11 -> 13 at the reference case)."""
     prev = getattr(point, "_fine", None)
     if (prev is None or point.order_params is None or not np.array_equal(point.order_params.to_vector(), x0)
-            or union.response == "semantic-start"):  # (its one start is not the full set the reuse assumes)
+            or union.response in ONE_START):  # (its one start is not the full set the reuse assumes)
         return None
     old, n_old, ds = prev
     new_rule, old_rule = union.rule, old.rule

@@ -26,7 +26,7 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.quadrature import make_rule
-from attnphase.theory.saddle import RESPONSES, DataStep, OrderParams, Saddle
+from attnphase.theory.saddle import ONE_START, RESPONSES, DataStep, OrderParams, Saddle
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +80,10 @@ class SolverSettings:
     ``response``: ``"global"`` (the replica-symmetric equations of the global minimiser, ``V_hat``
     in the Stein form, (3.3)), ``"local"`` (``V_hat`` of each node's minimum followed locally,
     without the jumps' surface term: the state-following equations of (3.6)) or
-    ``"semantic-start"`` (each node keeps the minimum reached from the teacher's fields at the
-    student's norm, (3.7); on one rule: ``refine_order`` and ``target_error`` 0, the error estimate
-    from the ``n_replicas`` rules).
+    ``"semantic-start"`` or ``"positional-start"`` (each node keeps the minimum reached from the
+    teacher's fields at the student's norm, or from the student's positional means, (3.7); on one
+    rule: ``refine_order`` and ``target_error`` 0, the error estimate from the ``n_replicas``
+    rules).
     """
 
     method: str = "qmc"
@@ -172,8 +173,8 @@ class SolverSettings:
             raise ValueError(f"unknown target {self.target_on!r}; choose from {', '.join(TARGET_ON)}")
         if self.response not in RESPONSES:
             raise ValueError(f"unknown response {self.response!r}; choose from {', '.join(RESPONSES)}")
-        if self.response == "semantic-start" and (self.refine_order or self.target_error):
-            raise ValueError("the semantic-start response runs on one rule (refine_order 0, target_error 0): its "
+        if self.response in ONE_START and (self.refine_order or self.target_error):
+            raise ValueError(f"the {self.response} response runs on one rule (refine_order 0, target_error 0): its "
                              "one-start selection makes the map too rough for the multi-fidelity refinement")
         if self.target_error and self.refine_replicas < 2:
             raise ValueError("target_error needs refine_replicas >= 2 (the error estimate)")

@@ -152,30 +152,35 @@ class DataStep:
 #: which minimum of the proximal problem a node takes and how it responds (docs/model.md (3.3),
 #: (3.6), (3.7)): the global minimiser with the Stein form (jumps included); the global minimiser
 #: followed locally; the minimum reached from the teacher's fields at the student's norm (the
-#: state gradient descent from the semantic start holds)
-RESPONSES = ("global", "local", "semantic-start")
+#: state gradient descent from the semantic start holds); the minimum reached from the student's
+#: positional means (the state gradient descent from the positional start holds)
+RESPONSES = ("global", "local", "semantic-start", "positional-start")
+
+#: the one-start selections of docs/model.md (3.7) and the branch each describes
+ONE_START = {"semantic-start": "semantic", "positional-start": "positional"}
 
 
 def check_response(spec: ModelSpec, response: str, branches: tuple[str, ...] = ()) -> None:
     """Refuse (``ValueError``, one line) a ``response`` that does not cover the model ``spec`` or
-    one of the ``branches`` asked for: the local and semantic-start responses cover uncorrelated
-    tokens (docs/model.md (3.6)); the semantic-start one the semantic branch of the tied and causal
-    students of rank 1 without a mixture (3.7). Called before any work, so that a command refuses
-    at once rather than after its first solves."""
+    one of the ``branches`` asked for: every response but the global one covers uncorrelated
+    tokens (docs/model.md (3.6)); a one-start selection (:data:`ONE_START`) the tied and causal
+    students of rank 1 without a mixture, and only the branch its start describes (3.7). Called
+    before any work, so that a command refuses at once rather than after its first solves."""
     if response not in RESPONSES:
         raise ValueError(f"unknown response {response!r}; choose from {', '.join(RESPONSES)}")
     if response != "global" and not spec.uncorrelated:
         raise ValueError(f"the {response} response covers uncorrelated tokens (no --token-corr)")
-    if response != "semantic-start":
+    if response not in ONE_START:
         return
     if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in ("tied", "causal") or spec.mixture:
-        raise ValueError("the semantic-start response covers the tied and causal students of rank 1 (r = r* = 1) "
+        raise ValueError(f"the {response} response covers the tied and causal students of rank 1 (r = r* = 1) "
                          "without a mixture")
-    others = [b for b in branches if b != "semantic"]
+    own = ONE_START[response]
+    others = [b for b in branches if b != own]
     if others:
-        raise ValueError("the semantic-start response describes the semantic branch only (docs/model.md (3.7)), "
+        raise ValueError(f"the {response} response describes the {own} branch only (docs/model.md (3.7)), "
                          f"not the {', '.join(others)} one{'s' if len(others) > 1 else ''} asked for here: "
-                         "give the semantic branch alone (--branch semantic)")
+                         f"give the {own} branch alone (--branch {own})")
 
 
 #: the step of the local response's central differences in the prior means (fields of order one)
@@ -214,10 +219,10 @@ class Saddle:
         global minimiser (``"global"``, the Stein form of docs/model.md (3.3)) or of each node's
         minimum followed locally (``"local"``, (3.6); uncorrelated tokens)."""
         check_response(spec, response)
-        if response == "semantic-start" and mirror:
-            raise ValueError("the semantic-start response does not pair nodes with their mirrors: a node and its "
+        if response in ONE_START and mirror:
+            raise ValueError(f"the {response} response does not pair nodes with their mirrors: a node and its "
                              "mirror share the start, not the minima")
-        #: ``"global"``, ``"local"`` or ``"semantic-start"`` (docs/model.md (3.6), (3.7))
+        #: one of :data:`RESPONSES` (docs/model.md (3.3), (3.6), (3.7))
         self.response = response
         if spec.value not in ("identity", "gain"):
             raise ValueError("the theory solver covers value = identity and gain only (lowrank and full "
@@ -358,8 +363,8 @@ class Saddle:
         """
         w, hstar, qis, qinv, R = self.fields(op)
         T = self.target(hstar)
-        if self.response == "semantic-start":  # (docs/model.md (3.7): one start, no global search)
-            starts = np.ascontiguousarray((hstar * np.sqrt(float(op.q[0, 0]) / self.s2))[:, None])
+        if self.response in ONE_START:  # (docs/model.md (3.7): one start, no global search)
+            starts = self.one_start(op, w, hstar)
             switch_width = 0.0
         elif starts is None:
             starts = self.full_starts(w, hstar, T, op.V)
@@ -368,6 +373,14 @@ class Saddle:
         prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts, mix=self.mix)
         prox = escape_saddles(prox, w, T, op.V, self.C, self.amap, starts, mix=self.mix)
         return self.data_from(op, prox, switch_width, (w, T, qis, qinv, R))
+
+    def one_start(self, op: OrderParams, w: np.ndarray, hstar: np.ndarray) -> np.ndarray:
+        """The one start of every node under a one-start selection (docs/model.md (3.7)), shape
+        ``(nodes, 1, L, 1)``: the teacher's fields at the student's norm, ``sqrt(q / rho) h*``
+        (semantic start), or the student's positional means ``m`` (positional start)."""
+        if self.response == "semantic-start":
+            return np.ascontiguousarray((hstar * np.sqrt(float(op.q[0, 0]) / self.s2))[:, None])
+        return np.ascontiguousarray(np.broadcast_to(op.m[None, None, :self.L], (w.shape[0], 1) + w.shape[1:]))
 
     def full_starts(self, w: np.ndarray, hstar: np.ndarray, T: np.ndarray, V: np.ndarray) -> np.ndarray:
         """The full multi-start set at nodes with prior means ``w``, teacher fields ``h*`` and

@@ -88,12 +88,25 @@ def theta_slope(saddle: Saddle, op: OrderParams, switch_width: float, delta: flo
     return (new[0] - new[1]) / (2.0 * delta), a
 
 
-def positional_stability(spec: ModelSpec, alpha: float, order: int = 12, seed: int = 0) -> ThetaStability:
+#: the selections whose positional point :func:`positional_stability` examines (docs/model.md (3.3), (3.7))
+STABILITY_RESPONSES = ("global", "positional-start")
+
+
+def positional_stability(spec: ModelSpec, alpha: float, order: int = 12, seed: int = 0, response: str = "global",
+                         start: OrderParams | None = None) -> ThetaStability:
     """The positional branch's fixed point on the QMC rule ``(order, seed)`` (the ``fast`` preset's
-    tolerances) and its ``theta`` block (docs/model.md (5.1); module docstring)."""
+    tolerances) and its ``theta`` block (docs/model.md (5.1); module docstring). ``response``: the
+    global equations or the positional-start selection (docs/model.md (3.7)), whose map has the
+    same ``theta -> -theta`` symmetry (its start, the positional means, does not depend on the
+    teacher). ``start``: the point to solve from (e.g. :func:`attnphase.theory.jumps.start_from` a
+    solve's overlaps), else the branch's own start."""
     check_stability(spec)
-    st = SolverSettings.preset("fast", order=order, warmup_order=min(order, 10), seed=seed)
-    pt = solve_point(spec, alpha, "positional", st, error_estimate=False)
+    if response not in STABILITY_RESPONSES:
+        raise ValueError(f"the theta stability covers the responses {', '.join(STABILITY_RESPONSES)}, "
+                         f"not {response!r}")
+    one_rule = {} if response == "global" else {"response": response, "refine_order": 0, "target_error": 0.0}
+    st = SolverSettings.preset("fast", order=order, warmup_order=min(order, 10), seed=seed, **one_rule)
+    pt = solve_point(spec, alpha, "positional", st, start=start, error_estimate=False)
     if not pt.exists or pt.order_params is None:
         return ThetaStability(float(alpha), order, seed, math.nan, math.nan, False,
                               f"no positional fixed point on the rule: {pt.reason}")
@@ -103,4 +116,5 @@ def positional_stability(spec: ModelSpec, alpha: float, order: int = 12, seed: i
                           f"positional fixed point at alpha = {alpha:g}: F' = {slope:.4f}, {kind}")
 
 
-__all__ = ["DELTA", "ThetaStability", "check_stability", "positional_stability", "theta_slope"]
+__all__ = ["DELTA", "STABILITY_RESPONSES", "ThetaStability", "check_stability", "positional_stability",
+           "theta_slope"]
