@@ -269,6 +269,16 @@ def test_positional_start_has_the_L3_positional_state_and_its_theta_stability():
         assert stab.success and stab.saddle is saddle, (alpha, stab)
 
 
+def test_solve_examines_the_positional_start_point_along_theta_on_its_own():
+    """``solve --response positional-start`` reports the theta block of the point it found without
+    ``--stability`` (docs/model.md (3.7)): at ``L = 3``, ``alpha = 1.5`` a saddle, which GD leaves."""
+    out = _cli("solve", "--L", "3", "--alpha", "1.5", "--omega", "0.3", "--branch", "positional", "--response",
+               "positional-start", "--replicas", "1", "--json")
+    assert out.returncode == 0, out.stderr
+    stab = json.loads(out.stdout)["positional_stability"]
+    assert stab["success"] and stab["saddle"] and stab["slope"] > 1.0 and stab["order"] == 11, stab
+
+
 def test_positional_start_is_refused_where_it_is_not_defined():
     import attnphase as ap
     from attnphase.theory.stability import positional_stability

@@ -152,11 +152,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
     several = args.branch == "all" and len(known) > 1
     if args.stability:
         check_stability(spec)
+    # (the positional-start selection's point is always examined where the theta block covers the model: a
+    # saddle towards theta is a state gradient descent leaves, docs/model.md (3.7))
+    stability = args.stability or (settings.response == "positional-start" and _stability_covers(spec))
     if args.jumps:
         check_jumps(spec)
     res = api.solve(alpha, branch=args.branch, spec=spec, settings=settings,
                 progress=None if args.json or not several else progress_printer("solve", "branches"))
-    stab = _stability(spec, alpha, res, settings) if args.stability else None
+    stab = _stability(spec, alpha, res, settings) if stability else None
     jumps = _jumps(spec, alpha, res, quiet=args.json) if args.jumps else None
     if args.json:
         extra = {**({} if stab is None else {"positional_stability": stab}),
@@ -211,6 +214,15 @@ def _jumps(spec: Any, alpha: float, res: SolveResult, quiet: bool) -> dict[str, 
                   "seeds": list(j.seeds), "stein": list(j.stein), "pointwise": list(j.pointwise),
                   "success": j.success, "message": j.message}
     return out
+
+
+def _stability_covers(spec: Any) -> bool:
+    """Whether the theta block (:func:`attnphase.theory.stability.check_stability`) covers ``spec``."""
+    try:
+        check_stability(spec)
+    except ValueError:
+        return False
+    return True
 
 
 def _stability(spec: Any, alpha: float, res: SolveResult, settings: SolverSettings) -> dict[str, Any] | None:
@@ -367,7 +379,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"highest refinement order for --target-error (default {st.max_refine_order})")
     p.add_argument("--stability", action="store_true",
                    help="also the stability of the positional fixed point against theta: F' > 1 a saddle of the "
-                        "risk, F' < 1 a minimum along theta (rank 1, tied or cross; docs/cross.md)")
+                        "risk, F' < 1 a minimum along theta (rank 1, tied or cross; docs/cross.md; always on with "
+                        "--response positional-start where it covers the model)")
     p.add_argument("--jumps", action="store_true",
                    help="also the jump share of every branch: the fraction of the weights step's stiffness that "
                         "the proximal minimiser's jumps take away; where it is not small, check the branch against "
