@@ -213,6 +213,7 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
     row = next(ln for ln in out.splitlines() if ln.startswith("positional"))
     assert "coarse rule only" in row and " ok" not in row
     assert "note: positional: refinement did not converge: no decrease (test); the values are those of the coarse rule" in out
+    assert "global minimum: not compared (only positional solved" in out  # one branch: nothing compared
 
 
 def test_replicated_transition_combines_scrambles(monkeypatch):

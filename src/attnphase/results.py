@@ -165,7 +165,8 @@ class SolveResult:
 
     ``branches``: each requested branch's :class:`BranchResult`, ``None`` where it has no fixed
     point (the reason in ``absent``). ``global_minimum``: the existing branch of lowest training
-    error (docs/model.md (4.1), (5.1)), ``None`` if none exists. ``linear_test_error``: the dense
+    error among those solved (the global minimum where every branch was solved, ``branch="all"``;
+    docs/model.md (4.1), (5.1)), ``None`` if none exists. ``linear_test_error``: the dense
     linear positional baseline (docs/model.md (4.3)). ``params``: the model, ``alpha``, the solver
     settings, the version and the kernels that ran. ``success``: some branch exists, and every
     existing one converged, was refined and met the error target (where one was set).
