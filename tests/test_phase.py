@@ -232,4 +232,20 @@ def test_null_alpha_c_always_comes_with_a_reason():
     tr = find_transition(ModelSpec(omega=0.3, rank=2), alphas=[1.6, 1.8], settings=s)
     assert tr.alpha_c is None
     assert any("mixed" in n for n in tr.notes)
-    assert "no crossing of the training errors on the alpha grid" in tr.notes
+    assert any(n.startswith("no crossing of the training errors on the alpha grid") for n in tr.notes)
+
+
+@pytest.mark.parametrize("grid, hint", [((0.2, 0.5, 0.8), "the positional branch is still the lower at the grid's "
+                                         "end (alpha = 0.8): extend --alpha upwards"),
+                                        ((2.0, 2.5, 3.0), "the semantic branch is already the lower at the grid's "
+                                         "start (alpha = 2): extend --alpha downwards")])
+def test_a_grid_without_a_crossing_says_on_which_side_the_crossing_lies(grid, hint):
+    """The reference case's alpha_c (about 1.1 at omega = 0.3) lies above the first grid and below
+    the second: each note says which way to extend the grid."""
+    from attnphase import ModelSpec
+    from attnphase.theory import SolverSettings
+    from attnphase.theory.transition import find_transition
+
+    tr = find_transition(ModelSpec(omega=0.3), alphas=grid, settings=SolverSettings.preset("fast", order=7, refine_order=8))
+    assert tr.alpha_c is None
+    assert f"no crossing of the training errors on the alpha grid; {hint}" in tr.notes

@@ -598,8 +598,33 @@ class _TransitionSearch:
                                 cast(float, dlo), dhi, self.xtol, noise=partial(self.last_se, "alpha_c"))
                 self.change_at(alpha_c, s_anchor, sem[k + 1])
         if alpha_c is None and len(notes) == n_notes:
-            notes.append("no crossing of the training errors on the alpha grid")
+            notes.append("no crossing of the training errors on the alpha grid" + self.grid_end_hint(sem, pos))
         return alpha_c
+
+    def grid_end_hint(self, sem: list[BranchPoint], pos: list[BranchPoint]) -> str:
+        """Where the crossing may lie when the grid has none: above the grid where the positional
+        branch is the lower at its last point (with both branches there), below it where the
+        semantic side is the lower at its first: where the coarse rule decides it (``GLOBAL_MARGIN``),
+        else where the refined difference is three of its standard errors from zero."""
+        def lower(k: int) -> str | None:
+            s, p = sem[k], pos[k]
+            if not (s.exists and p.exists):
+                return None
+            v: float | None = s.train_loss - p.train_loss
+            if abs(s.train_loss - p.train_loss) <= GLOBAL_MARGIN * max(s.train_loss, p.train_loss):
+                v = self.train_diff(s, p) if self.settings.refine_order else None
+                se = self.last_se("alpha_c") if v is not None else None
+                if v is None or se is None or abs(v) <= 3 * se:
+                    return None
+            return "positional" if cast(float, v) > 0 else self.sem_name
+        last, first = len(self.grid) - 1, 0
+        if lower(last) == "positional":
+            return (f"; the positional branch is still the lower at the grid's end (alpha = {self.grid[last]:g}): "
+                    "extend --alpha upwards")
+        if lower(first) == self.sem_name:
+            return (f"; the {self.sem_name} branch is already the lower at the grid's start (alpha = {self.grid[first]:g}): "
+                    "extend --alpha downwards")
+        return ""
 
     def refined_bracket(self, sem: list[BranchPoint], pos: list[BranchPoint], diff: list[float | None]) -> int | None:
         """A bracket ``[k, k+1]`` of the change of the global minimum where the coarse training
