@@ -642,6 +642,27 @@ def test_failed_semantic_refinement_continues_the_branch_down_from_larger_alpha(
     assert abs(p.theta) > 0.3
 
 
+@pytest.mark.parametrize("variant", ["tied", "causal"])
+def test_positional_branch_the_direct_start_loses_is_continued_from_below(variant):
+    """omega = 0.3, alpha = 3.6: the positional start's damped iteration goes to a point near the
+    trivial branch on the coarse rule (m 0.011 tied, 0.08 causal), which the fine rules do not
+    confirm, while the branch exists there; continued up from alpha / 2 on the rule one order
+    below the fine rules it is reached, and lands on the branch that a continuation along alpha
+    from 2 follows (the two on different rules: within 1 % in m, 3 % in q; the coarse point's q
+    is 0.41 causal)."""
+    from attnphase.theory import follow_branch
+    from attnphase.theory.target import solve_refined
+
+    spec = ModelSpec(omega=0.3, variant=variant)
+    p = solve_refined(spec, 3.6, "positional", SolverSettings.preset("fast"))
+    assert p.exists and p.diagnostics["refined"]["applied"]
+    assert "continued up from alpha 1.8 on order 9" in p.diagnostics["refined"]["retry"]
+    path = follow_branch(spec, [2.0, 2.5, 3.0, 3.3, 3.6], "positional", SolverSettings(order=10, warmup_order=None))
+    assert all(pt.exists for pt in path)
+    assert abs(p.m) == pytest.approx(abs(path[-1].m), rel=0.01) and abs(p.m) > 0.25
+    assert p.q == pytest.approx(path[-1].q, rel=0.03)
+
+
 def test_unrefined_point_whose_overlap_is_not_resolved_is_absent():
     """coarse_absence: a point kept from the coarse rule (refinement failed) whose defining overlap
     has a relative error estimate above 1/RESOLVE_SE does not count as a point of its branch."""

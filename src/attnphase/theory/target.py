@@ -37,8 +37,10 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     of the coarse rule (seen for ``rank = 2``: the coarse rule's ``m = 0`` semantic point is not a
     fixed point of the fine rules, which drift to the mixed branch; docs/variants.md), unless the
     overlap that defines the branch is not resolved there (:func:`coarse_absence`). Where the coarse
-    solve of a semantic or mixed point finds no point or its refinement fails, the branch is first
-    continued down from larger ``alpha`` on a finer rule (:func:`_refine_from_above`)."""
+    solve finds no point of the branch, its refinement fails or the fine rules do not resolve it,
+    the branch is continued on a finer rule (:func:`_refine_by_continuation`): a semantic or mixed
+    point down from larger ``alpha`` (before the full-solver fallback), a positional one up from
+    smaller ``alpha``."""
     if not settings.refine_order:
         return solve_point(spec, alpha, branch, settings, thorough=True)
     coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
@@ -49,7 +51,7 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
                          keep_fine=bool(settings.target_error))
     marked = mark_unresolved(point)  # (marked is not point: the fine rules do not confirm the branch)
     if not is_refined(point) or marked is not point:
-        retry, tried = _refine_from_above(spec, alpha, branch, settings, point if marked is point else marked)
+        retry, tried = _refine_by_continuation(spec, alpha, branch, settings, point if marked is point else marked)
         if retry is not None and mark_unresolved(retry[1]) is retry[1]:
             coarse, point = retry
             marked = point
@@ -82,30 +84,37 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     return point
 
 
-#: branches that end towards small ``alpha`` (at a spinodal): where their refinement fails they are
-#: continued downward from ``RAMP_DOWN * alpha`` on a rule one order below the fine rules
+#: where a single solve's refinement fails, a semantic or mixed branch (which ends towards small
+#: ``alpha``, at a spinodal) is continued downward from ``RAMP_DOWN * alpha``, a positional one upward
+#: from ``alpha / RAMP_DOWN``, on a rule one order below the fine rules
 RAMP_DOWN = 2.0
 
 
-def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
-                       failed: BranchPoint) -> tuple[tuple[BranchPoint, BranchPoint] | None, str]:
-    """A second try where the coarse solve of a semantic (or mixed) point found no point of the
-    branch or its refinement did not converge: the branch continued downward from
-    ``RAMP_DOWN * alpha`` on the rule one order below the fine rules (:func:`continue_from`), then
-    refined. Returns ((that point, its refinement), what was done) if the refinement converges,
-    else (``None``, what was tried).
+def _refine_by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+                            failed: BranchPoint) -> tuple[tuple[BranchPoint, BranchPoint] | None, str]:
+    """A second try where the coarse solve found no point of the branch, its refinement did not
+    converge or the fine rules did not resolve it: a semantic (or mixed) branch continued downward
+    from ``RAMP_DOWN * alpha``, a positional one upward from ``alpha / RAMP_DOWN``, on the rule one
+    order below the fine rules (:func:`continue_from`), then refined. Returns ((that point, its
+    refinement), what was done) if the refinement converges and resolves the branch, else
+    (``None``, what was tried).
 
     Near the end of a branch the coarse rule can sit on a different part of it than the fine
     rules: causal student, ``omega = 0.3``, ``alpha = 1.75``: ``theta`` = 0.202 on 2^8 x 4 nodes
     (where the branch ends near 1.7) against 0.349 on 2^11 x 4 nodes (ending near 1.61), and the
     refinement from 0.202 falls towards the trivial branch; the direct start on the finer rule
     goes trivial too, while the branch continued from larger ``alpha`` is reached
-    (docs/variants.md)."""
+    (docs/variants.md).
+
+    The positional start's damped iteration can leave its branch at large ``alpha``: tied and
+    causal students, ``omega = 0.3``, ``alpha = 3.6``: the coarse rule's point has ``m`` 0.011 and
+    0.08, not resolved on the fine rules, while the branch continued from 1.8 has ``m`` 0.27, as
+    the direct start finds at 3.5 and 3.7."""
     mid_settings = mid_rule_settings(settings)
-    if branch not in ("semantic", MIXED) or mid_settings is None:
+    if branch not in ("semantic", MIXED, "positional") or mid_settings is None:
         return None, ""
-    origin = RAMP_DOWN * alpha
-    how = f"continued down from alpha {origin:g} on order {mid_settings.order}"
+    origin = alpha / RAMP_DOWN if branch == "positional" else RAMP_DOWN * alpha
+    how = f"continued {'up' if branch == 'positional' else 'down'} from alpha {origin:g} on order {mid_settings.order}"
     mid = continue_from(spec, alpha, branch, mid_settings, origin)
     if mid is None and branch == "semantic":
         mid, end = semantic_by_arclength(spec, alpha, mid_settings, origin)
@@ -114,16 +123,19 @@ def _refine_from_above(spec: ModelSpec, alpha: float, branch: str, settings: Sol
         how += " by pseudo-arclength continuation"
     if mid is None:
         return None, f"{how}: the branch was lost on the way"
-    point = refine_point(spec, mid, settings, tol=settings.tol)
+    key = "m" if branch == "positional" else "theta"  # (the overlap that defines the branch)
+    # (a positional point whose refinement fails here is left absent without the full-solver fallback:
+    # at L = 3, alpha = 0.6, where the branch is absent, the fallback took 7.5 s to fail)
+    point = refine_point(spec, mid, settings, tol=settings.tol, fallback=branch != "positional")
     if not is_refined(point) and settled_unresolved(point) is None:
         to = left_branch(point)
-        return None, f"{how} (theta {mid.theta:.3g}): " + (f"refined, it went to the {to} branch" if to else
-                                                          "its refinement did not converge either")
+        return None, f"{how} ({key} {getattr(mid, key):.3g}): " + (f"refined, it went to the {to} branch" if to else
+                                                                  "its refinement did not converge either")
     why = fine_absence(point)
     if why is not None:
-        return None, f"{how} (theta {mid.theta:.3g}): not resolved on the fine rules ({why})"
+        return None, f"{how} ({key} {getattr(mid, key):.3g}): not resolved on the fine rules ({why})"
     if failed.exists or failed.diagnostics.get("refined"):
-        note = (f"the refinement of the coarse point (coarse theta {failed.theta:.3g}) failed "
+        note = (f"the refinement of the coarse point (coarse {key} {getattr(failed, key):.3g}) failed "
                 f"({failed.diagnostics.get('refined', {}).get('reason')}); {how} instead")
     else:
         note = f"the coarse solve found no point of the branch ({failed.reason}); {how} instead"
