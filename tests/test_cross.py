@@ -300,6 +300,22 @@ def test_positional_fixed_point_is_a_saddle_at_alpha_2_and_a_minimum_at_alpha_1(
         positional_stability(ModelSpec(variant="untied-cross"), 1.0)
 
 
+def test_solve_stability_examines_the_point_the_solve_reports():
+    """``solve --stability`` at ``alpha = 3.6`` (self-attention, omega 0.3): the positional start
+    falls to the trivial branch on the examined order-12 rule, but the theta block is taken at the
+    solve's own positional point (``m`` 0.27): found, a minimum along theta."""
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "attnphase", "solve", "--alpha", "3.6", "--omega", "0.3",
+                          "--branch", "positional", "--stability", "--preset", "fast", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)
+    assert abs(rec["branches"]["positional"]["m"]) > 0.25
+    stab = rec["positional_stability"]
+    assert stab["success"] and 0.3 < stab["slope"] < 1 and stab["curvature"] > 0, stab
+
+
 def _positional_state_start(ds, q: float, m: np.ndarray) -> torch.Tensor:
     """``Q`` with the theory's positional overlaps on the sample ``ds``: ``Pi Q / d = m`` (all
     tokens), ``theta = 0`` exactly, ``Q^T Q / d = q`` (a random part orthogonal to the positions and

@@ -187,9 +187,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
     for b, r in res.branches.items():
         for note in r.notes if r is not None else ():
             print(f"note: {b}: {note}")
-    if stab is not None:
+    if stab is not None and stab["success"]:
         print(f"note: positional: {stab['message']} (d^2 eps_t / d theta^2 = a (1 - F') = "
               f"{stab['curvature']:+.2e} on the order-{stab['order']} rule; docs/cross.md)")
+    elif stab is not None:
+        print(f"note: positional: --stability: {stab['message']}")
     elif args.stability:
         print("note: --stability: no positional fixed point solved here, nothing to examine")
     for b, j in (jumps or {}).items():
@@ -236,11 +238,14 @@ def _stability(spec: Any, alpha: float, res: SolveResult, settings: SolverSettin
     r = res.branches.get("positional")
     if r is None:
         return None
+    # (from the solve's own point: the branch's start can fall to the trivial branch on the examined rule,
+    # as at alpha 3.6, omega 0.3)
+    start = start_from(spec, r.q_matrix, r.m_matrix, r.V, r.theta_matrix)
     if settings.response == "positional-start":
         st = positional_stability(spec, alpha, order=settings.order, seed=settings.seed, response=settings.response,
-                                  start=start_from(spec, r.q_matrix, r.m_matrix, r.V, r.theta_matrix))
+                                  start=start)
     else:
-        st = positional_stability(spec, alpha)
+        st = positional_stability(spec, alpha, start=start)
     return {"slope": st.slope, "a": st.a, "curvature": st.curvature, "saddle": st.saddle, "order": st.order,
             "seed": st.seed, "success": st.success, "message": st.message}
 
