@@ -182,7 +182,7 @@ def test_bad_cross_input(fields, message):
 @pytest.mark.parametrize("args,message", [
     (["--variant", "cross", "--A", "0.6,0.4;0.4,0.6", "--L-keys", "3"], "A must be 2x3"),
     (["--variant", "cross", "--cross-positions", "2,0;0,2"], "positive semi-definite"),
-    (["--variant", "untied-cross", "--stability"], "the theta stability covers the tied and cross students"),
+    (["--variant", "untied-cross", "--stability"], "the theta stability covers the tied, causal and cross students"),
 ])
 def test_bad_cross_input_on_the_command_line_is_one_line_and_exit_2(args, message):
     p = subprocess.run([sys.executable, "-m", "attnphase", "solve", "--alpha", "1", *args],
@@ -298,6 +298,20 @@ def test_positional_fixed_point_is_a_saddle_at_alpha_2_and_a_minimum_at_alpha_1(
     assert tied.slope < 0.6 and not tied.saddle, tied
     with pytest.raises(ValueError, match="rank 1"):
         positional_stability(ModelSpec(variant="untied-cross"), 1.0)
+
+
+def test_causal_positional_point_is_a_minimum_along_theta():
+    """The causal student's theta block (one student matrix, the same symmetry): its positional
+    point is a minimum along theta at alpha 1.5, where gradient descent holds the positional state
+    (docs/variants.md, "Causal student"), and at 4.5 (measured F' 0.19 and 0.50 on order 12),
+    from the solve's positional point (from the branch's own start the order-10 rule at 4.5 gives
+    another point, with F' 1.66)."""
+    from attnphase.theory.stability import positional_stability
+
+    spec = ModelSpec(omega=0.3, variant="causal")
+    for alpha, lo, hi in ((1.5, 0.1, 0.3), (4.5, 0.4, 0.6)):
+        st = positional_stability(spec, alpha, order=10)
+        assert st.success and lo < st.slope < hi and st.curvature > 0, st
 
 
 def test_solve_stability_examines_the_point_the_solve_reports():

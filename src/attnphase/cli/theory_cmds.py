@@ -387,7 +387,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"highest refinement order for --target-error (default {st.max_refine_order})")
     p.add_argument("--stability", action="store_true",
                    help="also the stability of the positional fixed point against theta: F' > 1 a saddle of the "
-                        "risk, F' < 1 a minimum along theta (rank 1, tied or cross; docs/cross.md; always on with "
+                        "risk, F' < 1 a minimum along theta (rank 1, tied, causal or cross; docs/cross.md; always on with "
                         "--response positional-start where it covers the model)")
     p.add_argument("--jumps", action="store_true",
                    help="also the jump share of every branch: the fraction of the weights step's stiffness that "

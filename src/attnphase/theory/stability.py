@@ -4,7 +4,8 @@
 
 At ``theta = 0`` the map ``order parameters -> data step -> weights step`` commutes with
 ``theta -> -theta`` (``T(h*)`` is even in ``h*``; with the teacher noises ``eta -> -eta`` the data
-step's ``theta_hat`` changes sign and nothing else changes), so its Jacobian there is block
+step's ``theta_hat`` changes sign and nothing else changes; a causal mask on the student or the target
+does not touch this), so its Jacobian there is block
 diagonal and, at rank ``r = r* = 1``, the ``theta`` block is one number,
 
     F' = d theta_new / d theta      (the other order parameters held at the fixed point).
@@ -34,6 +35,7 @@ from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import solve_point
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
 from attnphase.theory.saddle import OrderParams, Saddle
+from attnphase.theory.target import solve_refined
 
 #: the step of the central difference in ``theta`` (paper convention)
 DELTA = 1e-3
@@ -64,10 +66,14 @@ class ThetaStability:
         return self.success and self.slope > 1.0
 
 
+#: the students whose theta block is one number at rank 1 (one student matrix; the untied students have two)
+STABILITY_VARIANTS = ("tied", "causal", "cross")
+
+
 def check_stability(spec: ModelSpec) -> None:
     """``ValueError`` (one line) for a model the theta block does not cover."""
-    if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in ("tied", "cross"):
-        raise ValueError("the theta stability covers the tied and cross students of rank 1 (r = r* = 1)")
+    if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in STABILITY_VARIANTS:
+        raise ValueError("the theta stability covers the tied, causal and cross students of rank 1 (r = r* = 1)")
     if spec.mixture or not np.allclose(spec.C_array, spec.sigma**2 * np.eye(spec.tokens)):
         raise ValueError("the theta stability covers uncorrelated tokens without a mixture")
     if spec.value != "identity":
@@ -99,13 +105,23 @@ def positional_stability(spec: ModelSpec, alpha: float, order: int = 12, seed: i
     global equations or the positional-start selection (docs/model.md (3.7)), whose map has the
     same ``theta -> -theta`` symmetry (its start, the positional means, does not depend on the
     teacher). ``start``: the point to solve from (e.g. :func:`attnphase.theory.jumps.start_from` a
-    solve's overlaps), else the branch's own start."""
+    solve's overlaps); else, for the global equations, the branch's point of a single solve
+    (:func:`attnphase.theory.target.solve_refined`, ``fast`` preset), for the selection its own
+    start. (The branch's own start can leave the branch at large ``alpha``: causal student,
+    ``omega = 0.3``, ``alpha = 4.5``, order 10: a point with ``F'`` 1.66, a saddle, while the
+    branch, at ``m`` 0.27, has ``F'`` 0.48.)"""
     check_stability(spec)
     if response not in STABILITY_RESPONSES:
         raise ValueError(f"the theta stability covers the responses {', '.join(STABILITY_RESPONSES)}, "
                          f"not {response!r}")
     one_rule = {} if response == "global" else {"response": response, "refine_order": 0, "target_error": 0.0}
     st = SolverSettings.preset("fast", order=order, warmup_order=min(order, 10), seed=seed, **one_rule)
+    if start is None and response == "global":
+        solved = solve_refined(spec, alpha, "positional", SolverSettings.preset("fast", seed=seed))
+        if not solved.exists:
+            return ThetaStability(float(alpha), order, seed, math.nan, math.nan, False,
+                                  f"no positional fixed point: {solved.reason}")
+        start = solved.order_params
     pt = solve_point(spec, alpha, "positional", st, start=start, error_estimate=False)
     if not pt.exists or pt.order_params is None:
         return ThetaStability(float(alpha), order, seed, math.nan, math.nan, False,
@@ -116,5 +132,5 @@ def positional_stability(spec: ModelSpec, alpha: float, order: int = 12, seed: i
                           f"positional fixed point at alpha = {alpha:g}: F' = {slope:.4f}, {kind}")
 
 
-__all__ = ["DELTA", "STABILITY_RESPONSES", "ThetaStability", "check_stability", "positional_stability",
+__all__ = ["DELTA", "STABILITY_RESPONSES", "STABILITY_VARIANTS", "ThetaStability", "check_stability", "positional_stability",
            "theta_slope"]
