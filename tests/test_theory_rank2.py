@@ -34,6 +34,25 @@ def test_mixed_branch_is_the_lowest_training_error_at_rank_two():
     assert mixed.theta == pytest.approx(np.linalg.norm(th)) and mixed.q == pytest.approx(np.trace(mixed.q_matrix))
 
 
+def test_mixed_branch_above_where_its_start_converges_is_reached_by_continuation():
+    """From alpha ~2.5 on the mixed start does not converge (omega = 0.3), yet the branch goes on
+    and stays the lowest training error: a single solve continues it from the nearest halving of
+    alpha where the start converges (docs/solver.md, step 1), and lands where a continuation along
+    alpha does (the same rule). At alpha = 6 the start fails at 3 too, and converges at 1.5."""
+    from attnphase.theory import follow_branch
+
+    spec, alpha = ModelSpec(omega=0.3, rank=2), 6.0
+    direct = solve_point(spec, alpha, MIXED, QUICK, error_estimate=False, ramp=False)
+    assert not direct.exists
+    p = solve_point(spec, alpha, MIXED, QUICK, error_estimate=False, thorough=True)
+    assert p.exists and p.branch == MIXED, p.reason
+    sem = solve_point(spec, alpha, "semantic", QUICK, error_estimate=False)
+    assert sem.exists and p.train_loss < sem.train_loss
+    ref = follow_branch(spec, [1.5, 2.2, 3.0, 4.0, 5.0, 6.0], MIXED, QUICK)[-1]
+    assert ref.exists
+    assert p.theta == pytest.approx(ref.theta, rel=1e-3) and p.m == pytest.approx(ref.m, rel=1e-3)
+
+
 def test_mixed_branch_rejected_at_rank_one():
     with pytest.raises(ValueError, match="unknown branch"):
         solve_point(ModelSpec(omega=0.3), 1.5, MIXED, QUICK)

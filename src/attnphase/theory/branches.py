@@ -255,7 +255,7 @@ def solve_point(
     computed by :func:`linear_response_estimate` from ``settings.n_replicas - 1`` independent rules.
     ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
     :func:`final_test_error`). A direct start that does not converge is retried by continuation
-    from the alphas of ``RAMP_FROM`` (:func:`continue_from`); with ``thorough`` (a single solve)
+    from smaller alphas (:func:`ramp_origins`, :func:`continue_from`); with ``thorough`` (a single solve)
     also one that converged to another branch: at ``L = 3``, ``omega = 0.3`` the positional start
     went trivial at ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5
     reaches it).
@@ -292,11 +292,11 @@ def solve_point(
 def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, failed: BranchPoint,
                      thorough: bool, draft: bool) -> BranchPoint:
     """``branch`` at ``alpha`` by continuation where the direct start gave ``failed``: in
-    ``alpha`` from each of ``RAMP_FROM`` below it (:func:`continue_from`), then in the ridge
+    ``alpha`` from each of :func:`ramp_origins` in turn (:func:`continue_from`), then in the ridge
     (:func:`_lam_ramp`). The point reached says ``failed``'s reason under
     ``diagnostics["direct_start"]``; where none arrives, ``failed`` with what was tried."""
     ramped, tried = None, []
-    for a0 in (a0 for a0 in RAMP_FROM if a0 < alpha):
+    for a0 in ramp_origins(alpha):
         tried.append(f"alpha = {a0:g}")
         ramped = continue_from(spec, alpha, branch, settings, a0)
         if ramped is not None:
@@ -314,8 +314,23 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
 
 
 #: where a direct start does not converge, the branch is continued from these alphas, in turn
-#: (see continue_from)
+#: (see continue_from), after the halvings of alpha above the first (see ramp_origins)
 RAMP_FROM = (0.5, 0.1)
+
+
+def ramp_origins(alpha: float) -> list[float]:
+    """The alphas a failed direct start is continued from, in turn: ``alpha / 2``, ``alpha / 4``,
+    ... while above ``RAMP_FROM[0]``, then those of ``RAMP_FROM`` below ``alpha``. A branch whose
+    direct start works only below some alpha is reached from the nearest of them: rank 2,
+    ``omega = 0.3``: the mixed start does not converge from ``alpha`` 2.5 on, while the mixed
+    branch continues to 12 and is the global minimum there (continued from 1.8 to 3.6, from 1.5
+    to 6 and 12; from 0.5 it is lost on the way, since the branch begins near 0.7)."""
+    halvings = []
+    a = alpha / 2
+    while a > RAMP_FROM[0]:
+        halvings.append(a)
+        a /= 2
+    return halvings + [a0 for a0 in RAMP_FROM if a0 < alpha]
 RAMP_STEPS = 4
 #: largest ratio of consecutive alphas of that continuation
 RAMP_RATIO = 1.5
