@@ -606,6 +606,24 @@ def test_a_branch_settled_unresolved_at_a_higher_order_is_reported_absent(monkey
         point, diagnostics={**point.diagnostics, "refined": {"applied": False, "reason": "did not converge"}}))
     kept = target._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
     assert mark_unresolved(kept).exists and kept.diagnostics["target"]["order"] == 8
+    assert kept.diagnostics["target"]["history"][-1]["reason"] == "did not converge"  # (why the raise ended)
+
+
+def test_raising_the_order_skips_the_full_solver_fallback(monkeypatch):
+    """The order raise asks each refinement for its quasi-Newton stages alone (docstring of
+    ``_refine_to_target``: the fallback cost 97 s at order 14 without converging)."""
+    import attnphase.theory.target as target
+
+    seen = []
+
+    def fake_refine(spec, point, settings, tol=None, fallback=True, **kw):
+        seen.append(fallback)
+        return replace(point, diagnostics={**point.diagnostics, "refined": {"applied": False, "reason": "no"}})
+
+    monkeypatch.setattr(target, "refine_point", fake_refine)
+    p = _refined("positional", 0.0, 0.05, {"m_user": 0.1, "test_error": 1e-3})
+    target._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
+    assert seen == [False]
 
 
 @pytest.mark.slow
