@@ -316,6 +316,9 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
 #: where a direct start does not converge, the branch is continued from these alphas, in turn
 #: (see continue_from), then from the halvings of alpha above the first (see ramp_origins)
 RAMP_FROM = (0.5, 0.1)
+RAMP_STEPS = 4
+#: largest ratio of consecutive alphas of that continuation
+RAMP_RATIO = 1.5
 
 
 def ramp_origins(alpha: float) -> list[float]:
@@ -334,9 +337,6 @@ def ramp_origins(alpha: float) -> list[float]:
         halvings.append(a)
         a /= 2
     return [a0 for a0 in RAMP_FROM if a0 < alpha] + halvings
-RAMP_STEPS = 4
-#: largest ratio of consecutive alphas of that continuation
-RAMP_RATIO = 1.5
 
 
 def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,

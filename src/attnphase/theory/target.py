@@ -227,8 +227,7 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
         e = estimate(nxt)
         history.append({"order": order, "estimate": e, "test_error_estimate": estimate(nxt, "test_error"),
                         "nodes": nxt.diagnostics["refined"].get("nodes"), "seconds": time.perf_counter() - t0,
-                        **({} if is_refined(nxt) else {"reason": nxt.diagnostics["refined"].get("reason"),
-                                                       "fallback": nxt.diagnostics["refined"].get("fallback")})})
+                        **({} if is_refined(nxt) else {"reason": nxt.diagnostics["refined"].get("reason")})})
         if settled_unresolved(nxt) is not None:
             point, kept = nxt, order  # (the branch is not resolved on these rules: mark_unresolved says so)
             break

@@ -611,8 +611,8 @@ class _TransitionSearch:
             if not (s.exists and p.exists):
                 return None
             v: float | None = s.train_loss - p.train_loss
-            if abs(s.train_loss - p.train_loss) <= GLOBAL_MARGIN * max(s.train_loss, p.train_loss):
-                v = self.train_diff(s, p) if self.settings.refine_order else None
+            if abs(cast(float, v)) <= GLOBAL_MARGIN * max(s.train_loss, p.train_loss):
+                v = self.train_diff(s, p)  # (its standard error is None without refinement)
                 se = self.last_se("alpha_c") if v is not None else None
                 if v is None or se is None or abs(v) <= 3 * se:
                     return None
