@@ -4,10 +4,15 @@ Build (from the repository root, after ``python -m pip install -c constraints.tx
 
     python -m sphinx -W --keep-going -b html docs docs/_build/html
 
-Before Sphinx reads the sources this file writes two generated parts of the site, both ignored
+Before Sphinx reads the sources this file writes three generated parts of the site, all ignored
 by git: ``docs/examples/`` (copies of the notebooks in ``examples/``, executed by myst-nb on every
-build) and ``docs/cli-reference.md`` (the ``--help`` of every command, from the package's own
-argument parser). The build documents and runs the package of this checkout (``src/``).
+build), ``docs/cli-reference.md`` (the ``--help`` of every command, from the package's own
+argument parser) and ``docs/_generated/modelspec-fields.md`` (the table of ``ModelSpec``'s
+fields, from its schema). The build documents and runs the package of this checkout (``src/``).
+
+The equations of ``docs/model.md`` are LaTeX (MyST ``dollarmath``), typeset in the browser by
+MathJax; the local extension ``docs/_ext/modeleq.py`` numbers them as model.md does (``(3.3)``)
+and links the docstrings' citations ``docs/model.md (3.3)`` to them.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ SRC = ROOT / "src"
 
 # Autodoc and the notebook kernels (child processes) import the package of this checkout.
 sys.path.insert(0, str(SRC))
+sys.path.insert(0, str(DOCS / "_ext"))  # local Sphinx extensions
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)
 # The kernels draw with matplotlib's inline backend, whose figures become the cells' outputs (a
 # backend such as Agg, which CI sets for the tests, would draw them nowhere).
@@ -41,17 +47,31 @@ extensions = [
     "myst_nb",  # MyST Markdown pages and Jupytext MyST notebooks (includes myst_parser)
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",  # the numpydoc sections (Parameters, Returns, Raises) of the docstrings
+    "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
+    "modeleq",  # docs/_ext: model.md's equation numbers, docstring citations as links
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "data", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_generated", "data", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+
+# Plain ASCII stays plain: ``--simulate`` in the help texts of the command tables must not become
+# an en dash, nor quotes curly ones.
+smartquotes = False
 
 # -- MyST -------------------------------------------------------------------------------------
-# The equations of model.md are plain-text blocks, not TeX: no math extension is needed. Heading
-# anchors let the pages link to each other's sections as on GitHub (``solver.md#accuracy``).
-myst_enable_extensions = ["colon_fence"]
+# Displayed equations are ``$$ ... $$ (eq-3-3)`` (dollarmath; the label numbers the equation, see
+# docs/_ext/modeleq.py), amsmath environments are allowed at the top level. Heading anchors let
+# the pages link to each other's sections as on GitHub (``solver.md#accuracy``).
+myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath"]
 myst_heading_anchors = 4
+
+# -- maths (MathJax) --------------------------------------------------------------------------
+# MathJax is loaded by the browser when a page is viewed (Sphinx's default CDN address); the build
+# itself needs no network. ``(3.3)``-style numbers are written into the HTML by Sphinx, not by
+# MathJax, so they show even where MathJax cannot load.
+math_eqref_format = "({number})"
 
 # -- notebooks (myst-nb) ----------------------------------------------------------------------
 # Every notebook runs on every build; an error in a cell fails the build.
@@ -69,6 +89,19 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True
 add_module_names = False
+
+# numpydoc-style sections (Parameters, Returns, Raises, Attributes) through napoleon.
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_rtype = False
+napoleon_use_ivar = True
+
+# Nitpicky builds (``-n``): names in signatures that cannot be resolved without intersphinx
+# (no inventories are fetched, the build needs no network) and private helpers' types.
+nitpick_ignore_regex = [
+    ("py:class", r"(numpy|np|pandas|pd|torch|collections\.abc|typing|os|pathlib)\..*"),
+    ("py:class", r"(NDArray|ArrayLike|DataFrame|Path|Callable|Mapping|Sequence|Iterable|Iterator)"),
+]
 
 
 def _shared_with_top_level() -> dict[str, list[str]]:
@@ -163,5 +196,50 @@ def write_cli_reference() -> None:
         dst.write_text(text)
 
 
+def _cell(text: str) -> str:
+    """``text`` safe in a Markdown table cell (no emphasis, links, HTML or column breaks)."""
+    for ch in "\\`*_[]<>|":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def write_model_fields() -> None:
+    """``docs/_generated/modelspec-fields.md``: one row per field of ``ModelSpec``, read from its
+    schema (``attnphase.spec.problem.model_parameters``), so that the table lists what the
+    dataclass, its validation and the command-line flags actually have."""
+    from attnphase.spec.problem import model_parameters
+
+    params = model_parameters()
+    lines = [
+        "<!-- generated by docs/conf.py from attnphase.spec.problem.model_parameters(); not in git -->",
+        "",
+        f"`ModelSpec` has {len(params)} fields. Each is also a keyword of the library's functions "
+        "(`**model`) and, as the flag shown, an option of the commands that build a model.",
+        "",
+        "| field | flag | type | default | allowed | what it is |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in params:
+        info = p.info
+        if info.choices:
+            allowed = ", ".join(f"`{c}`" for c in info.choices)
+        elif info.minimum is not None and info.maximum is not None:
+            allowed = f"[{info.minimum:g}, {info.maximum:g}]"
+        elif info.minimum is not None:
+            allowed = f"{'>' if info.strict_minimum else '>='} {info.minimum:g}"
+        else:
+            allowed = ""
+        default = "unset" if p.default is None else f"`{p.text_default}`"
+        lines.append(
+            f"| `{p.name}` | `{p.flag}` | {p.kind} | {default} | {allowed} | {_cell(info.help)} |"
+        )
+    text = "\n".join(lines) + "\n"
+    dst = DOCS / "_generated" / "modelspec-fields.md"
+    dst.parent.mkdir(exist_ok=True)
+    if not dst.exists() or dst.read_text() != text:
+        dst.write_text(text)
+
+
 copy_examples()
 write_cli_reference()
+write_model_fields()

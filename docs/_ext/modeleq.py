@@ -1,0 +1,109 @@
+"""Equation numbers of docs/model.md and links to them from the docstrings.
+
+docs/model.md numbers its equations by section, ``(1.1)`` to ``(10.6)``, and the code cites them
+as ``docs/model.md (3.3)``. This extension keeps those numbers in the built site:
+
+* an equation labelled ``eq-3-3`` (MyST ``$$ ... $$ (eq-3-3)``) is numbered ``(3.3)``, not by
+  its position on the page, and ``{eq}`eq-3-3``` shows ``(3.3)`` too;
+* a numbered section whose equations are written in the prose has a target ``(eq-5-1)=`` on its
+  heading instead;
+* in the docstrings that autodoc reads, every ``docs/model.md (3.3)`` (also ``(1.1)-(1.3)``,
+  ``(4.2), (4.3)``, ``(8.3)-(8.4)`` lists) becomes a link to the equation; the wording of the
+  docstring is kept, only the labels turn into references. A cited label that model.md lacks
+  is left as text and reported as a warning (the build runs with ``-W``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+#: a math label of model.md, ``eq-<section>-<number>``
+EQ_LABEL = re.compile(r"^eq-(\d+)-(\d+)$")
+#: one citation: the file name, then one or more labels joined by ``-``, ``,``, ``and`` or ``or``
+_ONE = r"\(\d+\.\d+\)"
+CITATION = re.compile(
+    r"(?P<file>``docs/model\.md``|docs/model\.md)(?P<gap>\s+)"
+    rf"(?P<labels>{_ONE}(?:(?:\s*[-,]\s*|\s+and\s+|\s+or\s+){_ONE})*)"
+)
+LABEL = re.compile(r"\((\d+)\.(\d+)\)")
+
+
+def label_name(section: str, number: str) -> str:
+    """The label of equation ``(section.number)`` of model.md, e.g. ``eq-3-3``."""
+    return f"eq-{section}-{number}"
+
+
+def model_labels(text: str) -> tuple[set[str], set[str]]:
+    """``(math, sections)``: the equation labels of model.md's source ``text`` (``$$ ... $$
+    (eq-x-y)``) and the section targets (``(eq-x-y)=`` on a heading)."""
+    math = set(re.findall(r"^\$\$ \((eq-\d+-\d+)\)\s*$", text, flags=re.M))
+    sections = set(re.findall(r"^\((eq-\d+-\d+)\)=\s*$", text, flags=re.M))
+    return math, sections
+
+
+def link_citations(text: str, math: set[str], sections: set[str]) -> tuple[str, list[str]]:
+    """``text`` with the labels of its model.md citations turned into references: ``:eq:`` for
+    an equation, ``:ref:`` for a section target. Returns the new text and the cited labels that
+    model.md has neither way (left as they are). Citations inside ````literal```` text are left
+    alone."""
+    missing: list[str] = []
+
+    def one(match: re.Match[str]) -> str:
+        name = label_name(match.group(1), match.group(2))
+        if name in math:
+            return f":eq:`{name}`"
+        if name in sections:
+            return f":ref:`{match.group(0)} <{name}>`"
+        missing.append(match.group(0))
+        return match.group(0)
+
+    out: list[str] = []
+    pos = 0
+    for m in CITATION.finditer(text):
+        if text.count("``", 0, m.start("file")) % 2:  # inside a literal
+            continue
+        out.append(text[pos : m.start("labels")])
+        out.append(LABEL.sub(one, m.group("labels")))
+        pos = m.end("labels")
+    out.append(text[pos:])
+    return "".join(out), missing
+
+
+def _read_labels(app: Sphinx) -> None:
+    model = Path(app.srcdir) / "model.md"
+    app.env.modeleq_labels = model_labels(model.read_text(encoding="utf-8"))  # type: ignore[attr-defined]
+
+
+def _process_docstring(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    math, sections = app.env.modeleq_labels  # type: ignore[attr-defined]
+    text, missing = link_citations("\n".join(lines), math, sections)
+    for label in missing:
+        logger.warning("%s cites docs/model.md %s, which model.md does not have", name, label, type="modeleq")
+    lines[:] = text.split("\n")
+
+
+def _number_equations(app: Sphinx, doctree: nodes.document) -> None:
+    """Number every ``eq-x-y`` equation ``x.y`` (on the page and in the math domain)."""
+    domain = app.env.domains["math"]
+    for node in doctree.findall(nodes.math_block):
+        m = EQ_LABEL.match(node.get("label") or "")
+        if m:
+            number = f"{m.group(1)}.{m.group(2)}"
+            node["number"] = number
+            docname, _ = domain.equations[node["label"]]
+            domain.equations[node["label"]] = (docname, number)
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("builder-inited", _read_labels)
+    app.connect("autodoc-process-docstring", _process_docstring)
+    app.connect("doctree-read", _number_equations)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
