@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from docutils import nodes
-from sphinx.application import Sphinx
-from sphinx.util import logging
-
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:  # the parsing functions are used by the tests, without Sphinx
+    from docutils import nodes
+    from sphinx.application import Sphinx
 
 #: a math label of model.md, ``eq-<section>-<number>``
 EQ_LABEL = re.compile(r"^eq-(\d+)-(\d+)$")
@@ -44,7 +42,7 @@ def label_name(section: str, number: str) -> str:
 def model_labels(text: str) -> tuple[set[str], set[str]]:
     """``(math, sections)``: the equation labels of model.md's source ``text`` (``$$ ... $$
     (eq-x-y)``) and the section targets (``(eq-x-y)=`` on a heading)."""
-    math = set(re.findall(r"^\$\$ \((eq-\d+-\d+)\)\s*$", text, flags=re.M))
+    math = set(re.findall(r"^\s*\$\$ \((eq-\d+-\d+)\)\s*$", text, flags=re.M))
     sections = set(re.findall(r"^\((eq-\d+-\d+)\)=\s*$", text, flags=re.M))
     return math, sections
 
@@ -83,15 +81,19 @@ def _read_labels(app: Sphinx) -> None:
 
 
 def _process_docstring(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    from sphinx.util import logging
+
     math, sections = app.env.modeleq_labels  # type: ignore[attr-defined]
     text, missing = link_citations("\n".join(lines), math, sections)
     for label in missing:
-        logger.warning("%s cites docs/model.md %s, which model.md does not have", name, label, type="modeleq")
+        logging.getLogger(__name__).warning("%s cites docs/model.md %s, which model.md does not have", name, label, type="modeleq")
     lines[:] = text.split("\n")
 
 
 def _number_equations(app: Sphinx, doctree: nodes.document) -> None:
     """Number every ``eq-x-y`` equation ``x.y`` (on the page and in the math domain)."""
+    from docutils import nodes
+
     domain = app.env.domains["math"]
     for node in doctree.findall(nodes.math_block):
         m = EQ_LABEL.match(node.get("label") or "")
