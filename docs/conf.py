@@ -47,7 +47,7 @@ extensions = [
     "myst_nb",  # MyST Markdown pages and Jupytext MyST notebooks (includes myst_parser)
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.napoleon",  # the numpydoc sections (Parameters, Returns, Raises) of the docstrings
+    "napoleon_sections",  # docs/_ext: sphinx.ext.napoleon's numpydoc sections, attributes as written
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "modeleq",  # docs/_ext: model.md's equation numbers, docstring citations as links
@@ -95,6 +95,23 @@ napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 napoleon_use_ivar = True
+napoleon_preprocess_types = True
+# the words the docstrings use as types, linked where Sphinx knows the name
+napoleon_type_aliases = {
+    "mapping": ":class:`~collections.abc.Mapping`",
+    "sequence": ":class:`~collections.abc.Sequence`",
+    "callable": ":class:`~collections.abc.Callable`",
+    "matrix": ":abbr:`matrix (rows of numbers: a tuple of tuples, an array, or text such as '0.6,0.4;0.4,0.6')`",
+    "ModelSpec": ":class:`~attnphase.ModelSpec`",
+    "SolverSettings": ":class:`~attnphase.SolverSettings`",
+    "SolveResult": ":class:`~attnphase.SolveResult`",
+    "BranchResult": ":class:`~attnphase.BranchResult`",
+    "TransitionResult": ":class:`~attnphase.TransitionResult`",
+    "SimulationResult": ":class:`~attnphase.SimulationResult`",
+    "BayesResult": ":class:`~attnphase.BayesResult`",
+    "TrainSettings": ":class:`~attnphase.sim.TrainSettings`",
+    "RunResult": ":class:`~attnphase.sim.RunResult`",
+}
 
 # Nitpicky builds (``-n``): names in signatures that cannot be resolved without intersphinx
 # (no inventories are fetched, the build needs no network) and private helpers' types.

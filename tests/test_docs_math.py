@@ -106,16 +106,23 @@ def test_every_label_cited_in_src_exists(labels: tuple[set[str], set[str]]) -> N
 
 def test_citations_become_links() -> None:
     """The docstring rewrite: equations by ``:eq:``, section targets by ``:ref:``, ranges and lists
-    label by label, the wording kept, literals and unknown labels left alone."""
+    label by label, bare labels in a paragraph that cites model.md, the wording kept; literals,
+    unknown labels and the bare labels of other paragraphs left alone."""
     math, sections = {"eq-1-1", "eq-1-3", "eq-4-2", "eq-4-3"}, {"eq-5-1"}
     text = (
         "Tokens (docs/model.md (1.1)-(1.3)); errors ``docs/model.md`` (4.2), (4.3);\n"
-        "branches, docs/model.md\n    (5.1). Not ``docs/model.md (1.1)``; docs/model.md (9.9)."
+        "branches, docs/model.md\n    (5.1). Not ``docs/model.md (1.1)``; docs/model.md (9.9).\n"
+        "The test error (4.2), a ratio (1.5), ``(4.3)``.\n"
+        "\n"
+        "Another paragraph: the test error (4.2)."
     )
     out, missing = modeleq.link_citations(text, math, sections)
     assert out == (
         "Tokens (docs/model.md :eq:`eq-1-1`-:eq:`eq-1-3`); errors ``docs/model.md`` :eq:`eq-4-2`, "
         ":eq:`eq-4-3`;\nbranches, docs/model.md\n    :ref:`(5.1) <eq-5-1>`. Not ``docs/model.md (1.1)``; "
-        "docs/model.md (9.9)."
+        "docs/model.md (9.9).\n"
+        "The test error :eq:`eq-4-2`, a ratio (1.5), ``(4.3)``.\n"
+        "\n"
+        "Another paragraph: the test error (4.2)."
     )
     assert missing == ["(9.9)"]

@@ -8,7 +8,8 @@ as ``docs/model.md (3.3)``. This extension keeps those numbers in the built site
 * a numbered section whose equations are written in the prose has a target ``(eq-5-1)=`` on its
   heading instead;
 * in the docstrings that autodoc reads, every ``docs/model.md (3.3)`` (also ``(1.1)-(1.3)``,
-  ``(4.2), (4.3)``, ``(8.3)-(8.4)`` lists) becomes a link to the equation; the wording of the
+  ``(4.2), (4.3)``, ``(8.3)-(8.4)`` lists) becomes a link to the equation, and so do the bare
+  labels (``the test error (4.2)``) of a paragraph with such a citation; the wording of the
   docstring is kept, only the labels turn into references. A cited label that model.md lacks
   is left as text and reported as a warning (the build runs with ``-W``).
 """
@@ -47,30 +48,64 @@ def model_labels(text: str) -> tuple[set[str], set[str]]:
     return math, sections
 
 
+#: characters that may stand before and after a role in reStructuredText inline markup
+_BEFORE = frozenset(" \t\n-:/'\"<([{")
+_AFTER = frozenset(" \t\n-.,:;!?\\/'\")]}>")
+
+
 def link_citations(text: str, math: set[str], sections: set[str]) -> tuple[str, list[str]]:
-    """``text`` with the labels of its model.md citations turned into references: ``:eq:`` for
-    an equation, ``:ref:`` for a section target. Returns the new text and the cited labels that
-    model.md has neither way (left as they are). Citations inside ````literal```` text are left
-    alone."""
+    """``text`` with its model.md labels turned into references: ``:eq:`` for an equation,
+    ``:ref:`` for a section target.
+
+    The labels of a citation (``docs/model.md (4.2), (4.3)``) are linked, and so are the bare
+    labels (``the test error (4.2)``) of a paragraph that cites model.md: there they are the same
+    equations, named without the file. A bare label that model.md lacks stays text (it may be a
+    number in brackets); the labels of a citation that model.md lacks are returned as missing
+    (and stay text). Nothing inside ````literal```` text changes, and a label is linked only
+    where reStructuredText allows a role (a space or bracket before it, punctuation after).
+    """
+    known = math | sections
     missing: list[str] = []
+    breaks = [m.start() for m in re.finditer(r"\n[ \t]*\n", text)]
 
-    def one(match: re.Match[str]) -> str:
-        name = label_name(match.group(1), match.group(2))
-        if name in math:
-            return f":eq:`{name}`"
-        if name in sections:
-            return f":ref:`{match.group(0)} <{name}>`"
-        missing.append(match.group(0))
-        return match.group(0)
+    def paragraph(i: int) -> int:
+        return sum(b < i for b in breaks)
 
+    def literal(i: int) -> bool:
+        return text.count("``", 0, i) % 2 == 1
+
+    def fits(m: re.Match[str]) -> bool:
+        before = text[m.start() - 1] if m.start() else " "
+        after = text[m.end()] if m.end() < len(text) else " "
+        return before in _BEFORE and after in _AFTER
+
+    edits: dict[int, tuple[int, str]] = {}  # start -> (end, role)
+
+    def link(m: re.Match[str]) -> None:
+        name = label_name(m.group(1), m.group(2))
+        role = f":eq:`{name}`" if name in math else f":ref:`{m.group(0)} <{name}>`"
+        edits[m.start()] = (m.end(), role)
+
+    cited: set[int] = set()
+    for c in CITATION.finditer(text):
+        if literal(c.start("file")):
+            continue
+        cited.add(paragraph(c.start()))
+        for m in LABEL.finditer(text, c.start("labels"), c.end("labels")):
+            if label_name(m.group(1), m.group(2)) in known and fits(m):
+                link(m)
+            else:
+                missing.append(m.group(0))
+    for m in LABEL.finditer(text):
+        if (m.start() not in edits and paragraph(m.start()) in cited and not literal(m.start())
+                and label_name(m.group(1), m.group(2)) in known and fits(m)):
+            link(m)
     out: list[str] = []
     pos = 0
-    for m in CITATION.finditer(text):
-        if text.count("``", 0, m.start("file")) % 2:  # inside a literal
-            continue
-        out.append(text[pos : m.start("labels")])
-        out.append(LABEL.sub(one, m.group("labels")))
-        pos = m.end("labels")
+    for start in sorted(edits):
+        end, role = edits[start]
+        out += [text[pos:start], role]
+        pos = end
     out.append(text[pos:])
     return "".join(out), missing
 
