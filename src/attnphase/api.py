@@ -1,4 +1,4 @@
-"""The library's entry points: :func:`solve`, :func:`transition` and :func:`simulate`.
+"""The library's entry points: :func:`solve`, :func:`transition`, :func:`simulate` and :func:`bayes`.
 
 Each takes the model as a :class:`~attnphase.spec.problem.ModelSpec` (``spec``) and/or its field
 names as keywords (``omega=0.3, L=3, variant="causal"``, applied on top of ``spec``), and returns a
@@ -60,9 +60,26 @@ def _model_names() -> tuple[str, ...]:
 def model_spec(spec: ModelSpec | None = None, **model: Any) -> ModelSpec:
     """``spec`` (default: ``ModelSpec()``) with the fields that ``model`` names set, validated.
 
-    ``ValueError`` (one line) for a name that is not a field of :class:`ModelSpec` or a value its
-    validation rejects. Without ``spec`` the defaults that depend on ``L`` (``A``, ``positions``)
-    follow the given ``L``; with one, its matrices are kept (give new ones with a new ``L``).
+    Without ``spec`` the defaults that depend on ``L`` (``A``, ``positions``) follow the given
+    ``L``; with one, its matrices are kept (give new ones with a new ``L``).
+
+    Parameters
+    ----------
+    spec : ModelSpec, optional
+        The model to start from (default: the reference model, ``ModelSpec()``).
+    **model
+        :class:`~attnphase.ModelSpec` fields to set.
+
+    Returns
+    -------
+    ModelSpec
+        ``spec`` itself where ``model`` is empty, else a new, validated model.
+
+    Raises
+    ------
+    ValueError
+        One line, for a name that is not a field of :class:`~attnphase.ModelSpec` or a value its
+        validation rejects.
     """
     known = _model_names()
     unknown = [k for k in model if k not in known]
@@ -105,21 +122,42 @@ def solve(
 ) -> SolveResult:
     """The fixed points of the self-consistent equations at sample complexity ``alpha = n/d``.
 
-    ``branch``: one of the model's branches (semantic, positional, trivial; mixed at rank >= 2;
-    docs/model.md (5.1)) or ``"all"``. Each branch is solved on the coarse rule, refined on finer
-    ones whose scatter is the error estimate, and raised in order until the error target is met
-    (docs/model.md (7.3), (7.5)). ``settings``: a :class:`SolverSettings`, a preset name, or
-    ``None`` for ``SolverSettings.preset("default")`` (as ``attnphase solve``). ``progress(done,
-    total)`` is called after each branch. ``**model``: :class:`ModelSpec` fields.
+    Each branch is solved on the coarse rule, refined on finer ones whose scatter is the error
+    estimate, and raised in order until the error target is met (docs/model.md (7.3), (7.5)).
 
-    Returns a :class:`~attnphase.results.SolveResult`: per branch the overlaps (docs/model.md
-    (1.5)), the training error (4.1), the test error (4.2) and their error estimates, the global
-    minimum, and the linear baseline (4.3).
+    Parameters
+    ----------
+    alpha : float
+        The sample complexity ``n/d``, > 0.
+    branch : str
+        One of the model's branches (semantic, positional, trivial; mixed at rank >= 2;
+        docs/model.md (5.1)) or ``"all"``.
+    spec : ModelSpec, optional
+        The model (default: the reference model); ``**model`` is applied on top of it.
+    settings : SolverSettings or str, optional
+        A :class:`SolverSettings`, a preset name, or ``None`` for
+        ``SolverSettings.preset("default")`` (as ``attnphase solve``).
+    progress : callable, optional
+        ``progress(done, total)``, called after each branch.
+    **model
+        :class:`ModelSpec` fields. ``value="gain"`` (``V = v I``, docs/model.md (6.5)): with
+        ``value_gain`` unset (the default) each branch is solved at the gain that minimises its
+        training error (``attnphase.theory.value.solve_gain``; ``BranchResult.gain`` and
+        ``gain_error``), with ``value_gain=v`` at that gain held fixed.
 
-    ``value="gain"`` (``V = v I``, docs/model.md (6.5)): with ``value_gain`` unset (the default)
-    each branch is solved at the gain that minimises its training error
-    (:func:`attnphase.theory.value.solve_gain`; ``BranchResult.gain`` and ``gain_error``), with
-    ``value_gain=v`` at that gain held fixed.
+    Returns
+    -------
+    SolveResult
+        Per branch the overlaps (docs/model.md (1.5)), the training error (4.1), the test error
+        (4.2) and their error estimates, the global minimum, and the linear baseline (4.3).
+
+    Raises
+    ------
+    ValueError
+        One line, before any work: an ``alpha`` out of range, an unknown branch or model
+        parameter, a model the theory does not cover (a ``value`` other than ``identity`` and
+        ``gain``; a ``settings.response`` that does not cover the model or the branch), or
+        ``settings`` that are neither :class:`SolverSettings` nor a preset name.
     """
     spec = model_spec(spec, **model)
     check_theory_value(spec)
@@ -195,17 +233,40 @@ def transition(
     """``alpha_c`` (docs/model.md (5.2)), the spinodals (5.3) and ``alpha_l`` (5.4) at the model's
     ``omega``.
 
-    Both branches are followed over the bracketing grid ``alphas`` (default ``linspace(0.2, 2.4,
-    12)``), then the crossings are located by root finding on refined points. ``settings``: a
-    :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")`` (as
-    ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on independent
-    scrambles and reports their mean and standard error. ``progress(done, total)`` is called
-    after each grid point. ``**model``: :class:`ModelSpec` fields.
+    Both branches are followed over the bracketing grid, then the crossings are located by root
+    finding on refined points.
 
-    ``value="gain"`` with ``value_gain`` unset: ``alpha_c`` with each branch at the gain that
-    minimises its training error (docs/model.md (6.5), :func:`attnphase.theory.value.gain_transition`;
-    one scramble, the error from the fine rules; the gains in ``TransitionResult.gains``);
-    ``alpha_l`` and the spinodals are not located there.
+    Parameters
+    ----------
+    alphas : sequence of float, optional
+        The bracketing grid (default ``linspace(0.2, 2.4, 12)``).
+    spec : ModelSpec, optional
+        The model (default: the reference model); ``**model`` is applied on top of it.
+    settings : SolverSettings or str, optional
+        A :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")``
+        (as ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on
+        independent scrambles and reports their mean and standard error.
+    progress : callable, optional
+        ``progress(done, total)``, called after each grid point.
+    **model
+        :class:`ModelSpec` fields. ``value="gain"`` with ``value_gain`` unset: ``alpha_c`` with
+        each branch at the gain that minimises its training error (docs/model.md (6.5),
+        ``attnphase.theory.value.gain_transition``; one scramble, the error from the fine
+        rules; the gains in ``TransitionResult.gains``); ``alpha_l`` and the spinodals are not
+        located there.
+
+    Returns
+    -------
+    TransitionResult
+        ``alpha_c``, ``alpha_l``, the spinodals and their standard errors, how the global minimum
+        changes at ``alpha_c`` (docs/model.md (5.5)), and the branches followed on the grid.
+
+    Raises
+    ------
+    ValueError
+        One line, before any work: a grid point out of range, an unknown model parameter, a
+        model the theory does not cover, ``settings`` that are neither :class:`SolverSettings`
+        nor a preset name, or replicas with the optimal value gain.
     """
     spec = model_spec(spec, **model)
     check_theory_value(spec)
@@ -264,18 +325,46 @@ def simulate(
     """Train the attention layer at finite ``d`` on ``n = round(alpha d)`` samples (docs/model.md
     (1.1)-(1.4)), every seed and start in one batch.
 
-    ``init``: the start, ``semantic``, ``positional``, ``random``, a list of them or ``"all"``.
-    ``seeds``: how many (``seed0``, ``seed0 + 1``, ...) or the seeds themselves; each has its own
-    teacher, training and test set (``n_test`` test samples, default ``max(n, 1000)``).
-    ``settings``: a ``attnphase.sim.train.TrainSettings`` (default: the ``simulate`` command's,
-    :data:`SIMULATE_TRAINING`). ``**model_and_training``: :class:`ModelSpec` fields and
-    ``TrainSettings`` fields (``optimizer``, ``lr``, ``momentum``, ``max_steps``, ``tol``,
-    ``device``, ``dtype``, ...) applied on top, and ``threads`` (torch's CPU threads, a
-    process-wide setting). ``progress(done, total)`` is called with the number of runs that
-    have stopped as the batched training advances (from ``(0, runs)`` to ``(runs, runs)``).
+    Parameters
+    ----------
+    alpha : float
+        The sample complexity ``n/d``, > 0.
+    d : int
+        The embedding dimension.
+    init : str or sequence of str
+        The start, ``semantic``, ``positional``, ``random``, a list of them or ``"all"``.
+    seeds : int or sequence of int
+        How many (``seed0``, ``seed0 + 1``, ...) or the seeds themselves; each has its own
+        teacher, training and test set.
+    seed0 : int
+        The first seed where ``seeds`` is a count.
+    n_test : int, optional
+        Test samples per seed (default ``max(n, 1000)``).
+    spec : ModelSpec, optional
+        The model (default: the reference model); the model fields of ``**model_and_training``
+        are applied on top of it.
+    settings : TrainSettings, optional
+        A :class:`~attnphase.sim.TrainSettings` (default: the ``simulate`` command's,
+        ``attnphase.api.SIMULATE_TRAINING``).
+    progress : callable, optional
+        ``progress(done, total)``, called with the number of runs that have stopped as the
+        batched training advances (from ``(0, runs)`` to ``(runs, runs)``).
+    **model_and_training
+        :class:`ModelSpec` fields and ``TrainSettings`` fields (``optimizer``, ``lr``,
+        ``momentum``, ``max_steps``, ``tol``, ``device``, ``dtype``, ...) applied on top, and
+        ``threads`` (torch's CPU threads, a process-wide setting).
 
-    Returns a :class:`~attnphase.results.SimulationResult`: per run the overlaps (docs/model.md
-    (1.5)), the training loss (1.4), the test error (4.2) and the linear baseline's (4.3).
+    Returns
+    -------
+    SimulationResult
+        Per run the overlaps (docs/model.md (1.5)), the training loss (1.4), the test error
+        (4.2) and the linear baseline's (4.3).
+
+    Raises
+    ------
+    ValueError
+        One line, before training: an unknown parameter, a model or training setting its
+        validation rejects, bad ``seeds`` or ``threads``, or a problem too large for memory.
     """
     # torch is imported here and not at module level, so that ``import attnphase`` stays cheap
     import torch
@@ -321,19 +410,45 @@ def bayes(
     **model: Any,
 ) -> BayesResult:
     """The Bayes-optimal baseline (docs/model.md section 8): the state evolution of the
-    Bayes-optimal estimator at each ``alpha`` (default ``linspace(0.05, 1, 20)``), the recovery
-    thresholds, and optionally GAMP at finite ``d``.
+    Bayes-optimal estimator at each ``alpha``, the recovery thresholds, and optionally GAMP at
+    finite ``d``.
 
-    Per ``alpha``: the overlap ``x`` of the Bayes estimate with the teacher (docs/model.md
-    (8.4); user units), the Bayes-optimal test error (8.8) and their quadrature error estimates.
-    Thresholds: ``alpha_WR`` (8.5), ``alpha_IT`` and ``alpha_PR`` (8.6). ``gamp_d``: run GAMP
-    (8.9) on the simulator's data at this ``d``, ``gamp_seeds`` datasets per ``alpha`` (a count
-    from ``seed0`` or the seeds; noiseless labels only). ``noise``: the variance ``Delta`` of
-    Gaussian noise on every entry of the observed ``T`` (8.10; ``L = 2`` only; then ``alpha_WR``
-    is the only threshold, and each ``alpha`` costs seconds). ``progress(done, total)`` is called after each ``alpha``. ``**model``:
-    :class:`ModelSpec` fields; the baseline needs a rank-one teacher, uncorrelated tokens, no
-    causal target and ``omega < 1`` (``ValueError`` otherwise); the student's fields (``rank``,
-    ``variant``, ``lam``) do not enter.
+    Parameters
+    ----------
+    alpha : float or sequence of float, optional
+        The sample complexities (default ``linspace(0.05, 1, 20)``).
+    noise : float
+        The variance ``Delta`` of Gaussian noise on every entry of the observed ``T``
+        (docs/model.md (8.10); ``L = 2`` only; then ``alpha_WR`` is the only threshold, and each
+        ``alpha`` costs seconds).
+    spec : ModelSpec, optional
+        The model (default: the reference model); ``**model`` is applied on top of it.
+    gamp_d : int, optional
+        Run GAMP (docs/model.md (8.9)) on the simulator's data at this ``d`` (noiseless labels
+        only).
+    gamp_seeds : int or sequence of int
+        GAMP's datasets per ``alpha``: a count from ``seed0`` or the seeds.
+    seed0 : int
+        The first seed where ``gamp_seeds`` is a count.
+    progress : callable, optional
+        ``progress(done, total)``, called after each ``alpha``.
+    **model
+        :class:`ModelSpec` fields; the baseline needs a rank-one teacher, uncorrelated tokens,
+        no causal target and ``omega < 1``; the student's fields (``rank``, ``variant``, ``lam``)
+        do not enter.
+
+    Returns
+    -------
+    BayesResult
+        Per ``alpha``: the overlap ``x`` of the Bayes estimate with the teacher (docs/model.md
+        (8.4); user units), the Bayes-optimal test error (8.8) and their quadrature error
+        estimates. Thresholds: ``alpha_WR`` (8.5), ``alpha_IT`` and ``alpha_PR`` (8.6).
+
+    Raises
+    ------
+    ValueError
+        One line, before any work: a model or ``noise`` the baseline does not cover, an
+        ``alpha`` out of range, GAMP with label noise, or a bad ``gamp_d`` or ``gamp_seeds``.
     """
     from attnphase.theory import bayes as bt
 

@@ -65,17 +65,49 @@ def _kept_coarse(refined: Mapping[str, Any] | None) -> bool:
 class BranchResult:
     """One fixed point of the self-consistent equations at one ``alpha`` (docs/model.md (5.1)).
 
-    ``q``, ``m``, ``theta``: the summary overlaps in user units (docs/model.md (1.5); the full
-    matrices in ``q_matrix``, ``m_matrix``, ``theta_matrix`` for rank ``r > 1``); ``V``: the
-    variance (paper convention). ``train_loss``: the training error ``eps_t = -Phi``
-    (docs/model.md (4.1)); ``test_error``: ``eps_g`` (docs/model.md (4.2)). ``error_estimate``:
-    the estimated relative integration error of each quantity (docs/model.md (7.3); ``q_user``,
-    ``m_user``, ``theta_user`` for the summary overlaps) and how it was obtained, ``None`` where
-    no estimate was made. ``refined``: the point was carried to the fine rules (else it is the
-    coarse rule's, see ``notes``); ``target_met``: whether the error target (docs/model.md (7.5))
-    was met (``None``: no target). ``notes``: what the ``solve`` command prints under the table
-    for this branch. ``diagnostics``: the solver's record (convergence, rules, the refinement and
-    the target's history).
+    Attributes
+    ----------
+    branch : str
+        The branch: semantic, positional, trivial or mixed.
+    alpha : float
+        The sample complexity.
+    q : float
+        The summary self overlap in user units (docs/model.md (1.5)): at rank ``r >= 2`` the
+        invariant ``tr q``, the full matrix in ``q_matrix``.
+    m : float
+        The summary positional overlap: at rank ``r >= 2`` the norm ``|m_1|`` of the first
+        position's overlaps, the full matrix in ``m_matrix``.
+    theta : float
+        The summary semantic overlap: at rank ``r >= 2`` its Frobenius norm, the full matrix in
+        ``theta_matrix``.
+    V : float
+        The variance (paper convention).
+    train_loss : float
+        The training error ``eps_t = -Phi`` (docs/model.md (4.1)).
+    test_error : float
+        ``eps_g`` (docs/model.md (4.2)).
+    converged : bool
+        The fixed-point iteration converged (docs/model.md (7.2)).
+    iterations : int
+        Its iterations.
+    error_estimate : mapping or None
+        The estimated relative integration error of each quantity (docs/model.md (7.3);
+        ``q_user``, ``m_user``, ``theta_user`` for the summary overlaps) and how it was obtained,
+        ``None`` where no estimate was made.
+    refined : bool
+        The point was carried to the fine rules (else it is the coarse rule's, see ``notes``).
+    target_met : bool or None
+        Whether the error target (docs/model.md (7.5)) was met (``None``: no target).
+    notes : tuple of str
+        What the ``solve`` command prints under the table for this branch.
+    q_matrix : tuple of tuple of float
+        The self overlap in full, user units.
+    m_matrix : tuple of tuple of float
+        The positional overlaps in full, one row per position, user units.
+    theta_matrix : tuple of tuple of float
+        The semantic overlap in full, user units.
+    diagnostics : mapping
+        The solver's record (convergence, rules, the refinement and the target's history).
     """
 
     branch: str
@@ -100,7 +132,7 @@ class BranchResult:
     #: is minimised at (``value_gain`` unset) or the one held fixed; ``None`` for other values
     gain: float | None = None
     #: the optimal gain's error estimate (the fine rules' scatter and the offset of their stationary
-    #: gain, :func:`attnphase.theory.value.solve_gain`; ``nan`` on the coarse rule only, ``None``
+    #: gain, ``attnphase.theory.value.solve_gain``; ``nan`` on the coarse rule only, ``None``
     #: for a fixed gain)
     gain_error: float | None = None
     #: Gaussian-mixture tokens: ``s_k = mu_k^T Q / d`` (K x F, docs/model.md (9.1)); empty otherwise
@@ -163,13 +195,34 @@ class BranchResult:
 class SolveResult:
     """The fixed points at one ``alpha`` (:func:`attnphase.solve`).
 
-    ``branches``: each requested branch's :class:`BranchResult`, ``None`` where it has no fixed
-    point (the reason in ``absent``). ``global_minimum``: the existing branch of lowest training
-    error among those solved (the global minimum where every branch was solved, ``branch="all"``;
-    docs/model.md (4.1), (5.1)), ``None`` if none exists. ``linear_test_error``: the dense
-    linear positional baseline (docs/model.md (4.3)). ``params``: the model, ``alpha``, the solver
-    settings, the version and the kernels that ran. ``success``: some branch exists, and every
-    existing one converged, was refined and met the error target (where one was set).
+    Attributes
+    ----------
+    alpha : float
+        The sample complexity.
+    spec : ModelSpec
+        The model.
+    settings : SolverSettings
+        The solver's settings.
+    branches : mapping
+        Each requested branch's :class:`BranchResult`, ``None`` where it has no fixed point (the
+        reason in ``absent``).
+    absent : mapping
+        Why each branch without a fixed point has none.
+    global_minimum : str or None
+        The existing branch of lowest training error among those solved (the global minimum where
+        every branch was solved, ``branch="all"``; docs/model.md (4.1), (5.1)), ``None`` if none
+        exists.
+    linear_test_error : float
+        The dense linear positional baseline (docs/model.md (4.3)).
+    params : mapping
+        The model, ``alpha``, the solver settings, the version and the kernels that ran.
+    diagnostics : mapping
+        Each branch's solver record.
+    success : bool
+        Some branch exists, and every existing one converged, was refined and met the error
+        target (where one was set).
+    message : str
+        What was found, in one line a person can read.
     """
 
     alpha: float
@@ -227,22 +280,49 @@ class SolveResult:
 class TransitionResult:
     """The transition points at one ``omega`` (:func:`attnphase.transition`).
 
-    ``alpha_c``: where the semantic and positional branches exchange the lowest training error
-    (docs/model.md (5.2)); ``spinodals``: where each branch ends (docs/model.md (5.3); the
-    semantic side is the mixed branch at rank ``r >= 2``); ``alpha_l``: where the global minimum's
-    test error crosses the linear baseline's (docs/model.md (5.4)); ``None`` where not found on the
-    grid. ``errors``: the standard error of each (over the refinement's fine rules, or over
-    independent scrambles when ``settings.n_replicas > 1``; then each scramble's result is in
-    ``replicas``). ``linear_test_error``: docs/model.md (4.3). ``grid``: the followed branches on
-    the bracketing grid. ``success``: ``alpha_c`` was located.
-
-    How the global minimum changes at ``alpha_c`` (docs/model.md (5.5)): ``exchange``, the branches
-    that exchange it (below, above: ``("positional", "semantic")``, or ``("positional", "mixed")``
-    at rank ``r >= 2``); ``kind``, ``"discontinuous"`` (the training errors cross and the order
-    parameter jumps, first order) or ``"continuous"`` (the new branch grows out of the old one, a
-    bifurcation); ``order_parameter``, the overlap that tells them apart (``name``, its value
-    ``below`` and ``above`` ``alpha_c`` and the standard error ``above_error``). ``None`` and
-    empty where no change was located.
+    Attributes
+    ----------
+    alpha_c : float or None
+        Where the semantic and positional branches exchange the lowest training error
+        (docs/model.md (5.2)); ``None`` where not found on the grid.
+    alpha_l : float or None
+        Where the global minimum's test error crosses the linear baseline's (docs/model.md
+        (5.4)); ``None`` where not found on the grid.
+    spinodals : mapping
+        Where each branch ends (docs/model.md (5.3); the semantic side is the mixed branch at
+        rank ``r >= 2``); ``None`` where not found on the grid.
+    errors : mapping
+        The standard error of each (over the refinement's fine rules, or over independent
+        scrambles when ``settings.n_replicas > 1``; then each scramble's result is in
+        ``replicas``).
+    linear_test_error : float
+        The dense linear baseline (docs/model.md (4.3)).
+    notes : tuple of str
+        What the search reports beside the numbers.
+    replicas : tuple of mapping
+        Each scramble's result where ``settings.n_replicas > 1``.
+    grid : mapping
+        The followed branches on the bracketing grid.
+    spec : ModelSpec
+        The model.
+    settings : SolverSettings
+        The solver's settings.
+    success : bool
+        ``alpha_c`` was located.
+    message : str
+        The transition points, in one line a person can read.
+    kind : str or None
+        How the global minimum changes at ``alpha_c`` (docs/model.md (5.5)):
+        ``"discontinuous"`` (the training errors cross and the order parameter jumps, first
+        order) or ``"continuous"`` (the new branch grows out of the old one, a bifurcation);
+        ``None`` where no change was located.
+    exchange : tuple of str or None
+        The branches that exchange the global minimum (below, above: ``("positional",
+        "semantic")``, or ``("positional", "mixed")`` at rank ``r >= 2``); ``None`` where no
+        change was located.
+    order_parameter : mapping
+        The overlap that tells them apart (``name``, its value ``below`` and ``above``
+        ``alpha_c`` and the standard error ``above_error``); empty where no change was located.
     """
 
     alpha_c: float | None
@@ -327,11 +407,38 @@ def describe_change(kind: str | None, exchange: Sequence[str] | None, order_para
 class SimulationResult:
     """Finite-``d`` training runs at one ``alpha`` (:func:`attnphase.simulate`).
 
-    ``runs``: one record per seed and start (``m``, ``theta``, ``q`` in user units, docs/model.md
-    (1.5); ``train_loss`` the empirical risk per dimension, docs/model.md (1.4); ``test_error``
-    and ``linear_test_error`` on fresh samples, docs/model.md (4.2), (4.3)). ``train``: the
-    training settings (``lr`` resolved). ``summary``: mean and standard deviation over the runs,
-    all and per start. ``success``: every run met the gradient tolerance.
+    Attributes
+    ----------
+    spec : ModelSpec
+        The model.
+    d : int
+        The embedding dimension.
+    alpha : float
+        The sample complexity.
+    n : int
+        Training samples per seed, ``round(alpha d)``.
+    n_test : int
+        Test samples per seed.
+    seeds : tuple of int
+        The seeds, one teacher, training and test set each.
+    inits : tuple of str
+        The starts.
+    train : mapping
+        The training settings (``lr`` resolved).
+    runs : tuple of RunResult
+        One record per seed and start (``m``, ``theta``, ``q`` in user units, docs/model.md
+        (1.5); ``train_loss`` the empirical risk per dimension, docs/model.md (1.4);
+        ``test_error`` and ``linear_test_error`` on fresh samples, docs/model.md (4.2), (4.3)).
+    summary : mapping
+        Mean and standard deviation over the runs, all and per start.
+    batch_seconds : float
+        The wall-clock time of the batched training.
+    params : mapping
+        The model, the training settings, the seeds and the versions.
+    success : bool
+        Every run met the gradient tolerance.
+    message : str
+        How the runs stopped and their mean test error, in one line a person can read.
     """
 
     spec: ModelSpec
@@ -471,18 +578,38 @@ BAYES_NOISY_OVERLAP_TARGET = 2e-2
 class BayesResult:
     """The Bayes-optimal baseline (:func:`attnphase.bayes`, docs/model.md section 8).
 
-    ``points``: per ``alpha`` the state-evolution fixed point reached from the uninformed start,
-    as records with ``alpha``, ``overlap`` (``x = q / rho``, equal to ``theta = Qhat^T Q* / d`` of
-    the Bayes estimate in user units, docs/model.md (1.5)), ``q`` and ``V`` (paper convention),
-    ``test_error`` (docs/model.md (8.8), the units of every test error of the package) and their
-    quadrature error estimates, and every fixed point found (``fixed_points``). ``thresholds``:
-    ``alpha_WR``, ``alpha_IT``, ``alpha_PR`` with their precision (docs/model.md (8.5), (8.6));
-    with label noise ``alpha_WR`` and its error, ``alpha_IT = alpha_PR = None`` (8.10).
-    ``linear_test_error``: the dense linear baseline (docs/model.md (4.3)), equal to the
-    Bayes-optimal error below ``alpha_WR``. ``gamp``: GAMP at finite ``d`` on the simulator's data
-    (docs/model.md (8.9)), one record per ``alpha`` (empty unless asked for). ``success``: every
-    overlap's quadrature error estimate is at most :data:`BAYES_OVERLAP_TARGET`
-    (:data:`BAYES_NOISY_OVERLAP_TARGET` with label noise) and every GAMP run converged.
+    Attributes
+    ----------
+    spec : ModelSpec
+        The model.
+    noise : float
+        The label noise ``Delta`` (docs/model.md (8.10); 0: noiseless).
+    points : tuple of mapping
+        Per ``alpha`` the state-evolution fixed point reached from the uninformed start, as
+        records with ``alpha``, ``overlap`` (``x = q / rho``, equal to ``theta = Qhat^T Q* / d``
+        of the Bayes estimate in user units, docs/model.md (1.5)), ``q`` and ``V`` (paper
+        convention), ``test_error`` (docs/model.md (8.8), the units of every test error of the
+        package) and their quadrature error estimates, and every fixed point found
+        (``fixed_points``).
+    thresholds : mapping
+        ``alpha_WR``, ``alpha_IT``, ``alpha_PR`` with their precision (docs/model.md (8.5),
+        (8.6)); with label noise ``alpha_WR`` and its error, ``alpha_IT = alpha_PR = None``
+        (8.10).
+    linear_test_error : float
+        The dense linear baseline (docs/model.md (4.3)), equal to the Bayes-optimal error below
+        ``alpha_WR``.
+    gamp : tuple of mapping
+        GAMP at finite ``d`` on the simulator's data (docs/model.md (8.9)), one record per
+        ``alpha`` (empty unless asked for).
+    params : mapping
+        The model, the grid, the quadrature, GAMP's settings and the versions.
+    success : bool
+        Every overlap's quadrature error estimate is at most
+        ``attnphase.results.BAYES_OVERLAP_TARGET`` (``BAYES_NOISY_OVERLAP_TARGET`` with label
+        noise) and every GAMP run converged.
+    message : str
+        The thresholds, GAMP's convergence and any overlap short of its precision, in one line
+        a person can read.
     """
 
     spec: ModelSpec

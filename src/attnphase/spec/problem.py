@@ -102,34 +102,79 @@ class ModelSpec:
     """Parameters of the attention model (``docs/model.md`` (1.1)-(1.3), (6.1)-(6.4)).
 
     Every field is declared once with its kind, help text, choices and bounds
-    (:func:`~attnphase.spec.schema.described`); :func:`model_parameters` reads them back and
+    (``attnphase.spec.schema.described``); ``attnphase.spec.model_parameters()`` reads them back and
     the command-line flags, the sweep parameters and the validation below are made from them.
+    The API reference's table of the fields is generated from the same declarations.
 
-    The fields:
+    Parameters
+    ----------
+    omega : float
+        Positional share of the target ``T = (1 - omega) softmax(h* h*^T) + omega A``
+        (docs/model.md (1.2)).
+    sigma : float
+        Token noise standard deviation (docs/model.md (1.1)).
+    lam : float
+        Ridge penalty ``lambda`` on ``Q`` (docs/model.md (1.4)).
+    A : matrix, optional
+        Row-stochastic ``L x L`` positional target (default ``attnphase.spec.problem.default_A``).
+    L : int
+        Number of tokens.
+    rank : int
+        Student rank ``r``.
+    teacher_rank : int
+        Teacher rank ``r*``.
+    positions : matrix, optional
+        Gram matrix ``G = Pi Pi^T / d`` (default ``attnphase.spec.problem.default_positions``).
+    variant : str
+        Student attention map, one of ``attnphase.spec.problem.VARIANTS`` (docs/model.md (1.3),
+        (6.1), (6.2)).
+    causal_target : bool
+        Apply the causal mask to the teacher softmax too (docs/model.md (6.2)).
+    token_corr : float
+        ``c`` in ``C = sigma^2((1-c) I + c 11^T)`` (docs/model.md (6.3)).
+    token_cov : matrix, optional
+        ``C`` in full, instead of ``token_corr`` (docs/model.md (6.3)).
+    value : str
+        Value matrix (docs/model.md (6.4)): ``identity``; ``gain`` (``V = v I``, trainable gain
+        ``v``, theory and simulator, docs/model.md (6.5)); ``lowrank``/``full`` are
+        simulation-only.
+    value_rank : int
+        The rank of ``lowrank``.
+    value_gain : float, optional
+        The gain ``v`` of ``gain``. ``None`` (the default): the trainable gain, the theory's entry
+        points (:func:`attnphase.solve`, :func:`attnphase.transition`) minimise the training error
+        over ``v`` (docs/model.md (6.5), ``attnphase.theory.value``); a number: the
+        saddle-point equations hold ``v`` there. The simulator always trains ``v``, from
+        ``value_gain`` (1 when unset).
+    lam_lin : float
+        Ridge of the dense linear baseline (docs/model.md (4.3)).
+    mixture : int
+        Gaussian-mixture tokens (docs/model.md (9.1)): the number ``K`` of means (0: none).
+    mixture_sep : float, optional
+        The means' Gram ``Gmu = sep`` times the centred simplex of ``K`` points.
+    mixture_gram : matrix, optional
+        The means' Gram ``Gmu_kk' = mu_k^T mu_k' / d`` in full, instead of ``mixture_sep``.
+    mixture_align : matrix, optional
+        The teacher's alignments ``kappa_k = mu_k^T Q* / d`` (one value at ``K = 2``:
+        ``kappa, -kappa``).
+    mixture_probs : matrix, optional
+        The label probabilities ``p_k`` (default uniform).
+    L_keys : int
+        Cross-attention (variants ``cross``, ``untied-cross``, docs/model.md (10.1)): ``L'`` key
+        tokens (0: ``L' = L``); ``A`` is then ``L x L'``.
+    key_positions : matrix, optional
+        Cross-attention: the keys' Gram ``Pi' Pi'^T / d`` (default the centred simplex).
+    cross_positions : matrix, optional
+        Cross-attention: the ``L x L'`` Gram ``Pi Pi'^T / d`` between query and key embeddings
+        (default 0).
 
-    - ``omega``: positional share of the target ``T = (1 - omega) softmax(h* h*^T) + omega A`` (1.2).
-    - ``sigma``: token noise standard deviation (1.1).
-    - ``lam``: ridge penalty ``lambda`` on ``Q`` (1.4).
-    - ``A``: row-stochastic ``L x L`` positional target (default :func:`default_A`).
-    - ``L``: number of tokens.
-    - ``rank``: student rank ``r``; ``teacher_rank``: ``r*``.
-    - ``positions``: Gram matrix ``G = Pi Pi^T / d`` (default :func:`default_positions`).
-    - ``variant``: student attention map, one of :data:`VARIANTS` (1.3, 6.1, 6.2).
-    - ``causal_target``: apply the causal mask to the teacher softmax too (6.2).
-    - ``token_corr``: ``c`` in ``C = sigma^2((1-c) I + c 11^T)``; or give ``C`` in full via
-      ``token_cov`` (6.3).
-    - ``value``: value matrix (6.4): ``identity``; ``gain`` (``V = v I``, trainable gain ``v``,
-      theory and simulator, 6.5); ``lowrank``/``full`` are simulation-only. ``value_rank``: the
-      rank of ``lowrank``; ``value_gain``: the gain ``v`` of ``gain``. ``None`` (the default): the
-      trainable gain, the theory's entry points (:func:`attnphase.solve`,
-      :func:`attnphase.transition`) minimise the training error over ``v`` (6.5,
-      :mod:`attnphase.theory.value`); a number: the saddle-point equations hold ``v`` there. The
-      simulator always trains ``v``, from ``value_gain`` (1 when unset).
-    - ``lam_lin``: ridge of the dense linear baseline (4.3).
-    - ``L_keys``, ``key_positions``, ``cross_positions``: cross-attention (variants
-      :data:`CROSS_VARIANTS`, section 10): ``L'`` key tokens (0: ``L' = L``), the keys' Gram
-      ``Pi' Pi'^T / d`` (default the centred simplex) and the ``L x L'`` Gram ``Pi Pi'^T / d``
-      between query and key embeddings (default 0); ``A`` is then ``L x L'``.
+    Raises
+    ------
+    ValueError
+        One line, for a value of the wrong kind, outside its bounds or choices, or inconsistent
+        with the others (a matrix of the wrong size, an ``A`` that is not row-stochastic, a Gram
+        matrix that is not positive semi-definite, mixture means and alignments that no vectors
+        have, fields that do not combine such as mixture tokens with cross-attention).
     """
 
     omega: float = described(0.3, "float", "positional share of the target", minimum=0.0, maximum=1.0)
@@ -352,7 +397,7 @@ class ModelSpec:
 
     @property
     def is_cross(self) -> bool:
-        """Cross-attention (:data:`CROSS_VARIANTS`, ``docs/model.md`` section 10)."""
+        """Cross-attention (``CROSS_VARIANTS``, ``docs/model.md`` section 10)."""
         return self.variant in CROSS_VARIANTS
 
     @property
@@ -362,7 +407,7 @@ class ModelSpec:
 
     @property
     def A_tokens(self) -> np.ndarray:
-        """The positional target over all :attr:`tokens`: ``A``, or :func:`cross_target` of it."""
+        """The positional target over all :attr:`tokens`: ``A``, or ``cross_target`` of it."""
         return cross_target(self.A_array) if self.is_cross else self.A_array
 
     @property

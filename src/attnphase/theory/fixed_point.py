@@ -42,48 +42,96 @@ TARGET_ON = tuple(TARGET_KEYS)
 @dataclass(frozen=True)
 class SolverSettings:
     """Numerical settings of the theory solver (docs/model.md (7.1)-(7.5)); named sets of them
-    by :meth:`preset`.
+    by :meth:`~attnphase.SolverSettings.preset`.
 
-    ``method``/``order``: integration rule (``qmc``: ``order`` = log2 of the base sample, 4x
-    symmetrised; ``gh``: points per dimension; (7.1)). ``n_replicas``: independent QMC scrambles
-    solved to estimate the integration error. ``seed``: of the QMC scrambles (the coarse rule's, and
-    through it those of the error estimate and of the refinement's fine rules).
-    ``warmup_order``: a cheaper rule iterated first (only when below ``order``).
-    ``tol``: relative change of every unknown at convergence (7.2). ``switch_width``: width ``tau``
-    of the split of a node between its two lowest local minima (``tau -> 0`` is the hard global
-    minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at alpha = 2.2). ``polish_below``: switch from
-    the damped/Anderson iteration to the quasi-Newton stage (Broyden updates). ``noise_tol``:
-    when ``tol`` is not reachable after ``max_polish`` quasi-Newton stages (the discretised map is
-    smooth only to ~1e-7 on the semantic branch), a residual below ``noise_tol`` is accepted and
-    said so in ``reason``.
-    ``refine_order`` (0: off): ``refine_point`` takes one Newton step from a fixed point of this
-    rule on ``refine_replicas`` independent finer rules (``qmc``: log2 of each base sample;
-    ``gh``: points per dimension of one rule) and re-evaluates the training error variationally
-    (7.3); ``find_transition`` uses it for the points that locate ``alpha_c`` and ``alpha_l``.
-    ``target_error`` (0: off): a single solve (``solve_refined``) raises the refinement order,
-    from ``refine_order`` up to ``max_refine_order`` by the orders the estimate's decay predicts
-    (``orders_to_target``), until the estimated relative error is at most this (7.5; the result
-    says whether it was reached); ``target_on``: which estimates must meet it, ``"test_error"``,
-    ``"overlaps"`` (the largest of the summary overlaps ``q``, ``m``, ``theta``, user units) or
-    ``"all"`` (both). ``max_refine_order`` 15: at rank 2 (``alpha = 1.5``) it meets 1e-4 on every
-    branch in 53-55 s (14 leaves the mixed branch at 1.15e-4).
-    ``fine_teacher_scale``: the refinement's fine QMC rules draw the teacher noises from
-    ``N(0, s^2 I)`` (importance sampling, (7.4)); ``None``: ``teacher_scale_for`` (1.4 at
-    ``L = 2``, rank 1, where it halves the error of the refined points; 1, the plain rule,
-    elsewhere).
-    ``mirror``: the refinement's fine QMC rules pair every node with its mirror in the Stein
-    sums (7.4; the same nodes and minima); ``None``: ``mirror_for`` (on for the tied and causal
-    students at ``L = 2``, rank 1, uncorrelated tokens, where it cuts the error of the refined
-    positional ``q`` ~2.4x; off elsewhere, where it was measured not to help). The coarse rule
-    keeps the plain sums: on its few nodes (order 8) the paired semantic map at ``alpha = 1`` has
-    its fixed point at ``theta`` 0.22 instead of 0.38.
-    ``response``: ``"global"`` (the replica-symmetric equations of the global minimiser, ``V_hat``
-    in the Stein form, (3.3)), ``"local"`` (``V_hat`` of each node's minimum followed locally,
-    without the jumps' surface term: the state-following equations of (3.6)) or
-    ``"semantic-start"`` or ``"positional-start"`` (each node keeps the minimum reached from the
-    teacher's fields at the student's norm, or from the student's positional means, (3.7); on one
-    rule: ``refine_order`` and ``target_error`` 0, the error estimate from the ``n_replicas``
-    rules).
+    Parameters
+    ----------
+    method : str
+        The integration rule of the data step (docs/model.md (7.1)): ``"qmc"`` (scrambled Sobol,
+        4x symmetrised) or ``"gh"`` (product Gauss-Hermite).
+    order : int
+        ``qmc``: log2 of the base sample; ``gh``: points per dimension.
+    warmup_order : int, optional
+        A cheaper rule iterated first (only when below ``order``).
+    tol : float
+        Relative change of every unknown at convergence (docs/model.md (7.2)).
+    max_iter : int
+        Iterations of the fixed-point map at most.
+    damping : float
+        Weight of the old point in the damped iteration ``x <- damping x + (1 - damping) F(x)``.
+    anderson : int
+        Depth of the Anderson acceleration.
+    n_replicas : int
+        Independent QMC scrambles solved to estimate the integration error (1: no estimate).
+    seed : int
+        Of the QMC scrambles (the coarse rule's, and through it those of the error estimate and
+        of the refinement's fine rules).
+    full_starts_every : int
+        Every this many iterations the proximal problem is solved from the full multi-start set
+        (warm starts in between).
+    switch_width : float
+        Width ``tau`` of the split of a node between its two lowest local minima (docs/model.md
+        (3.2); ``tau -> 0`` is the hard global minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at
+        alpha = 2.2).
+    polish_below : float
+        Relative change below which the damped/Anderson iteration hands over to the quasi-Newton
+        stage (Broyden updates).
+    anderson_below : float
+        Relative change below which the iteration is Anderson-mixed (damped above).
+    max_polish : int
+        Quasi-Newton stages at most.
+    max_rescue : int
+        Quasi-Newton stages at most that a period-two cycle of the damped iteration starts.
+    noise_tol : float
+        When ``tol`` is not reachable after ``max_polish`` quasi-Newton stages (the discretised map
+        is smooth only to ~1e-7 on the semantic branch), a residual below ``noise_tol`` is
+        accepted and said so in ``reason``.
+    refine_order : int
+        0: off. ``refine_point`` takes one Newton step from a fixed point of this rule on
+        ``refine_replicas`` independent finer rules (``qmc``: log2 of each base sample; ``gh``:
+        points per dimension of one rule) and re-evaluates the training error variationally
+        (docs/model.md (7.3)); ``find_transition`` uses it for the points that locate ``alpha_c``
+        and ``alpha_l``.
+    refine_replicas : int
+        The number ``K`` of independent fine rules of the refinement.
+    target_error : float
+        0: off. A single solve (``solve_refined``) raises the refinement order, from
+        ``refine_order`` up to ``max_refine_order`` by the orders the estimate's decay predicts
+        (``orders_to_target``), until the estimated relative error is at most this
+        (docs/model.md (7.5); the result says whether it was reached).
+    target_on : str
+        Which estimates must meet ``target_error``: ``"test_error"``, ``"overlaps"`` (the largest
+        of the summary overlaps ``q``, ``m``, ``theta``, user units) or ``"all"`` (both).
+    max_refine_order : int
+        The highest refinement order. 15: at rank 2 (``alpha = 1.5``) it meets 1e-4 on every
+        branch in 53-55 s (14 leaves the mixed branch at 1.15e-4).
+    fine_teacher_scale : float, optional
+        The refinement's fine QMC rules draw the teacher noises from ``N(0, s^2 I)``
+        (importance sampling, docs/model.md (7.4)); ``None``: ``teacher_scale_for`` (1.4 at
+        ``L = 2``, rank 1, where it halves the error of the refined points; 1, the plain rule,
+        elsewhere).
+    mirror : bool, optional
+        The refinement's fine QMC rules pair every node with its mirror in the Stein sums
+        (docs/model.md (7.4); the same nodes and minima); ``None``: ``mirror_for`` (on for the
+        tied and causal students at ``L = 2``, rank 1, uncorrelated tokens, where it cuts the
+        error of the refined positional ``q`` ~2.4x; off elsewhere, where it was measured not to
+        help). The coarse rule keeps the plain sums: on its few nodes (order 8) the paired
+        semantic map at ``alpha = 1`` has its fixed point at ``theta`` 0.22 instead of 0.38.
+    response : str
+        ``"global"`` (the replica-symmetric equations of the global minimiser, ``V_hat`` in the
+        Stein form, docs/model.md (3.3)), ``"local"`` (``V_hat`` of each node's minimum followed
+        locally, without the jumps' surface term: the state-following equations of
+        docs/model.md (3.6)) or ``"semantic-start"`` or ``"positional-start"`` (each node keeps
+        the minimum reached from the teacher's fields at the student's norm, or from the
+        student's positional means, docs/model.md (3.7); on one rule: ``refine_order`` and
+        ``target_error`` 0, the error estimate from the ``n_replicas`` rules).
+
+    Raises
+    ------
+    ValueError
+        One line, for a setting out of range, an unknown ``method``, ``target_on`` or
+        ``response``, or settings that do not go together (a one-start ``response`` with a
+        refinement or an error target; ``target_error`` with fewer than two ``refine_replicas``).
     """
 
     method: str = "qmc"
