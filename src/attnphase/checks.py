@@ -147,7 +147,9 @@ def check_solve(res: SolveResult) -> tuple[str, ...]:
                     problems.append(f"{b}: error estimate not finite: {', '.join(missing)}")
     if not existing:
         problems.append("no branch exists (the trivial branch exists everywhere in the box)")
-    elif res.global_minimum is not None:
+    elif res.global_minimum not in existing:
+        problems.append(f"global minimum {res.global_minimum} is not an existing branch")
+    else:
         lowest = min(existing, key=lambda b: existing[b].train_loss)
         if existing[lowest].train_loss < existing[res.global_minimum].train_loss:
             problems.append(f"global minimum {res.global_minimum} is not the lowest branch ({lowest})")
@@ -193,6 +195,8 @@ class BoxSolve:
     success: bool = False
     message: str = ""
     absent: Mapping[str, str] = field(default_factory=dict)
+    #: the solve's result (``None`` where it raised)
+    result: SolveResult | None = field(default=None, repr=False, compare=False)
 
     @property
     def clean(self) -> bool:
@@ -223,4 +227,4 @@ def solve_box_point(point: BoxPoint, settings: Any = "fast", holes: bool = False
     problems = check_solve(res) + (check_holes(res, settings=settings) if holes else ())
     found = tuple(b for b, r in res.branches.items() if r is not None)
     return BoxSolve(point, seconds, found, res.global_minimum, problems, None, res.success, res.message,
-                    MappingProxyType(dict(res.absent)))
+                    MappingProxyType(dict(res.absent)), res)
