@@ -10,15 +10,23 @@ the same defaults.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from attnphase._progress import Progress, ProgressArg, progress_callback
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
-from attnphase.results import BayesResult, SimulationResult, SolveResult, TransitionResult, frozen
+from attnphase.results import (
+    BayesResult,
+    ReadOnlyDict,
+    SimulationResult,
+    SolveResult,
+    TransitionResult,
+    frozen,
+)
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     BranchPoint,
@@ -33,9 +41,6 @@ from attnphase.theory import (
 )
 
 __all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "transition"]
-
-#: ``progress(done, total)``: called as the work advances (branches, grid points or runs)
-Progress = Callable[[int, int], None]
 
 #: the solver preset (:meth:`SolverSettings.preset`) each function runs when given no settings:
 #: the default of the command of the same name
@@ -100,7 +105,7 @@ def solve(
     branch: str = "all",
     spec: ModelSpec | None = None,
     settings: SolverSettings | str | None = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model: Any,
 ) -> SolveResult:
     """The fixed points of the self-consistent equations at sample complexity ``alpha = n/d``.
@@ -110,7 +115,9 @@ def solve(
     ones whose scatter is the error estimate, and raised in order until the error target is met
     (docs/model.md (7.3), (7.5)). ``settings``: a :class:`SolverSettings`, a preset name, or
     ``None`` for ``SolverSettings.preset("default")`` (as ``attnphase solve``). ``progress(done,
-    total)`` is called after each branch. ``**model``: :class:`ModelSpec` fields.
+    total)`` is called after each branch; by default (``"auto"``) a bar in a notebook, a line
+    on a terminal, nothing where stderr is not a terminal; ``False``: nothing
+    (:func:`attnphase._progress.progress_callback`). ``**model``: :class:`ModelSpec` fields.
 
     Returns a :class:`~attnphase.results.SolveResult`: per branch the overlaps (docs/model.md
     (1.5)), the training error (4.1), the test error (4.2) and their error estimates, the global
@@ -131,13 +138,16 @@ def solve(
     st = _solver_settings(settings, "solve")
     names = known if branch == "all" else (branch,)
     check_response(spec, st.response, names)
+    report = progress_callback(progress, "solve", "branches")
+    if report is not None:
+        report(0, len(names))
     if spec.value == "gain":
-        return _solve_gain(spec, alpha, names, st, progress)
+        return _solve_gain(spec, alpha, names, st, report)
     points = {}
     for i, b in enumerate(names):
         points[b] = solve_refined(spec, alpha, b, st)
-        if progress is not None:
-            progress(i + 1, len(names))
+        if report is not None:
+            report(i + 1, len(names))
     return SolveResult.from_points(spec, alpha, st, points, linear_test_error(spec), _solve_params(spec, alpha, st))
 
 
@@ -180,7 +190,7 @@ def _solve_gain(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverS
     message = res.message + "".join(f"; {b}: optimal gain {r.gain:.6g} +- {r.gain_error:.1e}"
                                     for b, r in branches.items() if r is not None and spec.optimal_gain)
     message += "".join(f"; {b}: the gain search failed: {why}" for b, why in failed.items())
-    return dataclasses.replace(res, branches=MappingProxyType(branches), success=res.success and not failed,
+    return dataclasses.replace(res, branches=ReadOnlyDict(branches), success=res.success and not failed,
                                message=message)
 
 
@@ -189,7 +199,7 @@ def transition(
     alphas: Sequence[float] | np.ndarray | None = None,
     spec: ModelSpec | None = None,
     settings: SolverSettings | str | None = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model: Any,
 ) -> TransitionResult:
     """``alpha_c`` (docs/model.md (5.2)), the spinodals (5.3) and ``alpha_l`` (5.4) at the model's
@@ -200,7 +210,8 @@ def transition(
     :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")`` (as
     ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on independent
     scrambles and reports their mean and standard error. ``progress(done, total)`` is called
-    after each grid point. ``**model``: :class:`ModelSpec` fields.
+    after each grid point (default ``"auto"``: a bar in a notebook, a line on a terminal, nothing
+    where stderr is not a terminal; ``False``: nothing). ``**model``: :class:`ModelSpec` fields.
 
     ``value="gain"`` with ``value_gain`` unset: ``alpha_c`` with each branch at the gain that
     minimises its training error (docs/model.md (6.5), :func:`attnphase.theory.value.gain_transition`;
@@ -213,9 +224,10 @@ def transition(
     check_alpha(grid.tolist())
     st = _solver_settings(settings, "transition")
     check_response(spec, st.response, ("semantic", "positional"))
+    report = progress_callback(progress, "transition", "points")
     if spec.optimal_gain:
-        return _transition_gain(spec, grid.tolist(), st, progress)
-    tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=progress)
+        return _transition_gain(spec, grid.tolist(), st, report)
+    tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=report)
     return TransitionResult.from_transition(tr, spec, st)
 
 
@@ -258,7 +270,7 @@ def simulate(
     n_test: int | None = None,
     spec: ModelSpec | None = None,
     settings: Any = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model_and_training: Any,
 ) -> SimulationResult:
     """Train the attention layer at finite ``d`` on ``n = round(alpha d)`` samples (docs/model.md
@@ -272,7 +284,9 @@ def simulate(
     ``TrainSettings`` fields (``optimizer``, ``lr``, ``momentum``, ``max_steps``, ``tol``,
     ``device``, ``dtype``, ...) applied on top, and ``threads`` (torch's CPU threads, a
     process-wide setting). ``progress(done, total)`` is called with the number of runs that
-    have stopped as the batched training advances (from ``(0, runs)`` to ``(runs, runs)``).
+    have stopped as the batched training advances (from ``(0, runs)`` to ``(runs, runs)``;
+    default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a
+    terminal; ``False``: nothing).
 
     Returns a :class:`~attnphase.results.SimulationResult`: per run the overlaps (docs/model.md
     (1.5)), the training loss (1.4), the test error (4.2) and the linear baseline's (4.3).
@@ -305,7 +319,7 @@ def simulate(
     inits = parse_inits(init)
     check_memory(spec, d, [alpha], n_test, len(seed_list), st.dtype)
     res = run_simulation(spec, d, alpha, seeds=seed_list, inits=inits, settings=st, n_test=n_test,
-                         progress=progress)
+                         progress=progress_callback(progress, "simulate", "runs"))
     return SimulationResult.from_simulation(res)
 
 
@@ -317,7 +331,7 @@ def bayes(
     gamp_d: int | None = None,
     gamp_seeds: int | Sequence[int] = 4,
     seed0: int = 0,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model: Any,
 ) -> BayesResult:
     """The Bayes-optimal baseline (docs/model.md section 8): the state evolution of the
@@ -330,7 +344,9 @@ def bayes(
     (8.9) on the simulator's data at this ``d``, ``gamp_seeds`` datasets per ``alpha`` (a count
     from ``seed0`` or the seeds; noiseless labels only). ``noise``: the variance ``Delta`` of
     Gaussian noise on every entry of the observed ``T`` (8.10; ``L = 2`` only; then ``alpha_WR``
-    is the only threshold, and each ``alpha`` costs seconds). ``progress(done, total)`` is called after each ``alpha``. ``**model``:
+    is the only threshold, and each ``alpha`` costs seconds). ``progress(done, total)`` is called
+    after each ``alpha`` (default ``"auto"``: a bar in a notebook, a line on a terminal, nothing
+    where stderr is not a terminal; ``False``: nothing). ``**model``:
     :class:`ModelSpec` fields; the baseline needs a rank-one teacher, uncorrelated tokens, no
     causal target and ``omega < 1`` (``ValueError`` otherwise); the student's fields (``rank``,
     ``variant``, ``lam``) do not enter.
@@ -349,6 +365,9 @@ def bayes(
         if isinstance(gamp_d, bool) or int(gamp_d) != gamp_d or gamp_d < 2:
             raise ValueError(f"gamp_d must be an integer >= 2, got {gamp_d}")
         seeds = _seed_list(gamp_seeds, seed0, "gamp_seeds")
+    report = progress_callback(progress, "bayes", "alpha values")
+    if report is not None:
+        report(0, len(grid))
     quad: Any
     if noise > 0:
         quad = bt.NoisyQuadrature.for_noise(noise)
@@ -358,16 +377,18 @@ def bayes(
         quad = bt.BayesQuadrature()
         rules = (bt.make_rules(spec.L, quad), bt.make_rules(spec.L, quad.doubled()))
         thr_dict = bt.thresholds(spec.L, quad).to_dict()
-        points = [bt.solve_point(a, spec, quad, rules=rules).to_dict() for a in grid.tolist()]
+        points = []
     gamp_runs = []
     for i, a in enumerate(grid.tolist()):
+        if noise == 0:
+            points.append(bt.solve_point(a, spec, quad, rules=rules).to_dict())
         if seeds:
             from attnphase.sim.gamp import run_gamp
 
             gamp_runs.append({**run_gamp(spec, a, int(gamp_d), seeds),  # type: ignore[arg-type]
                               "state_evolution": points[i]["overlap"]})
-        if progress is not None:
-            progress(i + 1, len(grid))
+        if report is not None:
+            report(i + 1, len(grid))
     lin = linear_test_error(spec)
     params = {**spec.to_dict(), "alpha": grid.tolist(), "noise": noise, "quadrature": dataclasses.asdict(quad),
               "gamp_d": gamp_d, "gamp_seeds": list(seeds), "version": __version__,
