@@ -170,3 +170,37 @@ def test_a_flag_that_only_the_new_record_has_is_not_a_difference():
     assert compare_records(old, {**old, "success": True, "message": "m"}).success
     assert not compare_records({**old, "success": True}, old).success
     assert not compare_records({**old, "success": True}, {**old, "success": False}).success
+
+
+def test_progress_is_shown_where_someone_watches_and_never_in_captured_output(monkeypatch, capsys):
+    """``progress="auto"``: nothing where stderr is not a terminal (here: pytest's capture), a
+    line rewritten in place on a terminal; ``True`` lines anyway; ``False`` nothing; a callable
+    is called from ``(0, n)`` to ``(n, n)``; anything else is refused in one line."""
+    from attnphase._progress import ProgressLine, progress_callback
+
+    assert progress_callback("auto", "solve") is None and progress_callback(False, "solve") is None
+    assert isinstance(progress_callback(True, "solve"), ProgressLine)
+    with pytest.raises(ValueError, match="progress must be"):
+        progress_callback("yes", "solve")
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(api, "solve_refined", lambda spec, alpha, b, st: _stub_point(b, alpha, ESTIMATE))
+    ap.solve(2.0, omega=0.2, settings="fast")
+    assert capsys.readouterr().err == ""
+    ap.solve(2.0, omega=0.2, settings="fast", progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, 3), (1, 3), (2, 3), (3, 3)]
+
+    class Terminal(list):
+        def isatty(self) -> bool:
+            return True
+
+        def write(self, text: str) -> None:
+            self.append(text)
+
+        def flush(self) -> None:
+            pass
+
+    term = Terminal()
+    line = ProgressLine("solve", "branches", stream=term)  # type: ignore[arg-type]
+    line(0, 2)
+    line(2, 2)
+    assert term[0].startswith("\rsolve: 0/2 branches") and term[-1].endswith("\n")

@@ -5,7 +5,7 @@ A ``progress(done, total)`` callback is what the computations call as their work
 argument of :func:`attnphase.solve`, :func:`attnphase.transition`, :func:`attnphase.simulate`,
 :func:`attnphase.bayes` and :func:`attnphase.sweeps.run_sweep` into such a callback:
 
-- ``"auto"`` (the default): a ``tqdm.auto`` bar in a notebook (an IPython kernel), one line on
+- ``"auto"`` (the default): a tqdm bar in a notebook (an IPython kernel), one line on
   stderr rewritten in place when stderr is a terminal, nothing otherwise (a pipe, a log file,
   pytest's capture: output that nobody watches stays clean);
 - ``True``: the bar in a notebook, else the line on stderr even where it is not a terminal
@@ -84,8 +84,20 @@ class ProgressLine:
         self.stream.flush()
 
 
+def notebook_tqdm() -> Any:
+    """The tqdm bar class for a notebook: the widget (``tqdm.notebook``) where ipywidgets is
+    installed, else the text bar on stderr (which a notebook shows too), without the warning
+    that ``tqdm.auto`` gives for the missing widgets."""
+    try:
+        import ipywidgets  # noqa: F401
+        from tqdm.notebook import tqdm
+    except ImportError:
+        from tqdm import tqdm  # type: ignore[assignment]
+    return tqdm
+
+
 class ProgressBar:
-    """``progress(done, total)`` as a ``tqdm.auto`` bar (a widget in a notebook), closed when
+    """``progress(done, total)`` as a tqdm bar in a notebook (:func:`notebook_tqdm`), closed when
     ``done`` reaches ``total``."""
 
     def __init__(self, label: str, unit: str = "points") -> None:
@@ -94,9 +106,7 @@ class ProgressBar:
 
     def __call__(self, done: int, total: int) -> None:
         if self._bar is None:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=total, desc=self.label, unit=self.unit.rstrip("s") or self.unit)
+            self._bar = notebook_tqdm()(total=total, desc=self.label, unit=self.unit.rstrip("s") or self.unit)
         self._bar.total = total
         self._bar.update(done - self._bar.n)
         if done >= total:

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from attnphase._progress import ProgressLine, in_notebook
+from attnphase._progress import ProgressLine, in_notebook, notebook_tqdm
 from attnphase._version import __version__
 from attnphase.sweeps.canonical import canonical_json, to_json
 from attnphase.sweeps.grid import Point, SweepSpec, points_of
@@ -170,10 +170,11 @@ class _Progress:
             self._call(0, total)
         if mode == "bar" and total > 0:
             if notebook and stream is None:
-                from tqdm.auto import tqdm
+                self._bar = notebook_tqdm()(total=total, desc=label, unit="pt")
             else:
-                from tqdm import tqdm  # type: ignore[assignment]
-            self._bar = tqdm(total=total, file=stream, desc=label, unit="pt", dynamic_ncols=True)
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, file=stream, desc=label, unit="pt", dynamic_ncols=True)
 
     def update(self, status: str) -> None:
         self.done += 1
