@@ -53,9 +53,18 @@ ESTIMATE = {"q": 4e-3, "m[0]": 5e-3, "m[1]": 5e-3, "V": 8e-4, "theta": 0.0, "tes
             "q_user": 4e-3, "m_user": 5e-3, "theta_user": 0.0, "method": "standard error over 4 fine qmc rules"}
 
 
+def _stub_solver(monkeypatch: pytest.MonkeyPatch, estimate: dict[str, Any] | None) -> None:
+    """``ap.solve`` with the solver, the linear baseline and the record of the code stubbed: no
+    kernel is built, no source hashed."""
+    monkeypatch.setattr(api, "solve_refined", lambda spec, alpha, b, st: _stub_point(b, alpha, estimate))
+    monkeypatch.setattr(api, "linear_test_error", lambda spec: 1.97e-3)
+    monkeypatch.setattr(api, "numerics_revision", lambda component: "stub")
+    monkeypatch.setattr(api, "native", types.SimpleNamespace(describe=lambda: "stub kernels"))
+
+
 def _solve_with(monkeypatch: pytest.MonkeyPatch, estimate: dict[str, Any] | None) -> ap.SolveResult:
     """``ap.solve(2, omega=0.2, settings="fast")`` on the positional branch with the solver stubbed."""
-    monkeypatch.setattr(api, "solve_refined", lambda spec, alpha, b, st: _stub_point(b, alpha, estimate))
+    _stub_solver(monkeypatch, estimate)
     return ap.solve(2.0, branch="positional", omega=0.2, settings="fast", progress=False)
 
 
@@ -143,7 +152,12 @@ def test_simulation_summary_is_a_plain_dict_and_the_repr_is_short():
     assert out["success"] is False and out["message"] == sim.message and out["summary"]["mean"] == sim.summary["mean"]
 
 
-def test_transition_bayes_and_sweep_reports_have_short_reprs_and_say_success():
+def test_transition_bayes_and_sweep_reports_have_short_reprs_and_say_success(monkeypatch):
+    from attnphase import results
+    from attnphase.theory import native
+
+    monkeypatch.setattr(results, "numerics_revision", lambda component: "stub")
+    monkeypatch.setattr(native, "describe", lambda: "stub kernels")
     tr = Transition(1.25, 1.49, {"semantic": 0.72, "positional": None}, 0.00197, ("a note " * 80,),
                     {"alpha": list(np.linspace(0.2, 2.4, 12))}, {"alpha_c": 0.003, "alpha_l": 0.001})
     res = TransitionResult.from_transition(tr, ap.ModelSpec(omega=0.3), SolverSettings.preset("fast"))
@@ -183,7 +197,7 @@ def test_progress_is_shown_where_someone_watches_and_never_in_captured_output(mo
     with pytest.raises(ValueError, match="progress must be"):
         progress_callback("yes", "solve")
     calls: list[tuple[int, int]] = []
-    monkeypatch.setattr(api, "solve_refined", lambda spec, alpha, b, st: _stub_point(b, alpha, ESTIMATE))
+    _stub_solver(monkeypatch, ESTIMATE)
     ap.solve(2.0, omega=0.2, settings="fast")
     assert capsys.readouterr().err == ""
     ap.solve(2.0, omega=0.2, settings="fast", progress=lambda done, total: calls.append((done, total)))

@@ -80,6 +80,7 @@ def test_a_sweep_whose_points_all_fail_is_reported_as_failed(tmp_path, capsys):
     assert rep.message.startswith("every computed point failed") and "selftest failure requested" in rep.message
     assert rep.to_dict()["success"] is False
 
+    capsys.readouterr()  # (log lines of the call above, where an earlier command set up logging)
     code = main(["sweep", "run", "--kind", "selftest", "--param", "x=0,1", "--param", "fail=true",
                  "--store", str(tmp_path / "cli.sqlite"), "--workers", "1", "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
