@@ -185,7 +185,7 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
                     connect_timeout_s=args.connect_timeout)
     if args.json:
         print_json({**rep.to_dict(), "store": str(Path(args.store))})
-    elif rep.success or rep.ok:
+    elif rep.ok or not rep.computed:  # (every computed point failed: the one error line below)
         logging.getLogger("attnphase.cli").log(logging.INFO if rep.success else logging.WARNING,
                                                "sweep done: %s", rep.message)
     if rep.computed and not rep.ok:
