@@ -86,3 +86,12 @@ def test_a_sweep_whose_points_all_fail_is_reported_as_failed(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1
     assert err[0].startswith("attnphase sweep run: error: every computed point failed (2 of 2")
+    assert "cli.sqlite" in err[0] and "selftest failure requested" in err[0]
+
+    # the failed points kept (--keep-errors): nothing computed, exit 0, the summary counts them
+    code = main(["sweep", "run", "--kind", "selftest", "--param", "x=0,1", "--param", "fail=true",
+                 "--store", str(tmp_path / "cli.sqlite"), "--workers", "1", "--keep-errors"])
+    err_text = capsys.readouterr().err
+    assert code == 0 and "0 computed" in err_text and "2 stored points of the sweep kept as errors" in err_text
+    assert main(["sweep", "run", "--kind", "selftest", "--param", "x=0", "--store", str(tmp_path / "cli.sqlite"),
+                 "--keep-errors", "--retry-errors"]) == 2
