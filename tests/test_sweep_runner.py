@@ -100,9 +100,11 @@ def test_failing_point_is_recorded_and_sweep_continues(tmp_path):
     assert len(errs) == 3
     assert all("RuntimeError: selftest failure requested" in r[COLUMNS.index("error")]
                for r in errs)
-    # errors are kept on a rerun, recomputed with retry_errors
-    assert run_sweep(sweep, s, workers=1, progress="none").computed == 0
-    rep = run_sweep(sweep, s, workers=1, progress="none", retry_errors=True)
+    assert not rep.success and rep.failed == 3 and "selftest failure requested" in (rep.first_error or "")
+    # errors are kept on a rerun with retry_errors=False (and counted), recomputed by default
+    kept = run_sweep(sweep, s, workers=1, progress="none", retry_errors=False)
+    assert kept.computed == 0 and kept.failed == 3 and not kept.success and "kept as errors" in kept.message
+    rep = run_sweep(sweep, s, workers=1, progress="none")
     assert (rep.computed, rep.errors) == (3, 3)
 
 

@@ -10,15 +10,23 @@ the same defaults.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from attnphase._progress import Progress, ProgressArg, progress_callback
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
-from attnphase.results import BayesResult, SimulationResult, SolveResult, TransitionResult, frozen
+from attnphase.results import (
+    BayesResult,
+    ReadOnlyDict,
+    SimulationResult,
+    SolveResult,
+    TransitionResult,
+    frozen,
+)
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     BranchPoint,
@@ -33,9 +41,6 @@ from attnphase.theory import (
 )
 
 __all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "transition"]
-
-#: ``progress(done, total)``: called as the work advances (branches, grid points or runs)
-Progress = Callable[[int, int], None]
 
 #: the solver preset (:meth:`SolverSettings.preset`) each function runs when given no settings:
 #: the default of the command of the same name
@@ -117,7 +122,7 @@ def solve(
     branch: str = "all",
     spec: ModelSpec | None = None,
     settings: SolverSettings | str | None = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model: Any,
 ) -> SolveResult:
     """The fixed points of the self-consistent equations at sample complexity ``alpha = n/d``.
@@ -137,8 +142,9 @@ def solve(
     settings : SolverSettings or str, optional
         A :class:`SolverSettings`, a preset name, or ``None`` for
         ``SolverSettings.preset("default")`` (as ``attnphase solve``).
-    progress : callable, optional
-        ``progress(done, total)``, called after each branch.
+    progress : callable, bool or "auto"
+        ``progress(done, total)``, called after each branch; default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a
+        terminal; ``False``: nothing (``attnphase._progress.progress_callback``).
     **model
         :class:`ModelSpec` fields. ``value="gain"`` (``V = v I``, docs/model.md (6.5)): with
         ``value_gain`` unset (the default) each branch is solved at the gain that minimises its
@@ -169,13 +175,16 @@ def solve(
     st = _solver_settings(settings, "solve")
     names = known if branch == "all" else (branch,)
     check_response(spec, st.response, names)
+    report = progress_callback(progress, "solve", "branches")
+    if report is not None:
+        report(0, len(names))
     if spec.value == "gain":
-        return _solve_gain(spec, alpha, names, st, progress)
+        return _solve_gain(spec, alpha, names, st, report)
     points = {}
     for i, b in enumerate(names):
         points[b] = solve_refined(spec, alpha, b, st)
-        if progress is not None:
-            progress(i + 1, len(names))
+        if report is not None:
+            report(i + 1, len(names))
     return SolveResult.from_points(spec, alpha, st, points, linear_test_error(spec), _solve_params(spec, alpha, st))
 
 
@@ -218,7 +227,7 @@ def _solve_gain(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverS
     message = res.message + "".join(f"; {b}: optimal gain {r.gain:.6g} +- {r.gain_error:.1e}"
                                     for b, r in branches.items() if r is not None and spec.optimal_gain)
     message += "".join(f"; {b}: the gain search failed: {why}" for b, why in failed.items())
-    return dataclasses.replace(res, branches=MappingProxyType(branches), success=res.success and not failed,
+    return dataclasses.replace(res, branches=ReadOnlyDict(branches), success=res.success and not failed,
                                message=message)
 
 
@@ -227,7 +236,7 @@ def transition(
     alphas: Sequence[float] | np.ndarray | None = None,
     spec: ModelSpec | None = None,
     settings: SolverSettings | str | None = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model: Any,
 ) -> TransitionResult:
     """``alpha_c`` (docs/model.md (5.2)), the spinodals (5.3) and ``alpha_l`` (5.4) at the model's
@@ -246,8 +255,9 @@ def transition(
         A :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")``
         (as ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on
         independent scrambles and reports their mean and standard error.
-    progress : callable, optional
-        ``progress(done, total)``, called after each grid point.
+    progress : callable, bool or "auto"
+        ``progress(done, total)``, called after each grid point; default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a
+        terminal; ``False``: nothing (``attnphase._progress.progress_callback``).
     **model
         :class:`ModelSpec` fields. ``value="gain"`` with ``value_gain`` unset: ``alpha_c`` with
         each branch at the gain that minimises its training error (docs/model.md (6.5),
@@ -274,9 +284,10 @@ def transition(
     check_alpha(grid.tolist())
     st = _solver_settings(settings, "transition")
     check_response(spec, st.response, ("semantic", "positional"))
+    report = progress_callback(progress, "transition", "points")
     if spec.optimal_gain:
-        return _transition_gain(spec, grid.tolist(), st, progress)
-    tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=progress)
+        return _transition_gain(spec, grid.tolist(), st, report)
+    tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=report)
     return TransitionResult.from_transition(tr, spec, st)
 
 
@@ -319,7 +330,7 @@ def simulate(
     n_test: int | None = None,
     spec: ModelSpec | None = None,
     settings: Any = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model_and_training: Any,
 ) -> SimulationResult:
     """Train the attention layer at finite ``d`` on ``n = round(alpha d)`` samples (docs/model.md
@@ -346,9 +357,10 @@ def simulate(
     settings : TrainSettings, optional
         A :class:`~attnphase.sim.TrainSettings` (default: the ``simulate`` command's,
         ``attnphase.api.SIMULATE_TRAINING``).
-    progress : callable, optional
+    progress : callable, bool or "auto"
         ``progress(done, total)``, called with the number of runs that have stopped as the
-        batched training advances (from ``(0, runs)`` to ``(runs, runs)``).
+        batched training advances (from ``(0, runs)`` to ``(runs, runs)``); default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a
+        terminal; ``False``: nothing (``attnphase._progress.progress_callback``).
     **model_and_training
         :class:`ModelSpec` fields and ``TrainSettings`` fields (``optimizer``, ``lr``,
         ``momentum``, ``max_steps``, ``tol``, ``device``, ``dtype``, ...) applied on top, and
@@ -394,7 +406,7 @@ def simulate(
     inits = parse_inits(init)
     check_memory(spec, d, [alpha], n_test, len(seed_list), st.dtype)
     res = run_simulation(spec, d, alpha, seeds=seed_list, inits=inits, settings=st, n_test=n_test,
-                         progress=progress)
+                         progress=progress_callback(progress, "simulate", "runs"))
     return SimulationResult.from_simulation(res)
 
 
@@ -406,7 +418,7 @@ def bayes(
     gamp_d: int | None = None,
     gamp_seeds: int | Sequence[int] = 4,
     seed0: int = 0,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model: Any,
 ) -> BayesResult:
     """The Bayes-optimal baseline (docs/model.md section 8): the state evolution of the
@@ -430,8 +442,9 @@ def bayes(
         GAMP's datasets per ``alpha``: a count from ``seed0`` or the seeds.
     seed0 : int
         The first seed where ``gamp_seeds`` is a count.
-    progress : callable, optional
-        ``progress(done, total)``, called after each ``alpha``.
+    progress : callable, bool or "auto"
+        ``progress(done, total)``, called after each ``alpha``; default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a
+        terminal; ``False``: nothing (``attnphase._progress.progress_callback``).
     **model
         :class:`ModelSpec` fields; the baseline needs a rank-one teacher, uncorrelated tokens,
         no causal target and ``omega < 1``; the student's fields (``rank``, ``variant``, ``lam``)
@@ -464,6 +477,9 @@ def bayes(
         if isinstance(gamp_d, bool) or int(gamp_d) != gamp_d or gamp_d < 2:
             raise ValueError(f"gamp_d must be an integer >= 2, got {gamp_d}")
         seeds = _seed_list(gamp_seeds, seed0, "gamp_seeds")
+    report = progress_callback(progress, "bayes", "alpha values")
+    if report is not None:
+        report(0, len(grid))
     quad: Any
     if noise > 0:
         quad = bt.NoisyQuadrature.for_noise(noise)
@@ -473,16 +489,18 @@ def bayes(
         quad = bt.BayesQuadrature()
         rules = (bt.make_rules(spec.L, quad), bt.make_rules(spec.L, quad.doubled()))
         thr_dict = bt.thresholds(spec.L, quad).to_dict()
-        points = [bt.solve_point(a, spec, quad, rules=rules).to_dict() for a in grid.tolist()]
+        points = []
     gamp_runs = []
     for i, a in enumerate(grid.tolist()):
+        if noise == 0:
+            points.append(bt.solve_point(a, spec, quad, rules=rules).to_dict())
         if seeds:
             from attnphase.sim.gamp import run_gamp
 
             gamp_runs.append({**run_gamp(spec, a, int(gamp_d), seeds),  # type: ignore[arg-type]
                               "state_evolution": points[i]["overlap"]})
-        if progress is not None:
-            progress(i + 1, len(grid))
+        if report is not None:
+            report(i + 1, len(grid))
     lin = linear_test_error(spec)
     params = {**spec.to_dict(), "alpha": grid.tolist(), "noise": noise, "quadrature": dataclasses.asdict(quad),
               "gamp_d": gamp_d, "gamp_seeds": list(seeds), "version": __version__,

@@ -1,10 +1,16 @@
 """What :func:`attnphase.solve`, :func:`attnphase.transition` and :func:`attnphase.simulate` return.
 
 Frozen records in the style of ``scipy.optimize.OptimizeResult``: the quantities as fields, a
-``success`` flag, a ``message`` a person can read and ``to_dict()``, the JSON record that the
-matching ``attnphase ... --json`` command prints. Nested records are read-only
-(:class:`types.MappingProxyType`, tuples) and nothing is filled in after construction; the
-solver's caches (warm starts, Jacobians, the fine rules) stay on the internal ``BranchPoint``.
+``success`` flag, a ``message`` a person can read, a short ``repr`` (the headline numbers and the
+status) and ``to_dict()``, the JSON record that the matching ``attnphase ... --json`` command
+prints. Nested records are read-only dicts (:class:`ReadOnlyDict`: a ``dict`` that prints as one
+and refuses changes) and tuples, and nothing is filled in after construction; the solver's caches
+(warm starts, Jacobians, the fine rules) stay on the internal ``BranchPoint``.
+
+Every field a recipe reads exists on every result: where a quantity could not be computed it is
+NaN and a flag says so (``BranchResult.error_estimate`` always holds the keys of
+:data:`ERROR_ESTIMATE_KEYS`, NaN where no estimate was made, and ``BranchResult.estimated`` says
+whether one was).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -27,15 +33,32 @@ if TYPE_CHECKING:
     from attnphase.sim.simulate import RunResult
     from attnphase.theory import BranchPoint, SolverSettings
 
-__all__ = ["BayesResult", "BranchResult", "RecordComparison", "SimulationResult", "SolveResult",
-           "TransitionResult", "compare_records"]
+__all__ = ["ERROR_ESTIMATE_KEYS", "BayesResult", "BranchResult", "ReadOnlyDict", "RecordComparison",
+           "SimulationResult", "SolveResult", "TransitionResult", "compare_records"]
+
+
+class ReadOnlyDict(dict):  # type: ignore[type-arg]
+    """A ``dict`` that refuses changes (``TypeError``): what the results hold where a record is a
+    mapping. It is a ``dict`` for everything that reads (``isinstance``, ``json``, pandas, its
+    ``repr``), unlike :class:`types.MappingProxyType`; ``dict(x)`` is a changeable copy."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a result's record is read-only; dict(record) is a copy that can be changed")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (pickle and copy rebuild it whole, not item by item)
+        return (type(self), (dict(self),))
 
 
 def frozen(obj: Any) -> Any:
-    """A read-only copy of a JSON-like record: mappings become :class:`MappingProxyType` (keys as
+    """A read-only copy of a JSON-like record: mappings become :class:`ReadOnlyDict` (keys as
     strings), lists, tuples and arrays tuples, numpy scalars Python numbers."""
     if isinstance(obj, Mapping):
-        return MappingProxyType({str(k): frozen(v) for k, v in obj.items()})
+        return ReadOnlyDict({str(k): frozen(v) for k, v in obj.items()})
     if isinstance(obj, np.ndarray):
         return frozen(obj.tolist())
     if isinstance(obj, (list, tuple)):
@@ -52,6 +75,33 @@ def frozen(obj: Any) -> Any:
 #: the per-branch values of ``attnphase solve --json`` (``BranchPoint.summary()``), in its order
 SUMMARY_KEYS = ("q", "m", "theta", "V", "train_loss", "test_error", "converged", "iterations")
 
+#: the relative error estimates that ``BranchResult.error_estimate`` holds on every point (NaN where
+#: none was made), beside those of the order parameters (``q``, ``m[0]``, ``V``, ...) and ``method``
+ERROR_ESTIMATE_KEYS = ("test_error", "train_loss", "q_user", "m_user", "theta_user")
+
+
+def error_estimate_record(est: Mapping[str, Any] | None, names: Sequence[str]) -> ReadOnlyDict:
+    """The solver's error estimate ``est`` (``None``: none was made) with every key of
+    :data:`ERROR_ESTIMATE_KEYS` and of the order parameters ``names``, NaN where it has no value,
+    and ``method``, how it was obtained (``"none"`` where no estimate was made)."""
+    out: dict[str, Any] = {k: math.nan for k in (*ERROR_ESTIMATE_KEYS, *names)}
+    out["method"] = "none"
+    if est is not None:
+        out.update({k: math.nan if v is None else v for k, v in est.items()})
+    return frozen(out)  # type: ignore[no-any-return]
+
+
+def _g(v: float | None, fmt: str = ".6g") -> str:
+    """A number for a ``repr``: ``none`` for ``None``, ``0`` for an exact zero."""
+    if v is None:
+        return "none"
+    return "0" if v == 0 else format(v, fmt)
+
+
+def _line(text: str, width: int = 200) -> str:
+    """``text`` cut to ``width`` characters (a ``repr`` shows the start of a long message)."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
 
 def _kept_coarse(refined: Mapping[str, Any] | None) -> bool:
     """A point kept on the coarse rule: its refinement (the ``refined`` record of its
@@ -61,7 +111,7 @@ def _kept_coarse(refined: Mapping[str, Any] | None) -> bool:
     return not refined.get("applied")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BranchResult:
     """One fixed point of the self-consistent equations at one ``alpha`` (docs/model.md (5.1)).
 
@@ -90,10 +140,12 @@ class BranchResult:
         The fixed-point iteration converged (docs/model.md (7.2)).
     iterations : int
         Its iterations.
-    error_estimate : mapping or None
+    error_estimate : mapping
         The estimated relative integration error of each quantity (docs/model.md (7.3);
-        ``q_user``, ``m_user``, ``theta_user`` for the summary overlaps) and how it was obtained,
-        ``None`` where no estimate was made.
+        ``q_user``, ``m_user``, ``theta_user`` for the summary overlaps) and how it was obtained
+        (``method``): always the keys of :data:`ERROR_ESTIMATE_KEYS` and of the order parameters,
+        NaN where no estimate was made (a refinement that did not converge; ``estimated`` is then
+        false, and ``method`` is ``"none"``).
     refined : bool
         The point was carried to the fine rules (else it is the coarse rule's, see ``notes``).
     target_met : bool or None
@@ -120,7 +172,7 @@ class BranchResult:
     test_error: float
     converged: bool
     iterations: int
-    error_estimate: Mapping[str, Any] | None
+    error_estimate: Mapping[str, Any]
     refined: bool
     target_met: bool | None
     notes: tuple[str, ...]
@@ -137,6 +189,8 @@ class BranchResult:
     gain_error: float | None = None
     #: Gaussian-mixture tokens: ``s_k = mu_k^T Q / d`` (K x F, docs/model.md (9.1)); empty otherwise
     s_matrix: tuple[tuple[float, ...], ...] = ()
+    #: an error estimate was made (``error_estimate`` holds numbers; else NaN)
+    estimated: bool = False
 
     @classmethod
     def from_point(cls, point: BranchPoint) -> BranchResult:
@@ -159,9 +213,11 @@ class BranchResult:
             notes.append(str(ref["retry"]))
         est = diag.get("error_estimate")
         summary = point.summary()
+        names = point.order_params.names() if point.order_params is not None else ()
         return cls(
             branch=point.branch, alpha=float(point.alpha), **{k: summary[k] for k in SUMMARY_KEYS},
-            error_estimate=None if est is None else frozen(est), refined=bool(ref.get("applied")),
+            error_estimate=error_estimate_record(est, names), estimated=est is not None,
+            refined=bool(ref.get("applied")),
             target_met=None if not tgt else bool(tgt["met"]), notes=tuple(notes),
             q_matrix=frozen(point.q_matrix), m_matrix=frozen(point.m_matrix),
             theta_matrix=frozen(point.theta_matrix),
@@ -173,10 +229,27 @@ class BranchResult:
     @property
     def overlap_error(self) -> float | None:
         """The largest relative error estimate of ``q``, ``m``, ``theta`` (``None``: no estimate)."""
-        est = self.error_estimate
-        if not est:
+        if not self.estimated:
             return None
+        est = self.error_estimate
         return max(float(est[k]) for k in ("q_user", "m_user", "theta_user"))
+
+    def status(self) -> str:
+        """How the point was obtained, in a few words: convergence, refinement, error estimate."""
+        parts = [f"converged ({self.iterations} it)" if self.converged else f"NOT converged ({self.iterations} it)",
+                 "refined" if self.refined else ("coarse rule only" if self.coarse_only else "coarse rule")]
+        err = self.overlap_error
+        parts.append("no error estimate" if err is None else f"error est. {err:.1e}")
+        if self.target_met is not None:
+            parts.append("target met" if self.target_met else "target NOT met")
+        return ", ".join(parts)
+
+    def __repr__(self) -> str:
+        gain = "" if self.gain is None else f", gain = {_g(self.gain)}"
+        return (f"BranchResult({self.branch!r}, alpha={self.alpha:g})\n"
+                f"  q = {_g(self.q)}, m = {_g(self.m)}, theta = {_g(self.theta)}, V = {_g(self.V)}{gain}\n"
+                f"  train_loss = {_g(self.train_loss)}, test_error = {_g(self.test_error)}\n"
+                f"  status: {self.status()}")
 
     @property
     def coarse_only(self) -> bool:
@@ -187,11 +260,12 @@ class BranchResult:
         """The branch's entry under ``branches`` in ``attnphase solve --json`` (with ``gain`` and
         ``gain_error`` for the value gain, ``s`` for Gaussian-mixture tokens)."""
         gain = {} if self.gain is None else {"gain": self.gain, "gain_error": self.gain_error}
-        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.error_estimate,
+        # (the solver's estimate as it made it, ``null`` where none was made)
+        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.diagnostics.get("error_estimate"),
                          **gain, **({"s": self.s_matrix} if self.s_matrix else {})})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SolveResult:
     """The fixed points at one ``alpha`` (:func:`attnphase.solve`).
 
@@ -257,11 +331,10 @@ class SolveResult:
                          + (f"NOT met on {', '.join(missed)}" if missed else "met"))
         parts += [f"{b}: {n}" for b, r in existing.items() for n in r.notes]
         return cls(
-            alpha=float(alpha), spec=spec, settings=settings, branches=MappingProxyType(branches),
-            absent=MappingProxyType(absent), global_minimum=glob, linear_test_error=float(linear_test_error),
+            alpha=float(alpha), spec=spec, settings=settings, branches=ReadOnlyDict(branches),
+            absent=ReadOnlyDict(absent), global_minimum=glob, linear_test_error=float(linear_test_error),
             params=frozen(params),
-            diagnostics=MappingProxyType({b: frozen({"reason": p.reason, **p.diagnostics})
-                                          for b, p in points.items()}),
+            diagnostics=ReadOnlyDict({b: frozen({"reason": p.reason, **p.diagnostics}) for b, p in points.items()}),
             success=bool(existing) and all(ok.values()), message="; ".join(parts),
         )
 
@@ -273,10 +346,25 @@ class SolveResult:
             "global_minimum": self.global_minimum,
             "linear_test_error": jsonable(self.linear_test_error),
             "diagnostics": jsonable(self.diagnostics),
+            "success": self.success,
+            "message": self.message,
         }
 
+    def __repr__(self) -> str:
+        rows = [f"SolveResult(alpha={self.alpha:g}, omega={self.spec.omega:g}, success={self.success})",
+                f"  message: {_line(self.message)}",
+                f"  global_minimum: {self.global_minimum}, linear_test_error = {_g(self.linear_test_error)}"]
+        for b, r in self.branches.items():
+            if r is None:
+                rows.append(f"  {b}: absent ({_line(self.absent.get(b, ''), 120)})")
+            else:
+                rows.append(f"  {b}: q = {_g(r.q, '.5g')}, m = {_g(r.m, '.5g')}, theta = {_g(r.theta, '.5g')}, "
+                            f"train_loss = {_g(r.train_loss, '.6g')}, test_error = {_g(r.test_error, '.6g')}; "
+                            f"{r.status()}")
+        return "\n".join(rows)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class TransitionResult:
     """The transition points at one ``omega`` (:func:`attnphase.transition`).
 
@@ -384,8 +472,23 @@ class TransitionResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The record that ``attnphase transition --json`` prints: ``params`` and the solver's record."""
-        return jsonable({"params": self.params, **self.record})
+        """The record that ``attnphase transition --json`` prints: ``params``, the solver's record,
+        ``success`` and ``message``."""
+        return jsonable({"params": self.params, **self.record, "success": self.success, "message": self.message})
+
+    def __repr__(self) -> str:
+        def pm(v: float | None, key: str) -> str:
+            e = self.errors.get(key)
+            return _g(v, ".4f") + ("" if v is None or e is None else f" +- {e:.4f}")
+
+        spin = ", ".join(f"{b} {pm(v, f'spinodal_{b}')}" for b, v in self.spinodals.items())
+        return "\n".join([
+            f"TransitionResult(omega={self.spec.omega:g}, success={self.success})",
+            f"  alpha_c = {pm(self.alpha_c, 'alpha_c')}, alpha_l = {pm(self.alpha_l, 'alpha_l')}",
+            f"  spinodals: {spin}",
+            f"  change: {describe_change(self.kind, self.exchange, self.order_parameter)}",
+            f"  linear_test_error = {_g(self.linear_test_error)}",
+            f"  message: {_line(self.message)}"])
 
 
 def describe_change(kind: str | None, exchange: Sequence[str] | None, order_parameter: Mapping[str, Any]) -> str:
@@ -403,7 +506,7 @@ def describe_change(kind: str | None, exchange: Sequence[str] | None, order_para
     return f"{head} (a bifurcation: |{name}| grows from 0; {val} at alpha_c)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SimulationResult:
     """Finite-``d`` training runs at one ``alpha`` (:func:`attnphase.simulate`).
 
@@ -480,7 +583,17 @@ class SimulationResult:
     def to_dict(self) -> dict[str, Any]:
         """The record that ``attnphase simulate --json`` prints."""
         return {"params": jsonable(self.params), "runs": [jsonable(frozen(r.to_dict())) for r in self.runs],
-                "summary": jsonable(self.summary)}
+                "summary": jsonable(self.summary), "success": self.success, "message": self.message}
+
+    def __repr__(self) -> str:
+        mean = self.summary.get("mean", {})
+        keys = [k for k in ("test_error", "train_loss", "m", "theta") if k in mean]
+        return "\n".join([
+            f"SimulationResult(d={self.d}, alpha={self.alpha:g}, omega={self.spec.omega:g}, runs={len(self.runs)}, "
+            f"success={self.success})",
+            "  mean over runs: " + ", ".join(f"{k} = {_g(mean[k])}" for k in keys),
+            f"  batch_seconds = {self.batch_seconds:.3g}",
+            f"  message: {_line(self.message)}"])
 
     def to_frame(self) -> pd.DataFrame:
         """One row per run: ``d``, ``alpha``, ``n`` and the run's record (the overlap matrices
@@ -521,8 +634,10 @@ def compare_records(old: Any, new: Any, rtol: float = 1e-9,
                     skip: frozenset[str] = WALL_TIME_KEYS) -> RecordComparison:
     """Compare every number (and boolean) of the JSON record ``old`` with the one at the same path
     of ``new``: relative difference ``|a - b| / max(|a|, |b|)`` (0 for equal values), a number
-    on one side only counts as an infinite difference. Strings (versions, reasons, kernel names)
-    and the keys in ``skip`` (wall-clock times) are not compared."""
+    on one side only counts as an infinite difference, and so does a boolean that differs or that
+    ``new`` lacks. Strings (versions, reasons, kernel names), the keys in ``skip`` (wall-clock
+    times) and a boolean that only ``new`` has (a flag added to the records since ``old`` was
+    written, such as ``success``: it summarises numbers that are compared) are not compared."""
     diffs: list[tuple[float, str, Any, Any]] = []
     count = 0
 
@@ -543,6 +658,8 @@ def compare_records(old: Any, new: Any, rtol: float = 1e-9,
             bl = b if isinstance(b, list) else []
             for i in range(max(len(al), len(bl))):
                 walk(al[i] if i < len(al) else None, bl[i] if i < len(bl) else None, f"{path}[{i}]")
+            return
+        if a is None and isinstance(b, bool):
             return
         if number(a) and number(b):
             count += 1
@@ -574,7 +691,7 @@ BAYES_OVERLAP_TARGET = 1e-6
 BAYES_NOISY_OVERLAP_TARGET = 2e-2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BayesResult:
     """The Bayes-optimal baseline (:func:`attnphase.bayes`, docs/model.md section 8).
 
@@ -633,6 +750,16 @@ class BayesResult:
     @property
     def test_errors(self) -> tuple[float, ...]:
         return tuple(float(p["test_error"]) for p in self.points)
+
+    def __repr__(self) -> str:
+        thr = ", ".join(f"{k} = {_g(self.thresholds.get(k))}" for k in ("alpha_WR", "alpha_IT", "alpha_PR"))
+        a = self.alphas
+        grid = f"{len(a)} alpha values" + (f" in [{min(a):g}, {max(a):g}]" if a else "")
+        return "\n".join([
+            f"BayesResult(L={self.spec.L}, omega={self.spec.omega:g}, noise={self.noise:g}, success={self.success})",
+            f"  thresholds: {thr}",
+            f"  points: {grid}; linear_test_error = {_g(self.linear_test_error)}; GAMP: {len(self.gamp)} alpha values",
+            f"  message: {_line(self.message)}"])
 
     def to_dict(self) -> dict[str, Any]:
         """The record that ``attnphase bayes --json`` prints."""

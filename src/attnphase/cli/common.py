@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from attnphase._json import jsonable
+from attnphase._progress import ProgressLine
 from attnphase.spec import parse
 from attnphase.spec.parse import parse_range
 from attnphase.spec.problem import ModelSpec, model_parameters
@@ -136,28 +136,8 @@ def warn_theory_cost(spec: ModelSpec) -> None:
 
 def progress_printer(label: str, unit: str = "points", heartbeat: float | None = None) -> Callable[[int, int], None]:
     """A ``progress(done, total)`` callback that writes progress lines on stderr (one line rewritten
-    on a terminal, plain lines otherwise): a line when ``done`` changes, and otherwise at most one
-    every ``heartbeat`` seconds (default 10 on a terminal, 30 otherwise), so that work whose count
-    moves rarely (the runs of a batched training) still shows that it is alive. The ETA is given
-    once something is done."""
-    tty = sys.stderr.isatty()
-    if heartbeat is None:
-        heartbeat = 10.0 if tty else 30.0
-    t0 = time.perf_counter()
-    last = {"done": -1, "at": -float("inf")}
-
-    def cb(done: int, total: int) -> None:
-        now = time.perf_counter()
-        if done == last["done"] and done != total and now - last["at"] < heartbeat:
-            return
-        last["done"], last["at"] = done, now
-        el = now - t0
-        eta = f", ETA {el / done * (total - done):.0f}s" if 0 < done < total else ""
-        msg = f"{label}: {done}/{total} {unit}, {el:.0f}s elapsed{eta}"
-        if tty:
-            sys.stderr.write("\r" + msg + ("\n" if done == total else ""))
-        else:
-            sys.stderr.write(msg + "\n")
-        sys.stderr.flush()
-
-    return cb
+    on a terminal, plain lines otherwise; :class:`attnphase._progress.ProgressLine`, the line the
+    library's calls show on a terminal): a line when ``done`` changes, and otherwise at most one
+    every ``heartbeat`` seconds (default 10 on a terminal, 30 otherwise). The ETA is given once
+    something is done."""
+    return ProgressLine(label, unit, heartbeat)

@@ -98,7 +98,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--config", type=str, default=None, help="TOML sweep file")
     r.add_argument("--store", type=str, required=True, help="SQLite results store")
     r.add_argument("--retry-errors", action="store_true",
-                   help="recompute points stored with an error")
+                   help="recompute the points stored with an error (the default)")
+    r.add_argument("--keep-errors", action="store_true",
+                   help="keep the points stored with an error instead of recomputing them (the summary counts them)")
     r.add_argument("--recompute", action="store_true",
                    help="recompute every point of the grid, replacing stored results "
                         "(--recompute-stale: only those of another numerical revision)")
@@ -163,26 +165,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sweep_run(args: argparse.Namespace) -> int:
-    """``attnphase sweep run``: compute the missing points of a grid into ``--store``."""
+    """``attnphase sweep run``: compute the missing points of a grid into ``--store`` (and the
+    points stored with an error, unless ``--keep-errors``). Exit status 1, with one line on
+    stderr, when every point computed failed."""
     from attnphase.sweeps import run_sweep, sweep_from_args, sweep_from_toml
 
     if args.config is None and args.kind is None:
         raise ValueError("give --kind (and --param ...) or --config FILE.toml")
+    if args.keep_errors and args.retry_errors:
+        raise ValueError("--keep-errors and --retry-errors contradict each other")
     base = sweep_from_toml(args.config, args.kind) if args.config else None
     kind = base.kind if base is not None else args.kind
     sweep = sweep_from_args(kind, args.param, base=base)
     setup_logging(args.quiet)
     rep = run_sweep(sweep, args.store, workers=args.workers, scheduler=args.scheduler,
-                    retry_errors=args.retry_errors, recompute=args.recompute,
+                    retry_errors=not args.keep_errors, recompute=args.recompute,
                     recompute_stale=args.recompute_stale,
                     progress="none" if args.quiet else args.progress,
                     connect_timeout_s=args.connect_timeout)
     if args.json:
         print_json({**rep.to_dict(), "store": str(Path(args.store))})
-    else:
-        logging.getLogger("attnphase.cli").info(
-            "sweep done: %d points, %d already stored, %d computed (%d ok, %d errors) in %.1fs",
-            rep.total, rep.skipped, rep.computed, rep.ok, rep.errors, rep.elapsed_s)
+    elif rep.ok or not rep.computed:  # (every computed point failed: the one error line below)
+        logging.getLogger("attnphase.cli").log(logging.INFO if rep.success else logging.WARNING,
+                                               "sweep done: %s", rep.message)
+    if rep.computed and not rep.ok:
+        sys.stderr.write(f"attnphase sweep run: error: every computed point failed ({rep.errors} of {rep.total}; "
+                         f"the errors are stored in {args.store}; sweep export shows them, a rerun retries them): "
+                         f"{rep.first_error}\n")
+        return 1
     return 0
 
 
