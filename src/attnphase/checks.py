@@ -161,11 +161,10 @@ def check_holes(res: SolveResult, step: float = 0.1, settings: Any = "fast") -> 
     ``alpha (1 -+ step)`` and, where it exists there, continued to ``alpha``
     (:func:`attnphase.theory.follow_branch`); a point reached there that the fine rules confirm
     (:func:`attnphase.theory.refinement.is_confirmed`) is a hole of the single solve."""
-    from attnphase.api import _solver_settings
-    from attnphase.theory import follow_branch
+    from attnphase.theory import SolverSettings, follow_branch
     from attnphase.theory.refinement import is_confirmed, refine_point
 
-    st = _solver_settings(settings, "solve")
+    st = SolverSettings.preset(settings) if isinstance(settings, str) else settings
     problems: list[str] = []
     for b in (b for b, r in res.branches.items() if r is None):
         for a in (res.alpha * (1 - step), res.alpha * (1 + step)):
@@ -220,7 +219,7 @@ def solve_box_point(point: BoxPoint, settings: Any = "fast", holes: bool = False
 
     t0 = time.perf_counter()
     try:
-        res = solve(point.alpha, spec=point.spec(), settings=settings, progress=None)
+        res = solve(point.alpha, spec=point.spec(), settings=settings, progress=False)
     except Exception as exc:  # (recorded: a box scan reports every failure, it does not stop at one)
         return BoxSolve(point, time.perf_counter() - t0, error=f"{type(exc).__name__}: {exc}")
     seconds = time.perf_counter() - t0
