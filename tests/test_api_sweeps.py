@@ -137,6 +137,26 @@ def test_curves_frame_has_one_row_per_alpha_and_branch(fake_branches):
     assert isinstance(fig, Figure) and len(fig.axes) == 3
 
 
+class CoarsePoint(FakePoint):
+    """A point whose refinement did not converge: the coarse rule's values are kept."""
+
+    @property
+    def diagnostics(self) -> dict[str, Any]:
+        return {"error_estimate": None, "refined": {"applied": False, "reason": "no convergence"}}
+
+
+def test_curves_success_says_which_points_kept_the_coarse_rule(fake_branches, monkeypatch):
+    monkeypatch.setattr(api_sweeps, "refine_followed", lambda spec, points, settings: [
+        CoarsePoint(p.branch, p.alpha) if p.branch == "positional" and p.alpha == 1.5 else p for p in points])
+    res = ap.curves(GRID, omega=0.2, transition=False)
+    assert not res.success
+    assert "the coarse rule's values (the refinement did not converge): positional at alpha = 1.5" in res.message
+    df = res.to_frame().set_index(["branch", "alpha"])
+    assert not df.loc[("positional", 1.5), "refined"] and df.loc[("positional", 1.0), "refined"]
+    assert math.isnan(df.loc[("positional", 1.5), "test_error_rel_error"])
+    assert ap.curves(GRID, omega=0.2, transition=False, settings=ap.SolverSettings.preset("fast", refine_order=0)).success
+
+
 def test_curves_result_is_frozen_with_a_short_repr(fake_branches):
     res = ap.curves(GRID, omega=0.2)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -55,8 +55,9 @@ class CurvesResult:
     ``alpha_c`` and ``alpha_l`` are repeated as fields). ``bayes``: the Bayes-optimal baseline
     (docs/model.md section 8) on a finer grid with its thresholds, the figure's line, and
     ``bayes_on_grid`` its points on ``alphas`` (``None`` when not asked for). ``success``: every
-    existing point converged (and was refined where the settings refine) and, when asked for,
-    ``alpha_c`` was located.
+    existing point converged and was refined where the settings refine (``message`` names the
+    points kept on the coarse rule, where the refinement did not converge, often next to a
+    spinodal) and, when asked for, ``alpha_c`` was located.
     """
 
     alphas: tuple[float, ...]
@@ -294,11 +295,15 @@ def curves_message(spec: ModelSpec, alphas: Sequence[float], points: Mapping[str
     n = len(alphas)
     parts = [f"omega = {spec.omega:g}: " + ", ".join(
         f"{b} on {sum(bool(p['exists']) for p in points[b])} of {n} alpha" for b in CURVE_BRANCHES)]
-    bad = [f"{b} at alpha = {p['alpha']:g}" for b in CURVE_BRANCHES for p in points[b]
-           if p["exists"] and not (p["converged"] and (bool(p.get("refined")) or not refine))]
-    if bad:
-        parts.append("not converged or not refined: " + ", ".join(bad))
-    ok = not bad
+    unconverged = [f"{b} at alpha = {p['alpha']:g}" for b in CURVE_BRANCHES for p in points[b]
+                   if p["exists"] and not p["converged"]]
+    coarse = [f"{b} at alpha = {p['alpha']:g}" for b in CURVE_BRANCHES for p in points[b]
+              if p["exists"] and p["converged"] and refine and not p.get("refined")]
+    if unconverged:
+        parts.append("not converged: " + ", ".join(unconverged))
+    if coarse:
+        parts.append("the coarse rule's values (the refinement did not converge): " + ", ".join(coarse))
+    ok = not unconverged and not coarse
     if transition is not None:
         parts.append(f"alpha_c = {_fmt(transition.alpha_c)}, alpha_l = {_fmt(transition.alpha_l)}")
         if transition.alpha_c is None:
