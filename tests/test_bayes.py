@@ -194,7 +194,7 @@ def test_curves_and_compare_refuse_bayes_for_uncovered_models_before_computing(c
 def test_compare_bayes_rows_and_figure(tmp_path, monkeypatch, capsys):
     import pandas as pd
 
-    from attnphase import compare as compare_mod
+    from attnphase import comparison as compare_mod
     from attnphase.cli import main
     from test_cli_sim import _fake_theory
 

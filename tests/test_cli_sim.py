@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from attnphase import compare as compare_mod
+from attnphase import comparison as compare_mod
 from attnphase.cli import main
-from attnphase.compare import COLUMNS
+from attnphase.comparison import COLUMNS
 from attnphase.plots.compare import compare_figure
 
 RUN_KEYS = {"seed", "init", "m", "theta", "q", "train_loss", "test_error", "linear_test_error",

@@ -73,7 +73,7 @@ def test_cli_solve_rank_two_reports_the_mixed_branch(capsys):
 
 
 def test_compare_theory_rows_include_the_mixed_branch_at_rank_two():
-    from attnphase.compare import theory_table
+    from attnphase.comparison import theory_table
     from attnphase.plots.compare import compare_figure
 
     table = theory_table(ModelSpec(omega=0.3, rank=2), [1.2, 1.5], order=7)

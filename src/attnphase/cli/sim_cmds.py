@@ -1,5 +1,5 @@
 """Commands ``simulate`` (finite-d training, a thin shell over :func:`attnphase.simulate`) and
-``compare`` (theory versus simulation).
+``compare`` (theory versus simulation, a thin shell over :func:`attnphase.compare`).
 
 docs/model.md (1.1)-(1.4) defines what is trained and measured; see :mod:`attnphase.sim`.
 """
@@ -12,10 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnphase import api
+from attnphase import api, api_sweeps
 from attnphase.cli.common import (
+    COMMAND_KEY,
     add_model_flags,
     alpha_grid,
+    command_record,
+    json_text,
     print_record,
     progress_printer,
     save_figure,
@@ -95,12 +98,8 @@ def scalar_grid_args(args: argparse.Namespace, what: str):
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``attnphase compare``: theory branches vs finite-d simulation (figures PNG/PDF + CSV)."""
-    # (matplotlib, torch and numba are imported when the command runs, not to build the parser)
-    from attnphase.compare import run_compare
-    from attnphase.plots.compare import compare_figure
-    from attnphase.sim.data import check_memory
-
+    """``attnphase compare``: theory branches vs finite-d simulation (figures PNG/PDF, CSV and JSON;
+    :func:`attnphase.compare`)."""
     spec, alphas, d = scalar_grid_args(args, "compare plots")
     if args.bayes:  # (refused before anything runs)
         from attnphase.theory.bayes import check_bayes_spec
@@ -110,37 +109,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if theory_points < 2:
         raise ValueError(f"--theory-points must be >= 2, got {theory_points}")
     order = None if args.theory_order is None else to_int(args.theory_order, "theory-order")
-    settings = train_settings(args)
-    seeds = seeds_from_args(args)
-    check_memory(spec, d, alphas.tolist(), None, len(seeds), settings.dtype)
+    res = api_sweeps.compare(alphas, d, seeds=seeds_from_args(args), theory_points=theory_points,
+                             theory_order=order, bayes=args.bayes, spec=spec, settings=train_settings(args))
     out = Path(args.out)
-    table = run_compare(spec, alphas, d, seeds, settings, theory_points=theory_points,
-                        theory_order=order)
-    if args.bayes:
-        table = _with_bayes(table, spec, alphas, theory_points)
     out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "compare.csv", index=False)
-    save_figure(compare_figure(table, spec=spec, d=d), out, "compare")
-    sys.stdout.write(f"wrote {out / 'compare.csv'}, {out / 'compare.png'}, {out / 'compare.pdf'}\n")
+    res.to_frame().to_csv(out / "compare.csv", index=False)
+    import torch  # (loaded by the simulation already)
+
+    record = {COMMAND_KEY: command_record(args, torch_threads=torch.get_num_threads()), **res.to_dict()}
+    (out / "compare.json").write_text(json_text(record))
+    save_figure(res.plot(), out, "compare")
+    sys.stdout.write(f"wrote {out / 'compare.csv'}, {out / 'compare.json'}, {out / 'compare.png'}, "
+                     f"{out / 'compare.pdf'}\n")
     return 0
-
-
-def _with_bayes(table: Any, spec: Any, alphas: Any, theory_points: int) -> Any:
-    """``table`` with the Bayes-optimal baseline (:func:`attnphase.bayes`) as theory rows of kind
-    ``bayes`` (``theta``: its overlap, ``test_error``) on ``max(theory_points, 41)`` alphas spanning
-    ``alphas`` and the thresholds between them (:func:`attnphase.theory.bayes.curve_grid`)."""
-    import numpy as np
-    import pandas as pd
-
-    from attnphase.compare import COLUMNS
-    from attnphase.theory.bayes import curve_grid
-
-    fine = curve_grid(float(np.min(alphas)), float(np.max(alphas)), spec.L, max(int(theory_points), 41))
-    res = api.bayes(fine, spec=spec)
-    rows = [{"source": "theory", "kind": "bayes", "alpha": p["alpha"], "theta": p["overlap"], "q": p["overlap"],
-             "test_error": p["test_error"], "linear_test_error": res.linear_test_error, "exists": True}
-            for p in res.points]
-    return pd.concat([table, pd.DataFrame(rows, columns=COLUMNS)], ignore_index=True)
 
 
 def register(subparsers: Any) -> None:
@@ -164,7 +145,8 @@ def register(subparsers: Any) -> None:
                               description=cmd_compare.__doc__)
     add_model_flags(c)
     add_value_flags(c)
-    c.add_argument("--alpha", type=str, default="0.1:2:12", help="alpha grid start:stop:num")
+    grid = ":".join(f"{v:g}" for v in api_sweeps.COMPARE_GRID)
+    c.add_argument("--alpha", type=str, default=grid, help=f"alpha grid start:stop:num (default {grid})")
     c.add_argument("--d", type=str, default="500", help="embedding dimension (default 500)")
     c.add_argument("--seeds", type=str, default="3", help="seeds per alpha (default 3)")
     c.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")

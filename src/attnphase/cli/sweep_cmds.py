@@ -76,7 +76,8 @@ def add_backend_flags(p: argparse.ArgumentParser) -> None:
 
 def fast_solver() -> list[str]:
     """The solver's ``"fast"`` preset (``SolverSettings.PRESETS``) as ``--solver`` items:
-    phase-diagram and demo use it unless ``--solver`` overrides a setting. One QMC scramble per
+    demo uses it unless ``--solver`` overrides a setting (phase-diagram starts from the same preset,
+    :func:`attnphase.phase_diagram`, whose points have the same keys). One QMC scramble per
     transition (``alpha_c`` scatters by ~0.04 between scrambles); ``--solver n_replicas=3`` stores
     the mean of three with its standard error (3x the time: 10 omegas took 8 min instead of
     2.6 min on 2 cores)."""
@@ -255,47 +256,47 @@ def run_kw(args: argparse.Namespace) -> dict:
 
 
 def cmd_phase_diagram(args: argparse.Namespace) -> int:
-    """``attnphase phase-diagram``: theory lines (and simulation heat maps), stored, plotted."""
-    from attnphase.plots.phase import plot_phase_heatmaps, plot_phase_lines
+    """``attnphase phase-diagram``: theory lines (and simulation heat maps), stored, plotted
+    (:func:`attnphase.phase_diagram`)."""
+    from attnphase import api_sweeps
     from attnphase.sweeps.grid import fixed_from_items
-    from attnphase.sweeps.phase import phase_heatmaps, phase_lines
+    from attnphase.sweeps.kinds import SOLVER_PREFIX
+    from attnphase.theory import SolverSettings
 
     omegas = parse_range(args.omega, "--omega")
     spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
     warn_theory_cost(spec)
-    base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
-    base.update(fixed_from_items("transition", fast_solver() + list(args.solver), prefix="solver_"))
+    given = fixed_from_items("transition", list(args.solver), prefix=SOLVER_PREFIX)
+    settings = SolverSettings.preset(api_sweeps.SWEEP_PRESET,
+                                     **{k[len(SOLVER_PREFIX):]: v for k, v in given.items()})
     alphas: list[float] = alpha_grid(args.alpha).tolist() if args.simulate else []
     if args.simulate and (args.d < 2 or args.seeds < 1):
         raise ValueError("--d must be >= 2 and --seeds >= 1")
     out = Path(args.out)
     store = Path(args.store) if args.store else out / "results.sqlite"
     setup_logging(args.quiet)
-    lines = phase_lines(base, omegas, store, **run_kw(args))
+    res = api_sweeps.phase_diagram(
+        omegas, alphas=alphas or None, simulate=args.simulate, d=args.d, seeds=args.seeds,
+        max_steps=args.max_steps, store=store, settings=settings, workers=args.workers,
+        scheduler=args.scheduler, connect_timeout=args.connect_timeout, recompute_stale=args.recompute_stale,
+        progress="none" if args.quiet else args.progress, spec=spec)
     out.mkdir(parents=True, exist_ok=True)
-    files = save_figure(plot_phase_lines(lines), out, "phase_diagram")
-    lines.to_frame().to_csv(out / "phase_lines.csv", index=False)
+    files = save_figure(res.plot(), out, "phase_diagram")
+    res.to_frame().to_csv(out / "phase_lines.csv", index=False)
     files.append(out / "phase_lines.csv")
     if args.simulate:
-        train = {} if args.max_steps is None else {"max_steps": args.max_steps}
-        maps = phase_heatmaps(base, omegas, alphas, args.d, range(args.seeds), store,
-                              train=train, **run_kw(args))
-        files += save_figure(plot_phase_heatmaps(maps, lines), out, "phase_heatmaps")
-        maps.to_frame().to_csv(out / "phase_heatmaps.csv", index=False)
+        files += save_figure(res.plot("heatmaps"), out, "phase_heatmaps")
+        res.to_frame("heatmaps").to_csv(out / "phase_heatmaps.csv", index=False)
         files.append(out / "phase_heatmaps.csv")
-    failed = [f"omega={w:g}: {e}" for w, e in zip(lines.omega, lines.errors, strict=True) if e]
-    for what in failed:
-        logging.getLogger("attnphase.cli").warning("transition failed at %s", what)
+    d = res.to_dict()
+    for w, e in zip(d["omega"], d["errors"], strict=True):
+        if e:
+            logging.getLogger("attnphase.cli").warning("transition failed at %s", f"omega={w:g}: {e}")
     if args.json:
-        d = lines.to_dict()
-        print_json({"omega": d["omega"], "alpha_c": d["alpha_c"], "kind": d["kind"], "exchange": d["exchange"],
-                    "alpha_l": d["alpha_l"],
-                    "spinodals": d["spinodals"], "eps_g_lin": d["eps_g_lin"],
-                    "errors": d["errors"], "files": [str(f) for f in files]})
+        print_json({**d, "files": [str(f) for f in files]})
     else:
         for f in files:
             sys.stdout.write(f"wrote {f}\n")
-        d = lines.to_dict()
         for w, ac, kind, ex in zip(d["omega"], d["alpha_c"], d["kind"], d["exchange"], strict=True):
             if ac is not None:  # (how the global minimum changes, docs/model.md (5.5))
                 sys.stdout.write(f"omega = {w:g}: alpha_c = {ac:.4g}, {ex}, {kind}\n")

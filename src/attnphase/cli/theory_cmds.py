@@ -1,20 +1,18 @@
 """Theory commands: ``solve``, ``transition``, ``curves``.
 
-``solve`` and ``transition`` parse their flags, call :func:`attnphase.solve` /
-:func:`attnphase.transition` and print the result; the solver flags start from a named preset
+Each parses its flags, calls :func:`attnphase.solve` / :func:`attnphase.transition` /
+:func:`attnphase.curves` and prints or writes the result; the solver flags start from a named preset
 (``--preset``, :meth:`attnphase.SolverSettings.preset`).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
 
-from attnphase import __version__, api
-from attnphase._revision import numerics_revision
+from attnphase import api, api_sweeps
 from attnphase.cli.common import (
     COMMAND_KEY,
     add_model_flags,
@@ -34,13 +32,6 @@ from attnphase.results import SolveResult, describe_change
 from attnphase.theory import (
     SolverSettings,
     branches_for,
-    check_response,
-    find_transition,
-    follow_branch,
-    linear_test_error,
-    native,
-    refine_followed,
-    semantic_side,
 )
 from attnphase.theory.jumps import check_jumps, jump_share, start_from
 from attnphase.theory.saddle import ONE_START, RESPONSES
@@ -293,12 +284,10 @@ def cmd_transition(args: argparse.Namespace) -> int:
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    """``attnphase curves``: the paper-style figure of both branches against ``alpha``."""
+    """``attnphase curves``: the paper-style figure of both branches against ``alpha``
+    (:func:`attnphase.curves`)."""
     spec = spec_from_args(args)
-    _check_fixed_gain(spec, "curves")  # (before matplotlib is imported)
-    # (matplotlib is imported with the figure module, only when a figure is drawn)
-    from attnphase.plots.curves import curves_figure, curves_table
-
+    api_sweeps.check_fixed_gain(spec, "curves")
     if args.bayes:  # (refused before the branches are followed, not after)
         from attnphase.theory.bayes import check_bayes_spec
 
@@ -306,64 +295,17 @@ def cmd_curves(args: argparse.Namespace) -> int:
     warn_theory_cost(spec)
     grid = alpha_grid(args.alpha).tolist()
     settings = settings_from_args(args)
-    check_response(spec, settings.response, (semantic_side(spec), "positional"))
+    res = api_sweeps.curves(grid, transition=args.transition, bayes=args.bayes, spec=spec, settings=settings,
+                            progress=progress_printer("curves"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    prog = progress_printer("curves")
-    n = len(grid)
-    sem = follow_branch(spec, grid[::-1], semantic_side(spec), settings, progress=lambda i, _: prog(i, 2 * n))[::-1]
-    pos = follow_branch(spec, grid, "positional", settings, progress=lambda i, _: prog(n + i, 2 * n))
-    if settings.refine_order:  # every point carried to the fine rules (the plotted values too)
-        # (a point the fine rules do not confirm is drawn as absent: see fine_absence)
-        sem = refine_followed(spec, sem, settings)
-        pos = refine_followed(spec, pos, settings)
-    tr = find_transition(spec, grid, settings, branches=(sem, pos)) if args.transition else None
-    lin = linear_test_error(spec)
-    bayes = fine = None
-    if args.bayes:  # on the figure's grid (the table) and on a fine grid with the thresholds (the line)
-        from attnphase.theory.bayes import curve_grid
-
-        bayes = api.bayes(grid, spec=spec)
-        fine = api.bayes(curve_grid(min(grid), max(grid), spec.L), spec=spec)
-    table = curves_table(grid, sem, pos, lin, bayes=None if bayes is None else bayes.points)
-    table.to_csv(out / "curves.csv", index=False)
-    record = {COMMAND_KEY: command_record(args), **_curves_record(spec, grid, settings, sem, pos, lin, tr)}
-    if fine is not None:
-        record["bayes"] = fine.to_dict()
-    (out / "curves.json").write_text(json_text(record))
-    save_figure(curves_figure(table, spec, tr, bayes=None if fine is None else fine.points), out, "curves")
+    res.table().to_csv(out / "curves.csv", index=False)
+    (out / "curves.json").write_text(json_text({COMMAND_KEY: command_record(args), **res.to_dict()}))
+    save_figure(res.plot(), out, "curves")
     print(f"wrote {out / 'curves.png'}, {out / 'curves.pdf'}, {out / 'curves.csv'}, {out / 'curves.json'}")
-    if tr is not None:
-        print(f"alpha_c = {tr.alpha_c}, alpha_l = {tr.alpha_l}, linear baseline {lin:.6f}")
+    if res.transition is not None:
+        print(f"alpha_c = {res.alpha_c}, alpha_l = {res.alpha_l}, linear baseline {res.linear_test_error:.6f}")
     return 0
-
-
-def _check_fixed_gain(spec: Any, command: str) -> None:
-    """Refuse a value the theory does not cover and, for a command that follows the branches at a
-    fixed gain, the optimal value gain (``--value gain`` without ``--value-gain``)."""
-    api.check_theory_value(spec)
-    if spec.optimal_gain:
-        raise ValueError(f"{command} follows the branches at a fixed value gain: give --value-gain (solve and "
-                         "transition minimise the training error over the gain)")
-
-
-def _curves_record(spec, grid, settings, sem, pos, lin, tr) -> dict:
-    """What ``curves.csv`` leaves out: every parameter, the solver settings, the version, the
-    transition and each point's diagnostics (convergence, reason, error estimate), and which
-    kernels ran (C or numba, :func:`attnphase.theory.native.describe`)."""
-    def point(p) -> dict:
-        return {"alpha": p.alpha, "exists": p.exists, "reason": p.reason, **p.summary(),
-                "error_estimate": p.diagnostics.get("error_estimate"),
-                "refined": (p.diagnostics.get("refined") or {}).get("applied")}
-
-    return {
-        "params": {**spec.to_dict(), "alpha": [float(a) for a in grid], "solver": dataclasses.asdict(settings),
-                   "version": __version__, "revision": numerics_revision("theory"),
-                   "kernels": native.describe()},
-        "linear_test_error": lin,
-        "transition": tr.to_dict() if tr is not None else None,
-        "points": {"semantic": [point(p) for p in sem], "positional": [point(p) for p in pos]},
-    }
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -410,7 +352,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_flags(p)
     add_theory_value_flags(p)
     add_solver_flags(p, "curves")
-    p.add_argument("--alpha", default="0.2:2:10", help="alpha grid start:stop:num (default 0.2:2:10)")
+    grid = ":".join(f"{v:g}" for v in api_sweeps.CURVES_GRID)
+    p.add_argument("--alpha", default=grid, help=f"alpha grid start:stop:num (default {grid})")
     p.add_argument("--out", default="attnphase-out", help="output folder")
     p.add_argument("--no-transition", dest="transition", action="store_false",
                    help="skip locating alpha_c and alpha_l")

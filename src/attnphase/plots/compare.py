@@ -1,5 +1,5 @@
 """Figure of theory versus finite-d simulation, drawn from the table of
-:func:`attnphase.compare.run_compare` (columns :data:`attnphase.compare.COLUMNS`).
+:func:`attnphase.comparison.run_compare` (columns :data:`attnphase.comparison.COLUMNS`).
 
 Nothing is computed here: the theory branches (``docs/model.md`` (5.1), errors (4.1)-(4.3)) and
 the simulation runs are rows of the table.
