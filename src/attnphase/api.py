@@ -31,6 +31,7 @@ from attnphase.theory import (
     native,
     solve_refined,
 )
+from attnphase.theory.bracket import START_GRID
 
 __all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "transition"]
 
@@ -41,8 +42,10 @@ Progress = Callable[[int, int], None]
 #: the default of the command of the same name
 DEFAULT_PRESET: Mapping[str, str] = MappingProxyType({"solve": "default", "transition": "fast"})
 
-#: ``transition``'s bracketing grid ``(start, stop, num)`` when none is given (``--alpha 0.2:2.4:12``)
-TRANSITION_GRID = (0.2, 2.4, 12)
+#: ``transition``'s start grid ``(start, stop, num)`` when none is given (``0.2:2.4:12``), widened
+#: from ``ALPHA_MIN = 0.02`` to ``ALPHA_MAX = 10`` where the crossing is not on it
+#: (:mod:`attnphase.theory.bracket`)
+TRANSITION_GRID = START_GRID
 
 #: ``bayes``'s ``alpha`` grid ``(start, stop, num)`` when none is given (``--alpha 0.05:1:20``)
 BAYES_GRID = (0.05, 1.0, 20)
@@ -195,8 +198,11 @@ def transition(
     """``alpha_c`` (docs/model.md (5.2)), the spinodals (5.3) and ``alpha_l`` (5.4) at the model's
     ``omega``.
 
-    Both branches are followed over the bracketing grid ``alphas`` (default ``linspace(0.2, 2.4,
-    12)``), then the crossings are located by root finding on refined points. ``settings``: a
+    Both branches are followed over the bracketing grid ``alphas``, then the crossings are located
+    by root finding on refined points. Without ``alphas`` the search starts on ``linspace(0.2, 2.4,
+    12)`` and widens the range (down to 0.02, up to 10) until the training errors cross or a reason
+    for no transition is established (``.reason``; the range searched: ``.alpha_range``); a given
+    grid is searched as it is. ``settings``: a
     :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")`` (as
     ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on independent
     scrambles and reports their mean and standard error. ``progress(done, total)`` is called
@@ -215,7 +221,8 @@ def transition(
     check_response(spec, st.response, ("semantic", "positional"))
     if spec.optimal_gain:
         return _transition_gain(spec, grid.tolist(), st, progress)
-    tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=progress)
+    tr = find_transition_replicated(spec, None if alphas is None else grid.tolist(), st, replicas=st.n_replicas,
+                                    progress=progress, widen=alphas is None)
     return TransitionResult.from_transition(tr, spec, st)
 
 
