@@ -90,6 +90,15 @@ def test_assess_says_where_the_lower_positional_branch_ends() -> None:
     assert "not found above alpha = 1.4" in v.reason and "where the positional branch ends" in v.reason
 
 
+def test_assess_names_a_gap_between_the_branches() -> None:
+    """The positional branch ends at 0.4, the semantic side (lower) begins at 0.8: at 0.6 neither is
+    found, so the change of the global minimum is not between these two branches."""
+    v = assess(GRID, _losses(GRID, lambda a: 1.0 if a > 0.7 else None),
+               _losses(GRID, lambda a: 2.0 if not 0.5 < a < 0.7 else None))
+    assert v.direction is None and not v.bracketed
+    assert "at alpha = 0.6, neither branch is found (the positional branch is found up to alpha = 0.4)" in v.reason
+
+
 def test_assess_looks_for_a_missing_branch_both_ways_before_giving_up() -> None:
     nowhere = lambda a: None  # noqa: E731
     assert assess(GRID, _losses(GRID, nowhere), _losses(GRID, lambda a: 1.0)).direction == UP

@@ -128,6 +128,16 @@ def assess(alphas: Sequence[float], sem: Sequence[float | None], pos: Sequence[f
                                             f"of the range searched ({searched}): it is the global minimum from "
                                             f"alpha = {alphas[s_at[0]]:g} on")
             return Verdict(DOWN)
+        below = alphas[f - 1]
+        if sem[f - 1] is None and pos[f - 1] is None:
+            there = (f"neither branch is found (the positional branch is found up to alpha = "
+                     f"{max(alphas[k] for k in p_at if k < f):g}): the global minimum there is on a branch that is "
+                     "not followed (the trivial one)")
+        else:
+            there = f"the {sem_name} branch is found and the positional one is not"
+        return Verdict(None, reason=f"no transition located: the {sem_name} branch has the lower training error "
+                                    f"wherever both branches exist ({_span(alphas, both)}); just below, at alpha = "
+                                    f"{below:g}, {there}")
     return Verdict(None, reason=f"no crossing of the training errors located in {searched} (their difference, "
                                 f"{sem_name} minus positional, is {diff[f]:.2g} at alpha = {alphas[f]:g} and "
                                 f"{diff[last]:.2g} at alpha = {alphas[last]:g})")
