@@ -395,16 +395,19 @@ def _search_grid(spec: ModelSpec, settings: SolverSettings, grid: np.ndarray, xt
 def _find_widened(spec: ModelSpec, settings: SolverSettings, xtol: float,
                   progress: Callable[[int, int], None] | None) -> Transition:
     """:func:`find_transition` with ``widen``: the search on ``START_GRID``; where it locates
-    no ``alpha_c``, the range widened by :func:`widen_range` and the search on the widened grid
-    (the points refined by the first reused)."""
+    no ``alpha_c``, the range widened by :func:`widen_range` (from the branches as that search
+    left them: inner ends the fine rules do not confirm marked absent) and the search on the
+    widened grid (the points refined by the first reused)."""
     grid = start_grid()
     sem_name = semantic_side(spec)
     tick = _Ticker(progress, 2 * len(grid))
     sem = follow_branch(spec, grid[::-1], sem_name, settings, progress=tick)[::-1]
     pos = follow_branch(spec, grid, "positional", settings, progress=tick)
-    first, refined = _search_grid(spec, settings, grid, xtol, list(sem), list(pos))
+    first, refined = _search_grid(spec, settings, grid, xtol, sem, pos)
     if first.alpha_c is not None:
         return first
+    # (sem and pos now hold the points the fine rules do not confirm marked absent: the range search
+    # reads the branches as the grid search saw them)
 
     def step() -> None:
         tick.total += 2
