@@ -75,6 +75,9 @@ def test_assess_widens_downwards_while_the_semantic_side_is_lower_at_the_bottom(
     v = assess(low, _losses(low, lambda a: 1.0), _losses(low, lambda a: 2.0), "mixed")
     assert v.direction is None and not v.bracketed
     assert "the mixed branch has the lower training error" in v.reason and "alpha = 0.02 to 2.4" in v.reason
+    # where each branch was found, as runs of neighbouring points
+    v = assess(low, _losses(low, lambda a: 1.0), _losses(low, lambda a: None if abs(a - 1.0) < 1e-9 else 2.0), "mixed")
+    assert "the positional one at alpha = 0.02 to 0.8, 1.2 to 2.4" in v.reason
 
 
 def test_assess_takes_a_semantic_side_that_begins_lower_as_bracketed() -> None:

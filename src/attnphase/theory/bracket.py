@@ -60,7 +60,14 @@ def next_alpha(a: float, direction: str) -> float | None:
 
 
 def _span(alphas: Sequence[float], idx: Sequence[int]) -> str:
-    return f"alpha = {alphas[idx[0]]:g} to {alphas[idx[-1]]:g}"
+    """The points ``idx`` (increasing) as runs of neighbours: ``alpha = 0.2 to 0.6, 1.4``."""
+    runs: list[list[int]] = []
+    for k in idx:
+        if runs and k == runs[-1][-1] + 1:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return "alpha = " + ", ".join(f"{alphas[r[0]]:g}" + (f" to {alphas[r[-1]]:g}" if len(r) > 1 else "") for r in runs)
 
 
 def assess(alphas: Sequence[float], sem: Sequence[float | None], pos: Sequence[float | None],
@@ -124,9 +131,9 @@ def assess(alphas: Sequence[float], sem: Sequence[float | None], pos: Sequence[f
         if sem[0] is not None or pos[0] is None:
             if at_bottom:
                 return Verdict(None, reason=f"no transition: the {sem_name} branch has the lower training error "
-                                            f"wherever both branches exist ({_span(alphas, both)}), down to the start "
-                                            f"of the range searched ({searched}): it is the global minimum from "
-                                            f"alpha = {alphas[s_at[0]]:g} on")
+                                            f"wherever both branches exist ({_span(alphas, both)}), and the range was "
+                                            f"searched down to alpha = {lo:g} (the {sem_name} branch found at "
+                                            f"{_span(alphas, s_at)}, the positional one at {_span(alphas, p_at)})")
             return Verdict(DOWN)
         below = alphas[f - 1]
         if sem[f - 1] is None and pos[f - 1] is None:
