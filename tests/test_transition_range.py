@@ -5,6 +5,7 @@ established. The widening logic runs here on stub branches (no solve); one real 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -175,6 +176,34 @@ def test_a_branch_found_nowhere_is_searched_over_the_whole_range() -> None:
     assert all(near is None for _, b, near in stub.calls if b == "semantic")
 
 
+def _missed_positional(rejected: float | None = None) -> tuple[StubBranches, list[BranchPoint]]:
+    """The positional branch exists everywhere but the start grid's continuation missed it (at
+    ``rejected`` the fine rules marked the coarse point absent); the semantic side begins at 0.5 and
+    crosses it at 1."""
+    stub = StubBranches(lambda a: 1.0 + 0.1 * (1.0 - a) if a > 0.5 else None, lambda a: 1.0)
+    why = "no positional fixed point on the fine rules: m is not resolved from zero"
+    pos = [BranchPoint("positional", a, False, why if rejected is not None and abs(a - rejected) < 1e-9 else "lost")
+           for a in GRID]
+    return stub, pos
+
+
+def test_a_branch_found_at_a_new_point_is_continued_into_the_range() -> None:
+    stub, pos = _missed_positional()
+    grid, _, pos, v = widen_range(GRID, stub.follow(GRID, "semantic"), pos, "semantic", stub.solve)
+    assert grid[0] == 0.12 and v.bracketed  # (downwards first: the positional branch exists at small alpha)
+    assert all(p.exists for p in pos)
+    fills = [(a, near) for a, b, near in stub.calls if b == "positional"][1:]
+    alphas, nears = [a for a, _ in fills], [near for _, near in fills]
+    assert alphas == pytest.approx(GRID) and nears == [0.12, *alphas[:-1]]  # each continued from the one below
+
+
+def test_a_point_the_fine_rules_rejected_is_not_refilled() -> None:
+    stub, pos = _missed_positional(rejected=GRID[2])
+    grid, _, pos, v = widen_range(GRID, stub.follow(GRID, "semantic"), pos, "semantic", stub.solve)
+    assert [p.exists for p in pos[:4]] == [True, True, True, False] and not pos[-1].exists
+    assert not v.bracketed and "never at the same alpha" in v.reason
+
+
 def _fake_search(crossing: float | None):
     """A stand-in for the grid search: ``alpha_c`` where the grid spans ``crossing``."""
     seen = []
@@ -220,6 +249,24 @@ def test_find_transition_reports_the_reason_for_no_transition(monkeypatch) -> No
     assert not any("extend --alpha" in n for n in tr.notes)  # (the grid search's hint replaced)
     d = tr.to_dict()
     assert d["alpha_range"] == [0.2, ALPHA_MAX] and d["reason"] == tr.reason
+
+
+def test_a_gap_between_the_spinodals_leads_the_reason(monkeypatch) -> None:
+    """The positional branch ends (0.475) below the start of the semantic side (0.675): the reason
+    says so first."""
+    stub = StubBranches(lambda a: 2.0, lambda a: 1.0)
+    _patch_branches(monkeypatch, stub)
+    search, _ = _fake_search(None)
+
+    def with_spinodals(*args, **kw):
+        tr, refined = search(*args, **kw)
+        return dataclasses.replace(tr, spinodals={"semantic": 0.675, "positional": 0.475}), refined
+
+    monkeypatch.setattr(transition, "_search_grid", with_spinodals)
+    tr = transition.find_transition(ModelSpec(omega=0.3), settings=SolverSettings(), widen=True)
+    assert tr.reason.startswith("no transition located: the positional branch ends at alpha = 0.475 (its "
+                                "spinodal), below the start of the semantic branch at 0.675")
+    assert "positional branch has the lower training error" in tr.reason  # (the range search's reason after it)
 
 
 def test_a_given_grid_is_not_widened(monkeypatch) -> None:

@@ -201,20 +201,43 @@ def widen_range(alphas: Sequence[float], sem: Sequence[BranchPoint], pos: Sequen
         a = next_alpha(grid[-1] if up else grid[0], verdict.direction)
         if a is None:  # (assess stops at the limits: not reached)
             return grid, s_pts, p_pts, verdict
-        new = []
         for name, pts in ((sem_name, s_pts), ("positional", p_pts)):
             found = [p for p in pts if p.exists]
-            new.append(solve(a, name, found if up else found[::-1]))
+            pt = solve(a, name, found if up else found[::-1])
+            if up:
+                pts.append(pt)
+            else:
+                pts.insert(0, pt)
         if up:
             grid.append(a)
-            s_pts.append(new[0])
-            p_pts.append(new[1])
         else:
             grid.insert(0, a)
-            s_pts.insert(0, new[0])
-            p_pts.insert(0, new[1])
+        for name, pts in ((sem_name, s_pts), ("positional", p_pts)):
+            _fill_inwards(grid, pts, name, len(grid) - 1 if up else 0, -1 if up else 1, solve)
         if progress is not None:
             progress()
+
+
+def _fill_inwards(grid: Sequence[float], pts: list[BranchPoint], name: str, k: int, step: int, solve: Solve) -> None:
+    """Where the branch is found at the new point ``grid[k]`` but not at its neighbour, continue it
+    from there into the range (``step``: -1 downwards, +1 upwards) while it is found, in place: a
+    branch that the continuation along the grid lost, or that its direct start missed, is picked up
+    from the other side. A point the fine rules rejected (:func:`fine_rejected`) stays rejected."""
+    run = [pts[k]]
+    k += step
+    while run[-1].exists and 0 <= k < len(grid) and not pts[k].exists and not fine_rejected(pts[k]):
+        pt = solve(grid[k], name, run)
+        if not pt.exists:
+            return
+        pts[k] = pt
+        run.append(pt)
+        k += step
+
+
+def fine_rejected(p: BranchPoint) -> bool:
+    """``p`` was found on the coarse rule and marked absent because the fine rules do not confirm it
+    (:func:`attnphase.theory.refinement.mark_unresolved`)."""
+    return not p.exists and p.reason.startswith(f"no {p.branch} fixed point on the fine rules")
 
 
 def start_grid() -> np.ndarray:

@@ -417,15 +417,29 @@ def _find_widened(spec: ModelSpec, settings: SolverSettings, xtol: float,
     wide, sem, pos, verdict = widen_range(grid.tolist(), sem, pos, sem_name,
                                           partial(continue_branch, spec, settings), progress=step)
     if len(wide) == len(grid):
-        return _with_reason(first, verdict.reason)
+        return _with_gap(_with_reason(first, verdict.reason), sem_name)
     second, _ = _search_grid(spec, settings, np.asarray(wide), xtol, sem, pos, refined)
     lo, hi = wide[0], wide[-1]
     how = f"from {grid[0]:g}-{grid[-1]:g} to {lo:g}-{hi:g}"
     if second.alpha_c is not None:
         notes = (f"the training errors do not cross on the start grid: the alpha range was widened {how}",)
         return replace(second, notes=notes + second.notes)
-    second = _with_reason(second, verdict.reason)
+    second = _with_gap(_with_reason(second, verdict.reason), sem_name)
     return replace(second, notes=(f"the alpha range was widened {how}",) + second.notes)
+
+
+def _with_gap(tr: Transition, sem_name: str) -> Transition:
+    """``tr`` (no ``alpha_c``) with its reason led by the gap between the branches where the
+    positional branch ends (its spinodal) below the start of the semantic side: there the global
+    minimum is on neither (at ``sigma = 0.6``, ``alpha = 0.5-0.6``: the trivial branch)."""
+    p, s = tr.spinodals.get("positional"), tr.spinodals.get("semantic")
+    if tr.alpha_c is not None or p is None or s is None or not p < s:
+        return tr
+    gap = (f"no transition located: the positional branch ends at alpha = {p:.3g} (its spinodal), below the start "
+           f"of the {sem_name} branch at {s:.3g}; between them neither is found, and the global minimum there is on "
+           "a branch that is not followed (the trivial one)")
+    return replace(tr, reason=gap + (f". {tr.reason}" if tr.reason else ""),
+                   notes=tuple(n for n in tr.notes if n != tr.reason))
 
 
 def _with_reason(tr: Transition, reason: str | None) -> Transition:
