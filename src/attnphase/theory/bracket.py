@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def assess(alphas: Sequence[float], sem: Sequence[float | None], pos: Sequence[f
         tail = (f"; the {other} branch, found at {_span(alphas, found)}, is the only one there" if found
                 else f"; nor is the {other} branch")
         return Verdict(None, reason=f"no transition: the {missing} branch is not found anywhere in {searched}{tail}")
-    diff = {k: float(sem[k]) - float(pos[k]) for k in both}  # type: ignore[arg-type]
+    diff = {k: cast(float, sem[k]) - cast(float, pos[k]) for k in both}
     for k in range(n - 1):
         if k in diff and k + 1 in diff and diff[k] > 0 >= diff[k + 1]:
             return Verdict(None, bracketed=True)
