@@ -39,6 +39,7 @@ from attnphase.theory import (
     native,
     solve_refined,
 )
+from attnphase.theory.bracket import START_GRID
 
 __all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "transition"]
 
@@ -46,8 +47,10 @@ __all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "transi
 #: the default of the command of the same name
 DEFAULT_PRESET: Mapping[str, str] = MappingProxyType({"solve": "default", "transition": "fast"})
 
-#: ``transition``'s bracketing grid ``(start, stop, num)`` when none is given (``--alpha 0.2:2.4:12``)
-TRANSITION_GRID = (0.2, 2.4, 12)
+#: ``transition``'s start grid ``(start, stop, num)`` when none is given (``0.2:2.4:12``), widened
+#: from ``ALPHA_MIN = 0.02`` to ``ALPHA_MAX = 10`` where the crossing is not on it
+#: (:mod:`attnphase.theory.bracket`)
+TRANSITION_GRID = START_GRID
 
 #: ``bayes``'s ``alpha`` grid ``(start, stop, num)`` when none is given (``--alpha 0.05:1:20``)
 BAYES_GRID = (0.05, 1.0, 20)
@@ -242,13 +245,17 @@ def transition(
     """``alpha_c`` (docs/model.md (5.2)), the spinodals (5.3) and ``alpha_l`` (5.4) at the model's
     ``omega``.
 
-    Both branches are followed over the bracketing grid, then the crossings are located by root
-    finding on refined points.
+    Both branches are followed over the bracketing grid ``alphas``, then the crossings are located
+    by root finding on refined points. Without ``alphas`` the search starts on ``linspace(0.2, 2.4,
+    12)`` and widens the range (down to 0.02, up to 10) until the training errors cross or a reason
+    for no transition is established (``.reason``; the range searched: ``.alpha_range``); a given
+    grid is searched as it is.
 
     Parameters
     ----------
     alphas : sequence of float, optional
-        The bracketing grid (default ``linspace(0.2, 2.4, 12)``).
+        The bracketing grid, searched as it is; ``None`` (default): from ``linspace(0.2, 2.4,
+        12)``, widened as far as the search needs (down to 0.02, up to 10).
     spec : ModelSpec, optional
         The model (default: the reference model); ``**model`` is applied on top of it.
     settings : SolverSettings or str, optional
@@ -287,7 +294,8 @@ def transition(
     report = progress_callback(progress, "transition", "points")
     if spec.optimal_gain:
         return _transition_gain(spec, grid.tolist(), st, report)
-    tr = find_transition_replicated(spec, grid.tolist(), st, replicas=st.n_replicas, progress=report)
+    tr = find_transition_replicated(spec, None if alphas is None else grid.tolist(), st, replicas=st.n_replicas,
+                                    progress=report, widen=alphas is None)
     return TransitionResult.from_transition(tr, spec, st)
 
 

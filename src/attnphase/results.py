@@ -411,6 +411,12 @@ class TransitionResult:
     order_parameter : mapping
         The overlap that tells them apart (``name``, its value ``below`` and ``above``
         ``alpha_c`` and the standard error ``above_error``); empty where no change was located.
+    alpha_range : tuple of float
+        The range of ``alpha`` searched: the given grid's ends, or as far as the search without a
+        grid widened it.
+    reason : str or None
+        Where ``alpha_c`` is ``None``, why: which branch is the lower wherever both exist and over
+        which range, where a branch ends, or that a branch is found nowhere in the range.
     """
 
     alpha_c: float | None
@@ -437,6 +443,8 @@ class TransitionResult:
     #: its error at the evaluation nearest ``alpha_c`` (``at_alpha``), and ``evaluations``, the
     #: ``[alpha, semantic gain, positional gain]`` of every evaluation; ``None`` otherwise
     gains: Mapping[str, Any] | None = field(default=None, repr=False)
+    alpha_range: tuple[float, float] | None = None
+    reason: str | None = None
 
     @classmethod
     def from_transition(cls, tr: Any, spec: ModelSpec, settings: SolverSettings) -> TransitionResult:
@@ -454,11 +462,12 @@ class TransitionResult:
         msg = (f"omega = {spec.omega:g}: alpha_c = {fmt(tr.alpha_c, 'alpha_c')}, "
                f"alpha_l = {fmt(tr.alpha_l, 'alpha_l')}, spinodals: "
                + ", ".join(f"{b} {fmt(v, f'spinodal_{b}')}" for b, v in spin.items()))
+        alpha_range, reason = tr.alpha_range, tr.reason
         if tr.alpha_c is None:
-            msg += "; alpha_c not located on the grid"
+            msg += f"; {reason}" if reason else "; alpha_c not located on the grid"
         else:
             msg += "; " + describe_change(tr.kind, tr.exchange, tr.order_parameter)
-        msg += "".join(f"; {n}" for n in tr.notes)
+        msg += "".join(f"; {n}" for n in tr.notes if n != reason)
         return cls(
             alpha_c=tr.alpha_c, alpha_l=tr.alpha_l, spinodals=MappingProxyType(spin),
             errors=MappingProxyType(dict(tr.errors)), linear_test_error=float(tr.linear_test_error),
@@ -469,6 +478,7 @@ class TransitionResult:
                            "revision": numerics_revision("theory"), "kernels": native.describe()}),
             kind=tr.kind, exchange=tuple(tr.exchange) if tr.exchange else None,
             order_parameter=MappingProxyType(dict(tr.order_parameter)),
+            alpha_range=(float(alpha_range[0]), float(alpha_range[1])) if alpha_range else None, reason=reason,
         )
 
     def to_dict(self) -> dict[str, Any]:

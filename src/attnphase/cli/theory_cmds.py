@@ -258,7 +258,7 @@ def cmd_transition(args: argparse.Namespace) -> int:
     (:func:`attnphase.transition`)."""
     spec = spec_from_args(args)
     warn_theory_cost(spec)
-    grid = alpha_grid(args.alpha)
+    grid = alpha_grid(args.alpha) if args.alpha is not None else None
     settings = settings_from_args(args)  # (validates --replicas >= 1)
     tr = api.transition(alphas=grid, spec=spec, settings=settings,
                     progress=None if args.json else progress_printer("transition"))
@@ -278,8 +278,13 @@ def cmd_transition(args: argparse.Namespace) -> int:
           f"linear baseline test error {tr.linear_test_error:.6f}")
     if tr.alpha_c is not None:  # (docs/model.md (5.5))
         print(f"global minimum at alpha_c: {describe_change(tr.kind, tr.exchange, tr.order_parameter)}")
+    if tr.alpha_range is not None:
+        print(f"alpha range searched: {tr.alpha_range[0]:g} to {tr.alpha_range[1]:g}")
+    if tr.reason is not None:
+        print(f"reason: {tr.reason}")
     for n in tr.notes:
-        print(f"note: {n}")
+        if n != tr.reason:
+            print(f"note: {n}")
     return 0
 
 
@@ -342,7 +347,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_flags(p)
     add_theory_value_flags(p)
     add_solver_flags(p, "transition")
-    p.add_argument("--alpha", default="0.2:2.4:12", help="bracketing grid start:stop:num")
+    p.add_argument("--alpha", default=None,
+                   help="bracketing grid start:stop:num, searched as given (default: start on 0.2:2.4:12 and widen "
+                        "the range, down to 0.02 and up to 10, until the training errors cross or there is a reason "
+                        "for no transition)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     # --replicas: independent QMC scrambles, averaged (standard error over them). With the
     # refinement one scramble suffices (the fast preset's): the errors come from the fine rules

@@ -19,6 +19,7 @@ from typing import Any, cast
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha
+from attnphase.theory.bracket import continue_branch, start_grid, widen_range
 from attnphase.theory.branches import CLASSIFY_TOL, BranchPoint, follow_branch, semantic_side, solve_point
 from attnphase.theory.fixed_point import SolverSettings
 from attnphase.theory.refinement import (
@@ -57,6 +58,13 @@ class Transition:
     #: the order parameter that tells the two apart (``name``; ``below`` and ``above``: its value on
     #: the global minimum just below and just above ``alpha_c``; ``above_error``: its standard error)
     order_parameter: dict[str, Any] = field(default_factory=dict)
+    #: the range of ``alpha`` searched, ``(lowest, highest)`` (the grid's ends; without a given grid,
+    #: as far as it was widened: :mod:`attnphase.theory.bracket`)
+    alpha_range: tuple[float, float] | None = None
+    #: why ``alpha_c`` is ``None``: which branch is the lower wherever both exist (and where), where a
+    #: branch ends or begins, or that a branch is found nowhere in ``alpha_range``; ``None`` where
+    #: ``alpha_c`` was located
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -68,6 +76,8 @@ class Transition:
             "kind": self.kind,
             "exchange": list(self.exchange) if self.exchange is not None else None,
             "order_parameter": dict(self.order_parameter),
+            "alpha_range": list(self.alpha_range) if self.alpha_range is not None else None,
+            "reason": self.reason,
         }
         if self.errors:
             d["errors"] = dict(self.errors)
@@ -114,9 +124,13 @@ def combine_transitions(runs: Sequence[dict[str, Any]], seed0: int = 0) -> dict[
         above, above_se = combine([o.get("above") for o in ops])
         order_parameter = {"name": ops[0].get("name"), "below": ops[0].get("below"), "above": above,
                            "above_error": above_se}
+    ranges = [r["alpha_range"] for r in runs if r.get("alpha_range")]
+    alpha_range = [min(r[0] for r in ranges), max(r[1] for r in ranges)] if ranges else None
+    reason = None if a_c is not None else next((r["reason"] for r in runs if r.get("reason")), None)
     return {"alpha_c": a_c, "alpha_l": a_l, "spinodals": spin,
             "linear_test_error": runs[0].get("linear_test_error"), "notes": notes, "errors": errs,
-            "replicas": runs, "kind": kind, "exchange": exchange, "order_parameter": order_parameter}
+            "replicas": runs, "kind": kind, "exchange": exchange, "order_parameter": order_parameter,
+            "alpha_range": alpha_range, "reason": reason}
 
 
 def find_transition_replicated(
@@ -125,9 +139,11 @@ def find_transition_replicated(
     settings: SolverSettings | None = None,
     replicas: int = 3,
     progress: Callable[[int, int], None] | None = None,
+    widen: bool = False,
 ) -> Transition:
     """:func:`find_transition` on ``replicas`` independently scrambled QMC rules (seeds
-    ``settings.seed + k``), combined by :func:`combine_transitions`.
+    ``settings.seed + k``), combined by :func:`combine_transitions`; ``widen``: each widens its
+    range as :func:`find_transition` does without a grid.
 
     At the fast preset (2^8 x 4 nodes) ``alpha_c(0.3)`` scatters by ~0.04 between scrambles
     (measured: 1.336, 1.254, 1.283), because the two training errors cross at a shallow angle; the
@@ -142,14 +158,16 @@ def find_transition_replicated(
             if progress is not None:
                 progress(k * n + i, replicas * n)
 
-        runs.append(find_transition(spec, alphas, replace(settings, seed=settings.seed + k), progress=prog))
+        how: dict[str, Any] = {"widen": True} if widen else {}
+        runs.append(find_transition(spec, alphas, replace(settings, seed=settings.seed + k), progress=prog, **how))
     if replicas == 1:
         return runs[0]
     d = combine_transitions([r.to_dict() for r in runs], settings.seed)
     exchange = d["exchange"]
     return Transition(d["alpha_c"], d["alpha_l"], d["spinodals"], runs[0].linear_test_error,
                       tuple(d["notes"]), runs[0].grid, d["errors"], tuple(d["replicas"]), d["kind"],
-                      tuple(exchange) if exchange else None, d["order_parameter"])
+                      tuple(exchange) if exchange else None, d["order_parameter"],
+                      tuple(d["alpha_range"]) if d["alpha_range"] else None, d["reason"])
 
 
 def _bisect(f: Callable[[float], float | None], lo: float, hi: float, flo: float, xtol: float) -> float:
@@ -306,6 +324,7 @@ def find_transition(
     xtol: float = 5e-3,
     progress: Callable[[int, int], None] | None = None,
     branches: tuple[list[BranchPoint], list[BranchPoint]] | None = None,
+    widen: bool = False,
 ) -> Transition:
     """``alpha_c`` (docs/model.md (5.2)), the spinodals ((5.3)), ``alpha_l`` ((5.4)) and how
     the global minimum changes at ``alpha_c`` ((5.5): the branches exchanged, continuous or
@@ -319,21 +338,44 @@ def find_transition(
     ``branches``: the two branches already followed on this grid (semantic side, positional),
     e.g. by the curves command. With ``settings.refine_order`` the points that decide
     ``alpha_c``, ``alpha_l`` and the spinodals are refined (:func:`refine_point`).
+
+    ``widen`` (without ``alphas`` and ``branches``): the grid is ``bracket.START_GRID``, and where the
+    training errors do not cross on it the range is widened (:func:`attnphase.theory.bracket.widen_range`,
+    down to ``ALPHA_MIN``, up to ``ALPHA_MAX``) until they do or a reason for no transition is
+    established (``Transition.reason``); the search then runs again on the widened grid, which
+    gives ``alpha_c``, the spinodals and ``alpha_l`` there.
     """
     settings = settings or SolverSettings()
-    grid = np.asarray(alphas if alphas is not None else np.linspace(0.2, 2.4, 12), dtype=float)
+    if widen and alphas is None and branches is None:
+        return _find_widened(spec, settings, xtol, progress)
+    grid = np.asarray(alphas if alphas is not None else start_grid(), dtype=float)
     check_alpha(grid.tolist())
     grid = np.sort(grid)
-    search = _TransitionSearch(spec, settings, grid, xtol)
     if branches is not None:
         sem, pos = list(branches[0]), list(branches[1])
     else:
         tick = _Ticker(progress, 2 * len(grid))
-        sem = follow_branch(spec, grid[::-1], search.sem_name, settings, progress=tick)[::-1]
+        sem = follow_branch(spec, grid[::-1], semantic_side(spec), settings, progress=tick)[::-1]
         pos = follow_branch(spec, grid, "positional", settings, progress=tick)
+    tr, _ = _search_grid(spec, settings, grid, xtol, sem, pos)
+    return tr
+
+
+def _search_grid(spec: ModelSpec, settings: SolverSettings, grid: np.ndarray, xtol: float, sem: list[BranchPoint],
+                 pos: list[BranchPoint], refined: dict[tuple, BranchPoint] | None = None
+                 ) -> tuple[Transition, dict[tuple, BranchPoint]]:
+    """The searches of :func:`find_transition` on ``grid`` with the two branches followed on it
+    (``sem``, ``pos``; changed in place where the fine rules do not confirm an inner end);
+    ``refined``: points refined by an earlier search with the same coarse points, reused. Returns
+    the transition and the refined points."""
+    search = _TransitionSearch(spec, settings, grid, xtol)
+    if refined:
+        search.refined.update(refined)
     search.check_inner_ends(sem, pos)
     spinodals = {"semantic": search.semantic_spinodal(sem), "positional": search.positional_spinodal(pos)}
+    n_notes = len(search.notes)
     alpha_c = search.alpha_c(sem, pos)
+    reason = None if alpha_c is not None else next(iter(search.notes[n_notes:]), None)
     alpha_l = search.alpha_l(sem, pos)
     search.classify()
     errors = search.errors(alpha_c, alpha_l)
@@ -344,8 +386,68 @@ def find_transition(
         "semantic_test": [p.test_error if p.exists else None for p in sem],
         "positional_test": [p.test_error if p.exists else None for p in pos],
     }
-    return Transition(alpha_c, alpha_l, spinodals, search.eps_lin, tuple(search.notes), grid_data, errors, (),
-                      search.kind, search.exchange, dict(search.order_parameter))
+    tr = Transition(alpha_c, alpha_l, spinodals, search.eps_lin, tuple(search.notes), grid_data, errors, (),
+                    search.kind, search.exchange, dict(search.order_parameter),
+                    alpha_range=(float(grid[0]), float(grid[-1])), reason=reason)
+    return tr, search.refined
+
+
+def _find_widened(spec: ModelSpec, settings: SolverSettings, xtol: float,
+                  progress: Callable[[int, int], None] | None) -> Transition:
+    """:func:`find_transition` with ``widen``: the search on ``START_GRID``; where it locates
+    no ``alpha_c``, the range widened by :func:`widen_range` (from the branches as that search
+    left them: inner ends the fine rules do not confirm marked absent) and the search on the
+    widened grid (the points refined by the first reused)."""
+    grid = start_grid()
+    sem_name = semantic_side(spec)
+    tick = _Ticker(progress, 2 * len(grid))
+    sem = follow_branch(spec, grid[::-1], sem_name, settings, progress=tick)[::-1]
+    pos = follow_branch(spec, grid, "positional", settings, progress=tick)
+    first, refined = _search_grid(spec, settings, grid, xtol, sem, pos)
+    if first.alpha_c is not None:
+        return first
+    # (sem and pos now hold the points the fine rules do not confirm marked absent: the range search
+    # reads the branches as the grid search saw them)
+
+    def step() -> None:
+        tick.total += 2
+        tick(0, 0)
+        tick(0, 0)
+
+    wide, sem, pos, verdict = widen_range(grid.tolist(), sem, pos, sem_name,
+                                          partial(continue_branch, spec, settings), progress=step)
+    if len(wide) == len(grid):
+        return _with_gap(_with_reason(first, verdict.reason), sem_name)
+    second, _ = _search_grid(spec, settings, np.asarray(wide), xtol, sem, pos, refined)
+    lo, hi = wide[0], wide[-1]
+    how = f"from {grid[0]:g}-{grid[-1]:g} to {lo:g}-{hi:g}"
+    if second.alpha_c is not None:
+        notes = (f"the training errors do not cross on the start grid: the alpha range was widened {how}",)
+        return replace(second, notes=notes + second.notes)
+    second = _with_gap(_with_reason(second, verdict.reason), sem_name)
+    return replace(second, notes=(f"the alpha range was widened {how}",) + second.notes)
+
+
+def _with_gap(tr: Transition, sem_name: str) -> Transition:
+    """``tr`` (no ``alpha_c``) with its reason led by the gap between the branches where the
+    positional branch ends (its spinodal) below the start of the semantic side: there the global
+    minimum is on neither (at ``sigma = 0.6``, ``alpha = 0.5-0.6``: the trivial branch)."""
+    p, s = tr.spinodals.get("positional"), tr.spinodals.get("semantic")
+    if tr.alpha_c is not None or p is None or s is None or not p < s:
+        return tr
+    gap = (f"no transition located: the positional branch ends at alpha = {p:.3g} (its spinodal), below the start "
+           f"of the {sem_name} branch at {s:.3g}; between them neither is found, and the global minimum there is on "
+           "a branch that is not followed (the trivial one)")
+    return replace(tr, reason=gap + (f". {tr.reason}" if tr.reason else ""),
+                   notes=tuple(n for n in tr.notes if n != tr.reason))
+
+
+def _with_reason(tr: Transition, reason: str | None) -> Transition:
+    """``tr`` (no ``alpha_c``) with the range search's ``reason`` in place of the grid search's
+    (which points at extending the grid) where there is one."""
+    if reason is None:
+        return tr
+    return replace(tr, reason=reason, notes=tuple(n for n in tr.notes if n != tr.reason))
 
 
 class _Ticker:
