@@ -20,6 +20,7 @@ solver's numerics (``SolverSettings.preset("fast" | "default" | "precise")``).
 
 from attnphase._version import __version__
 from attnphase.api import bayes, simulate, solve, transition
+from attnphase.errors import InternalError
 from attnphase.results import BayesResult, BranchResult, SimulationResult, SolveResult, TransitionResult
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import SolverSettings
@@ -27,6 +28,7 @@ from attnphase.theory import SolverSettings
 __all__ = [
     "BayesResult",
     "BranchResult",
+    "InternalError",
     "ModelSpec",
     "SimulationResult",
     "SolveResult",

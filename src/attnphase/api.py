@@ -18,6 +18,7 @@ import numpy as np
 
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
+from attnphase.errors import internal_errors
 from attnphase.results import BayesResult, SimulationResult, SolveResult, TransitionResult, frozen
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
@@ -94,6 +95,7 @@ def _solver_settings(settings: SolverSettings | str | None, command: str) -> Sol
     return settings
 
 
+@internal_errors
 def solve(
     alpha: float,
     *,
@@ -184,6 +186,7 @@ def _solve_gain(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverS
                                message=message)
 
 
+@internal_errors
 def transition(
     *,
     alphas: Sequence[float] | np.ndarray | None = None,
@@ -248,6 +251,7 @@ def _transition_gain(spec: ModelSpec, grid: list[float], st: SolverSettings,
     return dataclasses.replace(res, gains=frozen(gains), record=frozen({**res.record, "gains": gains}))
 
 
+@internal_errors
 def simulate(
     alpha: float,
     d: int,
@@ -309,6 +313,7 @@ def simulate(
     return SimulationResult.from_simulation(res)
 
 
+@internal_errors
 def bayes(
     alpha: float | Sequence[float] | np.ndarray | None = None,
     *,
