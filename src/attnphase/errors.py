@@ -7,7 +7,10 @@ failure is the program's: a numpy, scipy or torch error raised inside the numeri
 ``IndexError``, a ``RuntimeError``, ... The library raises it as :class:`InternalError`, chained to
 the original (``raise InternalError(...) from exc``); the command line exits with status 3, one
 line naming the exception and the command, and the full traceback written to a file
-(:func:`write_traceback`) or, with ``attnphase --debug`` or ``ATTNPHASE_DEBUG=1``, printed.
+(:func:`write_traceback`) or, with ``attnphase --debug`` or ``ATTNPHASE_DEBUG=1``, printed. The
+command line also answers an ``OSError`` (a file or folder that cannot be read or written) and a
+``MemoryError`` (a size that passes every check but does not fit) with one line and status 2:
+the user changes the input or the machine, not the program.
 
 How the two are told apart (:func:`is_input_error`): a ``ValueError`` is invalid input when a
 ``raise`` statement in attnphase's own code raised it, that is when the innermost frame of its

@@ -106,7 +106,7 @@ def _internal_error(args: argparse.Namespace, exc: Exception) -> int:
     cause = exc.__cause__ if isinstance(exc, InternalError) and exc.__cause__ is not None else exc
     where = raised_in(cause)
     line = f"attnphase {args.command}: internal error: {one_line(cause)}" + (f" (in {where})" if where else "")
-    if debug_requested(args.debug):
+    if debug_requested(getattr(args, "debug", False)):
         print_traceback(exc)
         sys.stderr.write(line + "\n")
         return EXIT_INTERNAL
