@@ -21,8 +21,10 @@ dependency (its innermost frame is numpy's) or by an operation that attnphase co
 executes a call, not a ``raise``) was not meant for the user. This keeps the hundreds of existing
 checks as they are (no exception class to thread through every module) and needs no list of
 the dependencies' messages. Its limits, stated: an attnphase ``raise ValueError`` that guards an
-internal invariant rather than the input is reported as invalid input, with its own message;
-and a ``ValueError`` crossing a process boundary loses its traceback and counts as internal.
+internal invariant rather than the input is reported as invalid input, with its own message; a
+value that attnphase hands to a dependency unchecked and the dependency refuses counts as
+internal (the remedy is a check in attnphase in front of it, with a message for the user); and
+a ``ValueError`` crossing a process boundary loses its traceback and counts as internal.
 
 In the library, :func:`internal_errors` wraps the public entry points (``attnphase.solve``,
 ``transition``, ``simulate``, ``bayes``): a deliberate ``ValueError`` passes unchanged, and so do
