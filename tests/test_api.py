@@ -203,7 +203,7 @@ def test_results_are_frozen_and_carry_no_solver_caches(quick_solve):
 def test_the_top_level_names_are_the_api_and_importing_it_is_cheap():
     """``__all__`` is the API; ``dir(attnphase)`` holds it, modules and private names only (in a fresh
     process: the modules it loads itself); no torch, numba, matplotlib, dask or pandas."""
-    assert sorted(ap.__all__) == sorted(["BayesResult", "BranchResult", "CompareResult", "CurvesResult", "ModelSpec",
+    assert sorted(ap.__all__) == sorted(["BayesResult", "BranchResult", "CompareResult", "CurvesResult", "InternalError", "ModelSpec",
                                          "PhaseDiagramResult", "SimulationResult", "SolveResult", "SolverSettings",
                                          "TransitionResult", "__version__", "bayes", "compare", "curves",
                                          "phase_diagram", "simulate", "solve", "transition"])
@@ -213,6 +213,6 @@ def test_the_top_level_names_are_the_api_and_importing_it_is_cheap():
             "print([m for m in ('torch', 'numba', 'matplotlib', 'dask', 'scipy.stats', 'pandas') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     names, heavy = (ast.literal_eval(line) for line in out.splitlines())
-    assert set(names) - set(ap.__all__) <= {"api", "api_sweeps", "results", "results_sweeps", "spec", "theory"}
+    assert set(names) - set(ap.__all__) <= {"api", "api_sweeps", "errors", "results", "results_sweeps", "spec", "theory"}
     assert all(isinstance(getattr(ap, n), types.ModuleType) for n in set(names) - set(ap.__all__))
     assert heavy == []

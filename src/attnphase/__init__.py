@@ -25,6 +25,7 @@ solver's numerics (``SolverSettings.preset("fast" | "default" | "precise")``).
 from attnphase._version import __version__
 from attnphase.api import bayes, simulate, solve, transition
 from attnphase.api_sweeps import compare, curves, phase_diagram
+from attnphase.errors import InternalError
 from attnphase.results import BayesResult, BranchResult, SimulationResult, SolveResult, TransitionResult
 from attnphase.results_sweeps import CompareResult, CurvesResult, PhaseDiagramResult
 from attnphase.spec.problem import ModelSpec
@@ -35,6 +36,7 @@ __all__ = [
     "BranchResult",
     "CompareResult",
     "CurvesResult",
+    "InternalError",
     "ModelSpec",
     "PhaseDiagramResult",
     "SimulationResult",

@@ -19,6 +19,7 @@ import numpy as np
 from attnphase._progress import Progress, ProgressArg, progress_callback
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
+from attnphase.errors import internal_errors
 from attnphase.results import (
     BayesResult,
     ReadOnlyDict,
@@ -119,6 +120,7 @@ def _solver_settings(settings: SolverSettings | str | None, command: str) -> Sol
     return settings
 
 
+@internal_errors
 def solve(
     alpha: float,
     *,
@@ -234,6 +236,7 @@ def _solve_gain(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverS
                                message=message)
 
 
+@internal_errors
 def transition(
     *,
     alphas: Sequence[float] | np.ndarray | None = None,
@@ -328,6 +331,7 @@ def _transition_gain(spec: ModelSpec, grid: list[float], st: SolverSettings,
     return dataclasses.replace(res, gains=frozen(gains), record=frozen({**res.record, "gains": gains}))
 
 
+@internal_errors
 def simulate(
     alpha: float,
     d: int,
@@ -418,6 +422,7 @@ def simulate(
     return SimulationResult.from_simulation(res)
 
 
+@internal_errors
 def bayes(
     alpha: float | Sequence[float] | np.ndarray | None = None,
     *,

@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from attnphase._progress import ProgressArg, progress_callback
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
 from attnphase.api import Progress, check_theory_value, model_spec
+from attnphase.errors import internal_errors
 from attnphase.results import TransitionResult, frozen
 from attnphase.results_sweeps import (
     CompareResult,
@@ -99,6 +101,7 @@ def check_fixed_gain(spec: ModelSpec, command: str) -> None:
                          "transition minimise the training error over the gain)")
 
 
+@internal_errors
 def curves(
     alphas: Sequence[float] | np.ndarray | None = None,
     *,
@@ -106,7 +109,7 @@ def curves(
     bayes: bool = False,
     spec: ModelSpec | None = None,
     settings: SolverSettings | str | None = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model: Any,
 ) -> CurvesResult:
     """Both branches against ``alpha``: the numbers of ``attnphase curves``.
@@ -119,7 +122,8 @@ def curves(
     (5.2)-(5.4)). ``bayes``: also the Bayes-optimal baseline (docs/model.md section 8) on the grid
     and on a finer one. ``settings``: a :class:`SolverSettings`, a preset name, or ``None`` for
     ``SolverSettings.preset("fast")`` (as ``attnphase curves``). ``progress(done, total)`` is
-    called after each followed point. ``**model``: :class:`ModelSpec` fields; a value gain must be
+    called after each followed point (default ``"auto"``: a bar in a notebook, a line on a
+    terminal, nothing where stderr is not a terminal; ``False``: nothing). ``**model``: :class:`ModelSpec` fields; a value gain must be
     fixed (``value_gain``).
 
     Returns a :class:`~attnphase.results_sweeps.CurvesResult`; ``to_frame()`` has one row per
@@ -136,9 +140,10 @@ def curves(
     side = semantic_side(spec)
     check_response(spec, st.response, (side, "positional"))
     n = len(grid)
+    report = progress_callback(progress, "curves", "points")
 
     def step(offset: int) -> Progress | None:
-        return None if progress is None else (lambda i, _total: progress(offset + i, 2 * n))
+        return None if report is None else (lambda i, _total: report(offset + i, 2 * n))
 
     sem = follow_branch(spec, grid[::-1], side, st, progress=step(0))[::-1]
     pos = follow_branch(spec, grid, "positional", st, progress=step(n))
@@ -193,6 +198,7 @@ def _positive_int(v: Any, name: str, least: int) -> int:
     return int(v)
 
 
+@internal_errors
 def compare(
     alphas: float | Sequence[float] | np.ndarray | None = None,
     d: int = 500,
@@ -204,7 +210,7 @@ def compare(
     bayes: bool = False,
     spec: ModelSpec | None = None,
     settings: Any = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = "auto",
     **model_and_training: Any,
 ) -> CompareResult:
     """Theory against finite-``d`` training: the numbers of ``attnphase compare``.
@@ -260,11 +266,12 @@ def compare(
     check_memory(spec, d, grid, None, len(seed_list), st.dtype)
     theory_alphas = cmp.theory_grid(grid, theory_points)
     total = 1 + len(grid)
+    report = progress_callback(progress, "compare", "steps")
     theory = cmp.theory_table(spec, theory_alphas, order=theory_order).to_dict("records")
-    if progress is not None:
-        progress(1, total)
+    if report is not None:
+        report(1, total)
     sim = cmp.simulation_rows(spec, grid, d, seed_list, st,
-                              progress=None if progress is None else (lambda i, _n: progress(1 + i, total)))
+                              progress=None if report is None else (lambda i, _n: report(1 + i, total)))
     bayes_rows: list[dict[str, Any]] = []
     if bayes:
         from attnphase.api import bayes as bayes_baseline
@@ -308,6 +315,7 @@ def solver_params(settings: SolverSettings) -> dict[str, Any]:
     return out
 
 
+@internal_errors
 def phase_diagram(
     omegas: float | Sequence[float] | np.ndarray | None = None,
     *,

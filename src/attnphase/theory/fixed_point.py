@@ -452,8 +452,8 @@ def quasi_newton(saddle: Saddle, x0: np.ndarray, settings: SolverSettings, J0: n
     r, ref, fx = first
     rel = _rel_change(fx, res.full_x(y), nat)
     if rel < settings.tol and not fd_jacobian:
-        return QuasiNewtonResult(res.full_x(y), ref, rel, J0 if J0 is not None else np.eye(nf), res.evals, True,
-                                 "converged", full_at=full_at)
+        J_out = J0 if J0 is not None and J0.shape == (nf, nf) else np.eye(nf)  # (J0 of a start with other zeros: unusable)
+        return QuasiNewtonResult(res.full_x(y), ref, rel, J_out, res.evals, True, "converged", full_at=full_at)
     if J0 is not None and J0.shape == (nf, nf) and np.all(np.isfinite(J0)):
         J = J0.copy()
     else:

@@ -255,8 +255,9 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     info = _refinement_record(settings, union, n, point)
     exact = tol is not None
     qs = _stage_settings(settings, tol)
-    qn, tried = _fine_stages(union, n, point, x0, settings, qs, exact, max_evals or REFINE_MAX_EVALS, retry)
-    x_units = x0  # (the per-rule solves work in the units of the solve that gave qn.J)
+    # (x_units: the start of the stage that gave qn.J, whose relative units the per-rule solves take)
+    qn, x_units, tried = _fine_stages(union, n, point, x0, settings, qs, exact, max_evals or REFINE_MAX_EVALS,
+                                      retry)
     if exact and retry and fallback and qn is not None and not qn.ok:
         why = _rules_unresolve(sd, fine, tried, point.branch, settings) if n > 1 else None
         if why is not None:
@@ -264,8 +265,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
                                         "reason": "refinement did not converge: " + qn.message})
         fb, info["fallback"] = _fallback_refine(union, point.order_params, settings, qs)
         if fb is not None:
-            qn = fb
-            x_units = qn.x
+            qn, x_units = fb
     if qn is None or not qn.ok:
         return _not_refined(point, {**info, **_failure(sd, qn)})
     x = qn.x
@@ -315,12 +315,16 @@ def _stage_settings(settings: SolverSettings, tol: float | None) -> SolverSettin
 
 def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, settings: SolverSettings,
                  qs: SolverSettings, exact: bool, budget: int,
-                 retry: bool) -> tuple[QuasiNewtonResult | None, list[tuple[QuasiNewtonResult | None, np.ndarray]]]:
+                 retry: bool) -> tuple[QuasiNewtonResult | None, np.ndarray,
+                                       list[tuple[QuasiNewtonResult | None, np.ndarray]]]:
     """The quasi-Newton stages of :func:`refine_point` on the union ``union`` of ``n`` fine rules
     from the coarse fixed point ``x0``: with the coarse Jacobian, then (``retry``) with forward
     differences, then (an ``exact`` solve, ``qs.tol`` below the noise floor) to the noise floor.
-    Returns the last stage's result and every stage with the point whose units its Jacobian is in
-    (for :func:`_rules_unresolve`); ``budget``: fine data steps per stage (twice that when exact)."""
+    Returns the last stage's result, the point whose relative units its Jacobian is in (the
+    stage's start: the noise-floor stage starts where the first stopped, and an unknown that
+    was a tiny non-zero at ``x0`` may be an exact zero there, so the Jacobians differ in size),
+    and every stage with that point (for :func:`_rules_unresolve`); ``budget``: fine data steps
+    per stage (twice that when exact)."""
     qn = quasi_newton(union, x0, qs, J0=point._jacobian, max_evals=2 * budget if exact else budget,
                       confirm_full=exact, first_full=nested_first(union, n, point, x0, settings))
     tried = [(qn, x0)]
@@ -337,14 +341,16 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
         # where the first stopped, to noise_tol, with its Broyden Jacobian
         # (the first stage stalling below noise_tol goes straight here: seen on the rank-2 mixed
         # branch, where a retry from x0 with forward differences cost ~9 s for nothing)
-        qn2 = quasi_newton(union, qn.x, replace(qs, tol=settings.noise_tol), J0=qn.J, warm=_warm_at(qn, qn.x),
+        qn_start = qn.x
+        qn2 = quasi_newton(union, qn_start, replace(qs, tol=settings.noise_tol), J0=qn.J, warm=_warm_at(qn, qn_start),
                            max_evals=2 * budget, confirm_full=True)
-        tried.append((qn2, qn.x))
+        tried.append((qn2, qn_start))
         if qn2 is not None and qn2.ok:
             qn = replace(qn2, evals=qn.evals + qn2.evals,
                          message=f"converged to the rule's noise floor: relative change {qn2.rel:.1e} "
                                  f"(< noise_tol {settings.noise_tol:g}; tol {qs.tol:g} not reached)")
-    return qn, tried
+            return qn, qn_start, tried
+    return qn, x0, tried
 
 
 def _not_refined(point: BranchPoint, info: dict[str, Any]) -> BranchPoint:
@@ -391,11 +397,12 @@ FALLBACK_MAX_ITER = 100
 
 
 def _fallback_refine(union: Saddle, start: OrderParams, settings: SolverSettings,
-                     qs: SolverSettings) -> tuple[Any, str]:
+                     qs: SolverSettings) -> tuple[tuple[QuasiNewtonResult, np.ndarray] | None, str]:
     """The fine rules' fixed point by the full solver (damped, Anderson-accelerated iteration and
     its quasi-Newton polish) from the coarse point, where the refinement's quasi-Newton stages
     failed; then the forward-difference Jacobian there (for the per-rule solves). Returns the
-    quasi-Newton-like result at that point (``None`` if the solve failed) and what happened.
+    quasi-Newton-like result at that point with the point whose relative units its Jacobian is
+    in (``None`` if the solve failed) and what happened.
 
     Seen at ``L = 3``, positional, ``alpha = 1.5``, ``omega = 0.3``: from the coarse point
     (``m = 0.058``) Broyden steps with the coarse or a forward-difference Jacobian stop with no
@@ -405,13 +412,14 @@ def _fallback_refine(union: Saddle, start: OrderParams, settings: SolverSettings
     res = solve_fixed_point(union, start, replace(settings, tol=qs.tol, max_iter=FALLBACK_MAX_ITER))
     if not res.converged:
         return None, f"full solver from the coarse point: {res.reason} ({res.iterations} iterations)"
-    fd = quasi_newton(union, res.op.to_vector(), replace(qs, tol=max(qs.tol, settings.noise_tol)), warm=res.data,
-                       fd_jacobian=True, confirm_full=True)
+    x_fd = res.op.to_vector()
+    fd = quasi_newton(union, x_fd, replace(qs, tol=max(qs.tol, settings.noise_tol)), warm=res.data,
+                      fd_jacobian=True, confirm_full=True)
     if fd is None or not fd.ok:
         why = "invalid point" if fd is None else fd.message
         return None, f"full solver converged ({res.iterations} iterations), Jacobian there failed: {why}"
     msg = f"full solver from the coarse point: {res.reason} in {res.iterations} iterations"
-    return replace(fd, evals=res.iterations + fd.evals, message=msg), msg
+    return (replace(fd, evals=res.iterations + fd.evals, message=msg), x_fd), msg
 
 
 def _warm_at(qn: Any, x: np.ndarray) -> DataStep | None:
