@@ -51,10 +51,14 @@ def test_box_sample_is_clean(sample_solves, i):
 def test_check_solve_finds_a_wrong_global_minimum_and_a_silent_absence(sample_solves):
     res = next(r.result for r in sample_solves if r.result is not None and r.clean)
     assert check_solve(res) == ()
-    other = next(b for b, r in res.branches.items() if r is not None and b != res.global_minimum)
-    assert any("not the lowest branch" in m for m in check_solve(dataclasses.replace(res, global_minimum=other)))
-    absent = dataclasses.replace(res, branches={**res.branches, other: None}, absent={})
-    assert any("absent without a reason" in m for m in check_solve(absent))
+    low = res.branches[res.global_minimum]
+    worse = dataclasses.replace(low, branch="semantic", train_loss=2 * low.train_loss + 1e-3)
+    wrong = dataclasses.replace(res, branches={**res.branches, "semantic": worse}, global_minimum="semantic")
+    assert any("not the lowest branch" in m for m in check_solve(wrong))
+    silent = dataclasses.replace(res, branches={**res.branches, "semantic": None}, absent={})
+    assert any("absent without a reason" in m for m in check_solve(silent))
+    nan = dataclasses.replace(res, branches={**res.branches, res.global_minimum: dataclasses.replace(low, q=float("nan"))})
+    assert any("not finite: q" in m for m in check_solve(nan))
 
 
 LARGE_SAMPLE = sample_box(40, seed=7) + sample_box(3 * len(VARIANT_MODELS), seed=8, models=tuple(VARIANT_MODELS))
