@@ -19,6 +19,7 @@ from attnphase.plots.style import (
     BRANCH_COLORS,
     DIVERGING_CMAP,
     LINE_STYLES,
+    branch_color,
     new_figure,
     style_axes,
 )
@@ -71,9 +72,10 @@ def plot_phase_lines(lines: PhaseLines, title: str | None = None) -> Figure:
         if np.isfinite(ac[i]):
             ax.text(ac[i] * 0.5, w[i], "positional", color=BRANCH_COLORS["positional"],
                     ha="center", va="center", fontsize=9)
-            # the branch find_transition compared (mixed at rank >= 2)
-            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], lines.semantic_side,
-                    color=BRANCH_COLORS["semantic"], ha="center", va="center", fontsize=9)
+            # the branch find_transition compared (mixed at rank >= 2), in its own colour
+            side = lines.semantic_side
+            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], side,
+                    color=branch_color(side), ha="center", va="center", fontsize=9)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional share $\omega$")
     ax.set_title(title or "Phase diagram (theory)", fontsize=10)
