@@ -192,6 +192,22 @@ def test_every_plot_function_draws_a_branch_in_its_one_colour():
     _assert_branch_colours(_line_colours(curves_figure(table, ModelSpec())), 6)
 
 
+def test_heat_maps_of_a_branch_difference_use_the_branch_colours():
+    """eps(semantic start) - eps(positional start) < 0 (the semantic side lower) is drawn towards
+    the semantic red, > 0 towards the positional blue."""
+    from attnphase.plots.phase import plot_phase_heatmaps
+    from attnphase.sweeps.phase import HeatMaps
+
+    z = np.array([[-1e-3, 1e-3], [-1e-3, 1e-3]])
+    fig = plot_phase_heatmaps(HeatMaps((0.1, 0.3), (0.5, 1.5), 20, (0, 1), z, z, np.full((2, 2), 2)))
+    mesh = fig.axes[0].collections[0]
+    sem, pos = (np.array(mesh.cmap(mesh.norm(v))[:3]) for v in (-1e-3, 1e-3))
+    assert sem[0] > sem[2] and pos[2] > pos[0]
+    red, blue = (np.array([int(BRANCH_COLORS[b][i:i + 2], 16) for i in (1, 3, 5)]) / 255
+                 for b in ("semantic", "positional"))
+    assert np.linalg.norm(sem - red) < np.linalg.norm(sem - blue)
+
+
 def test_curves_with_points_draw_standard_errors_as_bars():
     from matplotlib.container import ErrorbarContainer
 

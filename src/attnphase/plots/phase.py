@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from attnphase.plots.style import (
     BRANCH_COLORS,
+    BRANCH_DIFF_CMAP,
     DIVERGING_CMAP,
     LINE_STYLES,
     branch_color,
@@ -103,29 +104,31 @@ def plot_phase_heatmaps(maps: HeatMaps, lines: PhaseLines | None = None) -> Figu
     (semantic start minus positional start), the test-error difference where the maps carry it,
     and ``eps_g_lin - eps_g``. On a difference, a dot marks a cell whose sign the seeds do not
     resolve (``|mean| < 2`` standard errors)."""
+    # (a difference of the two starts in the branch colours: red where the semantic start is lower)
     panels = [(maps.train_diff, maps.train_diff_se,
-               r"$\epsilon_t$(semantic start) $-$ $\epsilon_t$(positional start)")]
+               r"$\epsilon_t$(semantic start) $-$ $\epsilon_t$(positional start)", BRANCH_DIFF_CMAP)]
     if maps.test_diff is not None:
         panels.append((maps.test_diff, maps.test_diff_se,
-                       r"$\epsilon_g$(semantic start) $-$ $\epsilon_g$(positional start)"))
-    panels.append((maps.gen_gain, None, r"$\epsilon_g^{\rm lin} - \epsilon_g$"))
+                       r"$\epsilon_g$(semantic start) $-$ $\epsilon_g$(positional start)",
+                       BRANCH_DIFF_CMAP))
+    panels.append((maps.gen_gain, None, r"$\epsilon_g^{\rm lin} - \epsilon_g$", DIVERGING_CMAP))
     fig = new_figure(5.25 * len(panels), 4.0)
     axes = fig.subplots(1, len(panels))
     a = np.asarray(maps.alpha, dtype=float)
     w = np.asarray(maps.omega, dtype=float)
-    for ax, (z, se, label) in zip(axes, panels, strict=True):
+    for ax, (z, se, label, cmap) in zip(axes, panels, strict=True):
         z = np.asarray(z, dtype=float)
         finite = z[np.isfinite(z)]
         vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
         vmax = vmax if vmax > 0 else 1.0
         norm = TwoSlopeNorm(vcenter=0.0, vmin=-vmax, vmax=vmax)
         if a.size > 1 and w.size > 1:
-            mesh = ax.pcolormesh(a, w, np.ma.masked_invalid(z), cmap=DIVERGING_CMAP, norm=norm,
+            mesh = ax.pcolormesh(a, w, np.ma.masked_invalid(z), cmap=cmap, norm=norm,
                                  shading="nearest")
         else:
             mesh = ax.scatter(np.repeat(a[None, :], w.size, 0).ravel(),
                               np.repeat(w[:, None], a.size, 1).ravel(), c=z.ravel(),
-                              cmap=DIVERGING_CMAP, norm=norm, s=60)
+                              cmap=cmap, norm=norm, s=60)
         fig.colorbar(mesh, ax=ax, shrink=0.9)
         if se is not None:
             with np.errstate(invalid="ignore"):

@@ -34,8 +34,13 @@ LINE_STYLES: Mapping[str, Mapping[str, object]] = MappingProxyType({
     "alpha_l": MappingProxyType({"color": "#2ca02c", "linestyle": "-.", "linewidth": 2.0}),
 })
 
-#: Diverging colour map for signed differences (heat maps), centred at zero.
-DIVERGING_CMAP = "RdBu_r"
+#: Diverging colour map of a difference semantic minus positional (heat maps), centred at zero:
+#: negative (the semantic side lower) towards the semantic red, positive towards the positional blue.
+BRANCH_DIFF_CMAP = "RdBu"
+
+#: Diverging colour map of other signed differences (heat maps, e.g. ``eps_g_lin - eps_g``),
+#: centred at zero, in colours no branch uses.
+DIVERGING_CMAP = "BrBG_r"
 
 
 def branch_color(name: str) -> str:
