@@ -259,6 +259,7 @@ def test_demo_report_shows_error_bars_and_only_changed_parameters(tmp_path, monk
         for k in ("train_loss", "test_error", "theta", "m"):
             assert np.isfinite(p[k]) and np.isfinite(p[f"{k}_se"]) and p[f"{k}_se"] >= 0
         assert p["test_error"] < 0.01  # the run that missed its tolerance is not counted
+    assert "8 of 12 runs met it" in (out / "report.html").read_text()  # the caption counts them
     # semantic start: training losses of seeds 0 and 1 differ by 1e-3 -> s.e. 5e-4
     sem = [p for p in pts if p["start"] == "semantic"]
     np.testing.assert_allclose([p["train_loss_se"] for p in sem], 5e-4, rtol=1e-9)
