@@ -112,19 +112,19 @@ def test_line_ends_say_why_each_line_stops():
                    "alpha_c and alpha_l from points refined on 4 x qmc rules of order 10")}
     said = line_ends(lines, notes, grid=(0.2, 2.4))
     assert said == [
-        "Alpha_c: found at omega = 0 to 0.2; missing at omega = 0.3: the transition failed "
+        "alpha_c: found at omega = 0 to 0.2; missing at omega = 0.3: the transition failed "
         "(RuntimeError: boom).",
-        "Alpha_l: found at omega = 0, 0.1; missing at omega = 0.2: the global minimum does not "
+        "alpha_l: found at omega = 0, 0.1; missing at omega = 0.2: the global minimum does not "
         "beat the linear baseline on the grid; missing at omega = 0.3: the transition failed "
         "(RuntimeError: boom).",
-        "The semantic spinodal: found at omega = 0 to 0.2; missing at omega = 0.3: the transition "
+        "the semantic spinodal: found at omega = 0 to 0.2; missing at omega = 0.3: the transition "
         "failed (RuntimeError: boom).",
-        "The positional spinodal: found at omega = 0; missing at omega = 0.1, 0.2: the positional "
+        "the positional spinodal: found at omega = 0; missing at omega = 0.1, 0.2: the positional "
         "branch exists on the whole alpha grid searched (up to alpha = 2.4): its spinodal lies "
         "beyond it; missing at omega = 0.3: the transition failed (RuntimeError: boom).",
     ]
     full = dataclasses.replace(lines, alpha_c=(0.6, 0.7, 0.8, 0.9), errors=none4,
                                spinodals={"semantic": (0.5,) * 4, "positional": none4})
     said = line_ends(full, {}, grid=(0.2, 2.4))
-    assert said[0] == "Alpha_c is found at every omega."
+    assert said[0] == "alpha_c is found at every omega."
     assert said[1].endswith("missing at omega = 0.2, 0.3: the transition records no reason.")

@@ -234,7 +234,7 @@ def line_ends(lines: PhaseLines, notes: Mapping[float, Sequence[str]],
     for key, (name, vals) in series.items():
         missing = [i for i, v in enumerate(vals) if v is None]
         if not missing:
-            out.append(f"{name[0].upper()}{name[1:]} is found at every omega.")
+            out.append(f"{name} is found at every omega.")
             continue
         have = [w[i] for i, v in enumerate(vals) if v is not None]
         why: dict[str, list[float]] = {}
@@ -255,7 +255,7 @@ def line_ends(lines: PhaseLines, notes: Mapping[float, Sequence[str]],
                     reason = "the transition records no reason"
             why.setdefault(reason, []).append(w[i])
         where = f"found at omega = {_omegas(have, w)}; " if have else "found at no omega; "
-        out.append(f"{name[0].upper()}{name[1:]}: {where}"
+        out.append(f"{name}: {where}"
                    + "; ".join(f"missing at omega = {_omegas(ws, w)}: {r}" for r, ws in why.items())
                    + ".")
     return out

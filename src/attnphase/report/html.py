@@ -33,6 +33,7 @@ pre, code { background: #f5f5f5; font-size: 0.88em; }
 pre { padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
 table { border-collapse: collapse; font-size: 0.9em; margin: 0.4em 0; }
 details { margin: 0.6em 0; } summary { cursor: pointer; color: #333; }
+.scroll { overflow-x: auto; }
 td, th { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; }
 .meta { color: #555; font-size: 0.9em; }
 """
@@ -111,9 +112,9 @@ def _data_table(t: ReportTable) -> str:
             f'data-value="{html.escape(json.dumps(_json_value(v)), quote=True)}">'
             f"{html.escape(_cell(v))}</td>" for c, v in zip(t.columns, row, strict=True)) + "</tr>"
         for row in t.rows)
-    return (f"<details><summary>{html.escape(t.summary)}</summary>"
+    return (f'<details><summary>{html.escape(t.summary)}</summary><div class="scroll">'
             f'<table data-table="{html.escape(t.name, quote=True)}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></details>")
+            f"<tbody>{body}</tbody></table></div></details>")
 
 
 def _changed(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[str]:
