@@ -150,7 +150,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--sim-alpha", type=str, default=DemoSettings.sim_alpha)
     dm.add_argument("--d", type=int, default=DemoSettings.d)
     dm.add_argument("--seeds", type=int, default=DemoSettings.seeds)
-    dm.add_argument("--max-steps", type=int, default=None, help="GD step limit of simulations")
+    dm.add_argument("--max-steps", type=int, default=DemoSettings.max_steps,
+                    help=f"GD step limit of simulations (default {DemoSettings.max_steps})")
     dm.add_argument("--momentum", type=float, default=DemoSettings.momentum,
                     help=f"heavy-ball term of the simulations' GD (default {DemoSettings.momentum:g}; "
                          "0: plain GD)")

@@ -90,12 +90,12 @@ def _curve_table(points: Sequence[Point], store: ResultStore) -> dict[str, dict]
 def _sim_points(spec: ModelSpec, s: DemoSettings) -> list[Point]:
     fixed: dict[str, Any] = {k: v for k, v in spec.to_dict().items()}
     fixed["d"] = s.d
-    if s.max_steps is not None:
-        fixed["train_max_steps"] = s.max_steps
     # (the training settings are parameters only where the simulator imports: without it each
     # point is stored as an error that says so)
-    if s.momentum and "train_momentum" in get_kind("simulation").param_map():
-        fixed["train_momentum"] = s.momentum
+    known = get_kind("simulation").param_map()
+    for name, v in (("train_max_steps", s.max_steps), ("train_momentum", s.momentum or None)):
+        if v is not None and name in known:
+            fixed[name] = v
     sweep = SweepSpec("simulation", axes=(
         ("alpha", parse_range(s.sim_alpha, "--sim-alpha")),
         ("init", ("semantic", "positional")),
@@ -308,7 +308,8 @@ def _curves_figure(spec: ModelSpec, s: DemoSettings, store: Path, curve_pts: Seq
     fs.append(out / f"{stem}.csv")
     cmd = (f"{command} --omega {s.omega:g} --theory-alpha {s.theory_alpha} "
            f"--sim-alpha {s.sim_alpha} --d {s.d} --seeds {s.seeds}"
-           + (f" --max-steps {s.max_steps}" if s.max_steps is not None else "")
+           + (f" --max-steps {s.max_steps}"
+              if s.max_steps not in (None, DemoSettings.max_steps) else "")
            + (f" --momentum {s.momentum:g}" if s.momentum != DemoSettings.momentum else "")
            + (" --bayes" if bayes else ""))
     figure = ReportFigure(

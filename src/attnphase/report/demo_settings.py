@@ -23,15 +23,17 @@ MODELS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 
 @dataclass(frozen=True)
 class DemoSettings:
-    """What the demo computes (defaults sized for <= 5 minutes on 2 cores)."""
+    """What the demo computes (defaults sized for about 3 minutes on 2 cores: docs/sweeps.md)."""
 
     omega: float = 0.3
     theory_alpha: str = "0.2:2.4:12"
     sim_alpha: str = "0.25:2.25:5"
-    d: int = 200
+    d: int = 800
     seeds: int = 3
     phase_omega: str = "0:0.45:10"
-    max_steps: int | None = None
+    #: gradient-descent step cap of the simulations (``None``: the simulation kind's, 5000); the
+    #: runs that have not met their gradient tolerance by then are not counted in the points
+    max_steps: int | None = 10000
     #: heavy-ball term of the simulations' gradient descent: the same minima as plain GD, reached
     #: in a fraction of the steps (docs/simulation.md, "Training"), so the runs meet their
     #: gradient tolerance within the step cap
