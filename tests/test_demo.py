@@ -80,6 +80,7 @@ def test_demo_models_add_their_curves_to_the_report(tmp_path, fake_physics):  # 
 
 @pytest.mark.parametrize("kwargs, msg", [({"d": 1}, "--d"), ({"seeds": 0}, "--seeds"),
                                          ({"sim_alpha": "0,1"}, "> 0"),
+                                         ({"momentum": 1.0}, "--momentum"),
                                          ({"parts": ("nope",)}, "unknown demo part"),
                                          ({"models": ("nope",)}, "unknown demo model")])
 def test_demo_settings_validation(kwargs, msg):
