@@ -118,9 +118,9 @@ def test_line_ends_say_why_each_line_stops():
         "alpha_l: found at omega = 0, 0.1; missing at omega = 0.2: the global minimum does not "
         "beat the linear baseline on the grid; missing at omega = 0.3: the transition failed "
         "(RuntimeError: boom).",
-        "the semantic spinodal: found at omega = 0 to 0.2; missing at omega = 0.3: the transition "
+        "The semantic spinodal: found at omega = 0 to 0.2; missing at omega = 0.3: the transition "
         "failed (RuntimeError: boom).",
-        "the positional spinodal: found at omega = 0; missing at omega = 0.1, 0.2: the positional "
+        "The positional spinodal: found at omega = 0; missing at omega = 0.1, 0.2: the positional "
         "branch exists on the whole alpha grid searched (up to alpha = 2.4): its spinodal lies "
         "beyond it; missing at omega = 0.3: the transition failed (RuntimeError: boom).",
     ]

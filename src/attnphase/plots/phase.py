@@ -75,14 +75,16 @@ def plot_phase_lines(lines: PhaseLines, title: str | None = None,
         if searched is not None:
             right = max(right, searched[1] * 1.08)
         ax.set_xlim(0, right)
-        # label the regions left and right of the transition line
-        i = int(np.nanargmin(np.abs(w - np.nanmedian(w))))
-        if np.isfinite(ac[i]):
-            ax.text(ac[i] * 0.5, w[i], "positional", color=BRANCH_COLORS["positional"],
+        # label the regions left and right of the transition line (the positional one low, the
+        # other high, clear of the spinodals that run through the middle)
+        lo_i, hi_i = (int(np.nanargmin(np.abs(w - np.nanquantile(w, q)))) for q in (0.25, 0.75))
+        if np.isfinite(ac[lo_i]):
+            ax.text(ac[lo_i] * 0.5, w[lo_i], "positional", color=BRANCH_COLORS["positional"],
                     ha="center", va="center", fontsize=9)
+        if np.isfinite(ac[hi_i]):
             # the branch find_transition compared (mixed at rank >= 2), in its own colour
             side = lines.semantic_side
-            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], side,
+            ax.text(ac[hi_i] + 0.5 * (ax.get_xlim()[1] - ac[hi_i]), w[hi_i], side,
                     color=branch_color(side), ha="center", va="center", fontsize=9)
     if searched is not None:
         left, right = ax.get_xlim()

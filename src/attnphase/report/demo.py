@@ -200,6 +200,11 @@ def _transition_grid() -> tuple[float, float, int]:
     return float(TRANSITION_GRID[0]), float(TRANSITION_GRID[1]), int(TRANSITION_GRID[2])
 
 
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: a leading "the" capitalised (a symbol such as alpha_c is kept)."""
+    return "The" + text[3:] if text.startswith("the ") else text
+
+
 def _omegas(ws: Sequence[float], grid: Sequence[float]) -> str:
     """``ws`` (values of ``grid``) in words: runs of three or more neighbours on the grid as
     ``"a to b"``."""
@@ -234,7 +239,7 @@ def line_ends(lines: PhaseLines, notes: Mapping[float, Sequence[str]],
     for key, (name, vals) in series.items():
         missing = [i for i, v in enumerate(vals) if v is None]
         if not missing:
-            out.append(f"{name} is found at every omega.")
+            out.append(_sentence(f"{name} is found at every omega."))
             continue
         have = [w[i] for i, v in enumerate(vals) if v is not None]
         why: dict[str, list[float]] = {}
@@ -255,7 +260,7 @@ def line_ends(lines: PhaseLines, notes: Mapping[float, Sequence[str]],
                     reason = "the transition records no reason"
             why.setdefault(reason, []).append(w[i])
         where = f"found at omega = {_omegas(have, w)}; " if have else "found at no omega; "
-        out.append(f"{name}: {where}"
+        out.append(_sentence(f"{name}: {where}")
                    + "; ".join(f"missing at omega = {_omegas(ws, w)}: {r}" for r, ws in why.items())
                    + ".")
     return out
@@ -403,7 +408,7 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
     todo = list({p.key: p for p in todo}.values())  # the omega of the curves may be on the phase grid
     logger.info("demo: %d points (theory branches, simulations at d=%d, transitions)",
                 len(todo), s.d)
-    run_sweep(todo, store, **run_kw)
+    sweep = run_sweep(todo, store, **run_kw)
     solver_flags = "".join(f" --solver {k[len('solver_'):]}={v}" for k, v in s.solver)
     common_cmd = f"attnphase demo --out {shlex.quote(str(out))}{solver_flags}"
 
@@ -457,7 +462,9 @@ def run_demo(out: str | Path, settings: DemoSettings | None = None,
         intro=("The solvable model of dot-product attention (Cui, Behrens, Krzakala, Zdeborova, "
                "NeurIPS 2024): below alpha_c the attention layer learns from positions, above "
                "it from the meaning of the tokens."),
-        notes=[f"Computed in {seconds:.0f} s; reproduce everything with: {common_cmd}",
+        notes=[f"This run took {seconds:.0f} s and computed {sweep.computed} of its "
+               f"{sweep.total} points (the others were read from the store); reproduce "
+               f"everything with: {common_cmd}",
                f"Results store: {store} (a rerun computes only what it lacks)."],
         defaults=defaults, record_file="params.json",
     )
