@@ -25,6 +25,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from attnphase.plots.style import BRANCH_COLORS  # noqa: E402
+
+#: the two value models of the left panel (not branches: neither takes a branch colour)
+VALUE_COLORS = {"identity": "#000000", "gain": "#8c564b"}
+
 
 def crossing(x: np.ndarray, y: np.ndarray) -> float:
     for i in range(len(x) - 1):
@@ -68,7 +73,7 @@ def main() -> None:
     print("simulated gains:\n", gains.to_string())
 
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.3))
-    for value, color in (("identity", "C0"), ("gain", "C3")):
+    for value, color in VALUE_COLORS.items():
         t = th.pivot_table(index="alpha", columns="branch", values=f"train_{value}")
         ax[0].plot(t.index, (t["semantic"] - t["positional"]) * 1e3, "-", color=color,
                    label=f"theory, {value}" + (" (v optimal)" if value == "gain" else " (V = I)"))
@@ -83,7 +88,7 @@ def main() -> None:
     ax[0].set_ylabel("eps_t(semantic) - eps_t(positional)  [1e-3]")
     ax[0].set_title(f"alpha_c: theory V = I {ac['identity']['alpha_c']:.3f}, gain {ac['gain']['alpha_c']:.3f}")
     ax[0].legend(fontsize=8)
-    for branch, color in (("semantic", "C2"), ("positional", "C1")):
+    for branch, color in ((b, BRANCH_COLORS[b]) for b in ("semantic", "positional")):
         t = th[th.branch == branch]
         ax[1].errorbar(t.alpha, t.gain, t.gain_error, fmt="-", color=color, label=f"theory, {branch}")
         g = gains[gains.init == branch]
@@ -95,7 +100,7 @@ def main() -> None:
     ax[1].set_title("trainable gain V = v I")
     ax[1].legend(fontsize=8)
     m = sc.groupby(["d", "init"])["delta_train"].mean().reset_index()
-    for branch, color in (("semantic", "C2"), ("positional", "C1")):
+    for branch, color in ((b, BRANCH_COLORS[b]) for b in ("semantic", "positional")):
         s = m[m.init == branch]
         ax[2].loglog(s.d, -s.delta_train, "o-", color=color, label=f"full value, {branch} start")
     dref = np.array([50, 200])

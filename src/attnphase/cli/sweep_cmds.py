@@ -153,7 +153,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     dm.add_argument("--sim-alpha", type=str, default=DemoSettings.sim_alpha)
     dm.add_argument("--d", type=int, default=DemoSettings.d)
     dm.add_argument("--seeds", type=int, default=DemoSettings.seeds)
-    dm.add_argument("--max-steps", type=int, default=None, help="GD step limit of simulations")
+    dm.add_argument("--max-steps", type=int, default=DemoSettings.max_steps,
+                    help=f"GD step limit of simulations (default {DemoSettings.max_steps})")
+    dm.add_argument("--momentum", type=float, default=DemoSettings.momentum,
+                    help=f"heavy-ball term of the simulations' GD (default {DemoSettings.momentum:g}; "
+                         "0: plain GD)")
     dm.add_argument("--phase-omega", type=str, default=DemoSettings.phase_omega)
     dm.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
                     help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
@@ -311,7 +315,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     solver = fixed_from_items("transition", fast_solver() + list(args.solver), prefix="solver_")
     settings = DemoSettings(
         omega=args.omega, theory_alpha=args.theory_alpha, sim_alpha=args.sim_alpha, d=args.d,
-        seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps,
+        seeds=args.seeds, phase_omega=args.phase_omega, max_steps=args.max_steps, momentum=args.momentum,
         parts=PARTS if args.only is None else (args.only,), solver=tuple(solver.items()), bayes=args.bayes,
         models=tuple(m.strip() for m in args.models.split(",") if m.strip()))
     setup_logging(args.quiet)

@@ -16,14 +16,11 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from attnphase.plots.phase import draw_phase_lines
-from attnphase.plots.style import BRANCH_COLORS, new_figure, style_axes
+from attnphase.plots.style import branch_color, new_figure, style_axes
 
 if TYPE_CHECKING:
     from attnphase.sweeps.basins import BasinMap
     from attnphase.sweeps.phase import PhaseLines
-
-#: colour of the ``mixed`` state (the others use the branch colours)
-_MIXED = "#ff7f0e"
 
 
 def _title(bm: BasinMap) -> str:
@@ -43,7 +40,7 @@ def plot_basin_fractions(bm: BasinMap, lines: PhaseLines | None = None) -> Figur
     a = np.asarray(bm.alpha, dtype=float)
     w = np.asarray(bm.omega, dtype=float)
     for ax, state in zip(np.atleast_1d(axes), states, strict=True):
-        color = BRANCH_COLORS.get(state, _MIXED)
+        color = branch_color(state)
         cmap = LinearSegmentedColormap.from_list(state, ["#ffffff", color])
         z = np.ma.masked_invalid(np.asarray(bm.fractions[state], dtype=float))
         if a.size > 1 and w.size > 1:

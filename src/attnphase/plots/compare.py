@@ -12,12 +12,12 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from attnphase.plots.style import new_figure
+from attnphase.plots.style import BRANCH_COLORS, new_figure
 from attnphase.spec.problem import ModelSpec
 
-#: Colours per mechanism (theory branch and the simulation start aiming at it).
-COLORS = {"semantic": "#1f77b4", "positional": "#d62728", "random": "#2ca02c", "linear": "#7f7f7f",
-          "mixed": "#9467bd", "bayes": "#000000"}
+#: Colours per mechanism (theory branch and the simulation start aiming at it): the project palette
+#: (:data:`~attnphase.plots.style.BRANCH_COLORS`).
+COLORS = BRANCH_COLORS
 MARKERS = {"semantic": "o", "positional": "s", "random": "^"}
 
 

@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from attnphase.plots.style import BRANCH_COLORS
 from attnphase.spec.problem import ModelSpec
 
-COLORS = {"semantic": "#d62728", "positional": "#1f77b4", "trivial": "#7f7f7f", "linear": "#2ca02c",
-          "bayes": "#000000"}
+#: The branch colours of these curves: the project palette itself (:data:`~attnphase.plots.style.BRANCH_COLORS`).
+COLORS = BRANCH_COLORS
 
 
 def curves_table(alphas: Sequence[float], sem: Sequence, pos: Sequence, linear_error: float,

@@ -17,8 +17,10 @@ from matplotlib.figure import Figure
 
 from attnphase.plots.style import (
     BRANCH_COLORS,
+    BRANCH_DIFF_CMAP,
     DIVERGING_CMAP,
     LINE_STYLES,
+    branch_color,
     new_figure,
     style_axes,
 )
@@ -35,10 +37,11 @@ def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
     """Draw ``alpha_c(omega)``, its spinodals and ``alpha_l(omega)`` on ``ax``; an ``alpha_c``
     where the global minimum changes continuously (docs/model.md (5.5)) gets an open circle."""
     w = np.asarray(lines.omega, dtype=float)
-    first = True
-    for _name, vals in sorted(lines.spinodals.items()):
-        ax.plot(_arr(vals), w, label="spinodals" if first else None, **LINE_STYLES["spinodal"])
-        first = False
+    for name, vals in sorted(lines.spinodals.items()):
+        # each spinodal in the colour of its branch (the semantic side: mixed at rank >= 2)
+        branch = lines.semantic_side if name == "semantic" else name
+        style = {**LINE_STYLES["spinodal"], "color": BRANCH_COLORS.get(branch, "#000000")}
+        ax.plot(_arr(vals), w, label=f"spinodal ({branch})", **style)
     for key, marker in (("alpha_c", "o"), ("alpha_l", "s")):
         xs = _arr(getattr(lines, key))
         ax.plot(xs, w, marker=marker, markersize=3, label=rf"$\alpha_{key[-1]}$", **LINE_STYLES[key])
@@ -55,8 +58,11 @@ def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
         ax.legend(loc="best", fontsize=8, frameon=False)
 
 
-def plot_phase_lines(lines: PhaseLines, title: str | None = None) -> Figure:
-    """The theory phase diagram: ``alpha_c``, spinodals and ``alpha_l`` against ``omega``."""
+def plot_phase_lines(lines: PhaseLines, title: str | None = None,
+                     searched: tuple[float, float] | None = None) -> Figure:
+    """The theory phase diagram: ``alpha_c``, spinodals and ``alpha_l`` against ``omega``;
+    ``searched``: the ``alpha`` range the transitions searched, whose outside is shaded (a line
+    that stops at its edge left the range)."""
     fig = new_figure(5.5, 4.0)
     ax = fig.add_subplot()
     draw_phase_lines(ax, lines)
@@ -65,15 +71,29 @@ def plot_phase_lines(lines: PhaseLines, title: str | None = None) -> Figure:
     if np.isfinite(ac).any():
         lo = np.nanmin(np.concatenate([ac, _arr(lines.alpha_l)]))
         hi = np.nanmax(np.concatenate([ac, _arr(lines.alpha_l)]))
-        ax.set_xlim(0, max(hi * 1.25, lo + 0.5))
-        # label the regions left and right of the transition line
-        i = int(np.nanargmin(np.abs(w - np.nanmedian(w))))
-        if np.isfinite(ac[i]):
-            ax.text(ac[i] * 0.5, w[i], "positional", color=BRANCH_COLORS["positional"],
+        right = max(hi * 1.25, lo + 0.5)
+        if searched is not None:
+            right = max(right, searched[1] * 1.08)
+        ax.set_xlim(0, right)
+        # label the regions left and right of the transition line (the positional one low, the
+        # other high, clear of the spinodals that run through the middle)
+        lo_i, hi_i = (int(np.nanargmin(np.abs(w - np.nanquantile(w, q)))) for q in (0.25, 0.75))
+        if np.isfinite(ac[lo_i]):
+            ax.text(ac[lo_i] * 0.5, w[lo_i], "positional", color=BRANCH_COLORS["positional"],
                     ha="center", va="center", fontsize=9)
-            # the branch find_transition compared (mixed at rank >= 2)
-            ax.text(ac[i] + 0.5 * (ax.get_xlim()[1] - ac[i]), w[i], lines.semantic_side,
-                    color=BRANCH_COLORS["semantic"], ha="center", va="center", fontsize=9)
+        if np.isfinite(ac[hi_i]):
+            # the branch find_transition compared (mixed at rank >= 2), in its own colour
+            side = lines.semantic_side
+            ax.text(ac[hi_i] + 0.5 * (ax.get_xlim()[1] - ac[hi_i]), w[hi_i], side,
+                    color=branch_color(side), ha="center", va="center", fontsize=9)
+    if searched is not None:
+        left, right = ax.get_xlim()
+        for a, b in ((left, searched[0]), (searched[1], right)):
+            if b > a:
+                ax.axvspan(a, b, color="#7f7f7f", alpha=0.12, linewidth=0)
+        ax.text(searched[1], ax.get_ylim()[1], " not searched", color="#555555", fontsize=7,
+                ha="left", va="top", rotation=90)
+        ax.set_xlim(left, right)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"positional share $\omega$")
     ax.set_title(title or "Phase diagram (theory)", fontsize=10)
@@ -86,29 +106,31 @@ def plot_phase_heatmaps(maps: HeatMaps, lines: PhaseLines | None = None) -> Figu
     (semantic start minus positional start), the test-error difference where the maps carry it,
     and ``eps_g_lin - eps_g``. On a difference, a dot marks a cell whose sign the seeds do not
     resolve (``|mean| < 2`` standard errors)."""
+    # (a difference of the two starts in the branch colours: red where the semantic start is lower)
     panels = [(maps.train_diff, maps.train_diff_se,
-               r"$\epsilon_t$(semantic start) $-$ $\epsilon_t$(positional start)")]
+               r"$\epsilon_t$(semantic start) $-$ $\epsilon_t$(positional start)", BRANCH_DIFF_CMAP)]
     if maps.test_diff is not None:
         panels.append((maps.test_diff, maps.test_diff_se,
-                       r"$\epsilon_g$(semantic start) $-$ $\epsilon_g$(positional start)"))
-    panels.append((maps.gen_gain, None, r"$\epsilon_g^{\rm lin} - \epsilon_g$"))
+                       r"$\epsilon_g$(semantic start) $-$ $\epsilon_g$(positional start)",
+                       BRANCH_DIFF_CMAP))
+    panels.append((maps.gen_gain, None, r"$\epsilon_g^{\rm lin} - \epsilon_g$", DIVERGING_CMAP))
     fig = new_figure(5.25 * len(panels), 4.0)
     axes = fig.subplots(1, len(panels))
     a = np.asarray(maps.alpha, dtype=float)
     w = np.asarray(maps.omega, dtype=float)
-    for ax, (z, se, label) in zip(axes, panels, strict=True):
+    for ax, (z, se, label, cmap) in zip(axes, panels, strict=True):
         z = np.asarray(z, dtype=float)
         finite = z[np.isfinite(z)]
         vmax = float(np.max(np.abs(finite))) if finite.size else 1.0
         vmax = vmax if vmax > 0 else 1.0
         norm = TwoSlopeNorm(vcenter=0.0, vmin=-vmax, vmax=vmax)
         if a.size > 1 and w.size > 1:
-            mesh = ax.pcolormesh(a, w, np.ma.masked_invalid(z), cmap=DIVERGING_CMAP, norm=norm,
+            mesh = ax.pcolormesh(a, w, np.ma.masked_invalid(z), cmap=cmap, norm=norm,
                                  shading="nearest")
         else:
             mesh = ax.scatter(np.repeat(a[None, :], w.size, 0).ravel(),
                               np.repeat(w[:, None], a.size, 1).ravel(), c=z.ravel(),
-                              cmap=DIVERGING_CMAP, norm=norm, s=60)
+                              cmap=cmap, norm=norm, s=60)
         fig.colorbar(mesh, ax=ax, shrink=0.9)
         if se is not None:
             with np.errstate(invalid="ignore"):
@@ -137,7 +159,8 @@ def plot_curves_with_points(
     """Training error, test error and overlaps against ``alpha`` for each branch.
 
     ``theory[branch]`` and ``points[start]`` map ``"alpha"``, ``"train_loss"``,
-    ``"test_error"``, ``"theta"``, ``"m"`` to equal-length sequences (``None``/NaN allowed).
+    ``"test_error"``, ``"theta"``, ``"m"`` to equal-length sequences (``None``/NaN allowed);
+    ``points[start]["<key>_se"]``, where given, are drawn as error bars (standard errors).
     Lines are theory, markers simulations (coloured by their start).
     """
     fig = new_figure(9.0, 6.5)
@@ -152,9 +175,12 @@ def plot_curves_with_points(
                         label=f"theory, {branch}")
         for start, data in (points or {}).items():
             if key in data:
-                ax.plot(_arr(data["alpha"]), _arr(data[key]), linestyle="none", marker="o",
-                        markersize=5, markerfacecolor="none",
-                        color=BRANCH_COLORS.get(start, "k"), label=f"simulation, {start} start")
+                se = data.get(f"{key}_se")
+                ax.errorbar(_arr(data["alpha"]), _arr(data[key]),
+                            yerr=None if se is None else np.nan_to_num(_arr(se)),
+                            linestyle="none", marker="o", markersize=5, markerfacecolor="none",
+                            capsize=2, elinewidth=0.9, color=BRANCH_COLORS.get(start, "k"),
+                            label=f"simulation, {start} start")
         if key == "test_error" and eps_g_lin is not None:
             ax.axhline(eps_g_lin, color=BRANCH_COLORS["linear"], linestyle=":",
                        label="linear baseline")

@@ -1,7 +1,9 @@
 """One palette and a few figure helpers shared by every plot of the project.
 
-Branch colours are semantic (``semantic``, ``positional``, ``trivial``, ``linear``) so that
-the same mechanism has the same colour in every figure (the colours of ``plots.curves``).
+Branch colours are semantic (``semantic``, ``positional``, ``mixed``, ``trivial``, ``linear``) so
+that the same mechanism has the same colour in every figure: :data:`BRANCH_COLORS` is the one
+palette, and every plot function, the demo report and the figures of the documentation take their
+branch colours from it (a simulation start has the colour of the branch it aims at).
 Figures are built with :class:`matplotlib.figure.Figure` directly (Agg canvas, no pyplot
 state, nothing shown).
 """
@@ -18,6 +20,7 @@ from matplotlib.figure import Figure
 BRANCH_COLORS: Mapping[str, str] = MappingProxyType({
     "semantic": "#d62728",     # red
     "positional": "#1f77b4",   # blue
+    "mixed": "#ff7f0e",        # orange (rank >= 2: one direction semantic, the other positional)
     "trivial": "#7f7f7f",      # grey
     "linear": "#2ca02c",       # green
     "random": "#9467bd",       # purple (random start in simulations)
@@ -31,12 +34,18 @@ LINE_STYLES: Mapping[str, Mapping[str, object]] = MappingProxyType({
     "alpha_l": MappingProxyType({"color": "#2ca02c", "linestyle": "-.", "linewidth": 2.0}),
 })
 
-#: Diverging colour map for signed differences (heat maps), centred at zero.
-DIVERGING_CMAP = "RdBu_r"
+#: Diverging colour map of a difference semantic minus positional (heat maps), centred at zero:
+#: negative (the semantic side lower) towards the semantic red, positive towards the positional blue.
+BRANCH_DIFF_CMAP = "RdBu"
+
+#: Diverging colour map of other signed differences (heat maps, e.g. ``eps_g_lin - eps_g``),
+#: centred at zero, in colours no branch uses.
+DIVERGING_CMAP = "BrBG_r"
 
 
 def branch_color(name: str) -> str:
-    """Colour of a branch (``semantic``, ``positional``, ``trivial``, ``linear``, ``random``)."""
+    """Colour of a branch (a key of :data:`BRANCH_COLORS`: ``semantic``, ``positional``,
+    ``mixed``, ``trivial``, ``linear``, ``random``, ``bayes``)."""
     try:
         return BRANCH_COLORS[name]
     except KeyError:

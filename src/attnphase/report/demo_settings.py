@@ -23,15 +23,21 @@ MODELS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 
 @dataclass(frozen=True)
 class DemoSettings:
-    """What the demo computes (defaults sized for <= 5 minutes on 2 cores)."""
+    """What the demo computes (defaults sized for about 3 minutes on 2 cores: docs/sweeps.md)."""
 
     omega: float = 0.3
     theory_alpha: str = "0.2:2.4:12"
     sim_alpha: str = "0.25:2.25:5"
-    d: int = 200
-    seeds: int = 1
-    phase_omega: str = "0:0.4:5"
-    max_steps: int | None = None
+    d: int = 800
+    seeds: int = 3
+    phase_omega: str = "0:0.45:10"
+    #: gradient-descent step cap of the simulations (``None``: the simulation kind's, 5000); the
+    #: runs that have not met their gradient tolerance by then are not counted in the points
+    max_steps: int | None = 10000
+    #: heavy-ball term of the simulations' gradient descent: the same minima as plain GD, reached
+    #: in a fraction of the steps (docs/simulation.md, "Training"), so the runs meet their
+    #: gradient tolerance within the step cap
+    momentum: float = 0.9
     parts: tuple[str, ...] = PARTS
     #: theory solver settings as ``(("solver_order", 10), ...)`` (empty: the sweep kinds' defaults);
     #: ``attnphase demo`` passes those of ``SolverSettings.preset("fast")`` with its ``--solver`` items
@@ -52,6 +58,8 @@ class DemoSettings:
                 raise ValueError(f"unknown demo model {m!r}; choose from {', '.join(MODELS)}")
         if self.d < 2:
             raise ValueError(f"--d must be >= 2, got {self.d}")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"--momentum must lie in [0, 1), got {self.momentum}")
         if self.seeds < 1:
             raise ValueError(f"--seeds must be >= 1, got {self.seeds}")
         for name in ("theory_alpha", "sim_alpha"):

@@ -1,6 +1,10 @@
 """A single self-contained HTML report: figures embedded as base64 PNG, parameters,
 package version and a one-line command reproducing each figure. No external resources,
 no scripts: it opens offline in any browser.
+
+The numbers behind a figure can travel with it as a :class:`ReportTable`, folded under the figure
+and readable by a program (each cell's value in ``data-value``). The parameters are shown as the
+few that differ from their defaults, with the full record one click away (a folded JSON block).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ import base64
 import html
 import io
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,10 +31,30 @@ figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1p
 figcaption { font-size: 0.92em; color: #444; }
 pre, code { background: #f5f5f5; font-size: 0.88em; }
 pre { padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
-table { border-collapse: collapse; font-size: 0.9em; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.4em 0; }
+details { margin: 0.6em 0; } summary { cursor: pointer; color: #333; }
+.scroll { overflow-x: auto; }
 td, th { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: left; }
 .meta { color: #555; font-size: 0.9em; }
 """
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """Numbers shown folded under a figure (an HTML ``<details>``) and readable by a program: the
+    ``<table>`` carries ``data-table=name``, each cell ``data-col`` (its column) and ``data-value``
+    (its value as JSON, ``null`` for a missing or non-finite number)."""
+
+    name: str
+    summary: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+    def __post_init__(self) -> None:
+        for r in self.rows:
+            if len(r) != len(self.columns):
+                raise ValueError(f"table {self.name!r}: a row has {len(r)} cells for "
+                                 f"{len(self.columns)} columns")
 
 
 @dataclass(frozen=True)
@@ -42,6 +67,8 @@ class ReportFigure:
     command: str = ""
     files: tuple[str, ...] = ()
     params: Mapping[str, Any] = field(default_factory=dict)
+    #: the numbers behind the figure (e.g. simulation means and standard errors)
+    table: ReportTable | None = None
 
 
 def figure_png(fig: Figure, dpi: int = 110) -> bytes:
@@ -51,13 +78,78 @@ def figure_png(fig: Figure, dpi: int = 110) -> bytes:
     return buf.getvalue()
 
 
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
 def _table(params: Mapping[str, Any]) -> str:
     rows = "".join(
-        f"<tr><th>{html.escape(str(k))}</th><td><code>"
-        f"{html.escape(json.dumps(v) if not isinstance(v, str) else v)}</code></td></tr>"
+        f"<tr><th>{html.escape(str(k))}</th><td><code>{html.escape(_text(v))}</code></td></tr>"
         for k, v in params.items()
     )
     return f"<table>{rows}</table>"
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _cell(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _data_table(t: ReportTable) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
+    body = "".join(
+        "<tr>" + "".join(
+            f'<td data-col="{html.escape(c, quote=True)}" '
+            f'data-value="{html.escape(json.dumps(_json_value(v)), quote=True)}">'
+            f"{html.escape(_cell(v))}</td>" for c, v in zip(t.columns, row, strict=True)) + "</tr>"
+        for row in t.rows)
+    return (f'<details><summary>{html.escape(t.summary)}</summary><div class="scroll">'
+            f'<table data-table="{html.escape(t.name, quote=True)}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div></details>")
+
+
+def _changed(params: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[str]:
+    """The keys of ``params`` whose value differs from ``defaults`` (a key without a default
+    counts as changed)."""
+    return [k for k, v in params.items() if k not in defaults or defaults[k] != v]
+
+
+def _params_section(params: Mapping[str, Any], defaults: Mapping[str, Any] | None,
+                    record_file: str | None) -> list[str]:
+    """The parameters that differ from their defaults (all of them without ``defaults``) and the
+    full record, folded, as JSON."""
+    parts = ["<h2>Parameters</h2>"]
+    if defaults is None:
+        parts.append(_table(params))
+    else:
+        keys = _changed(params, defaults)
+        if keys:
+            rows = "".join(
+                f'<tr data-param="{html.escape(k, quote=True)}"><th>{html.escape(k)}</th>'
+                f"<td><code>{html.escape(_text(params[k]))}</code></td><td><code>"
+                f"{html.escape(_text(defaults[k])) if k in defaults else '(none)'}</code></td></tr>"
+                for k in keys)
+            parts.append("<p>The parameters that differ from their defaults:</p>"
+                         '<table id="changed-params"><thead><tr><th>parameter</th><th>value</th>'
+                         f"<th>default</th></tr></thead><tbody>{rows}</tbody></table>")
+        else:
+            parts.append('<p>Every parameter is at its default.</p><table id="changed-params">'
+                         "</table>")
+    link = (f' (also in <a href="{html.escape(record_file, quote=True)}">'
+            f"<code>{html.escape(record_file)}</code></a> beside this page)" if record_file else "")
+    parts.append(f'<details id="full-record"><summary>The full record: every parameter{link}'
+                 f'</summary><pre id="full-record-json">'
+                 f"{html.escape(json.dumps(params, indent=1, default=str))}</pre></details>")
+    return parts
 
 
 def render_report(
@@ -67,8 +159,14 @@ def render_report(
     version: str,
     intro: str = "",
     notes: Sequence[str] = (),
+    defaults: Mapping[str, Any] | None = None,
+    record_file: str | None = None,
 ) -> str:
-    """The HTML text of a report (see the module docstring)."""
+    """The HTML text of a report (see the module docstring).
+
+    ``params``: the full record of the parameters; with ``defaults`` the page lists only those
+    that differ from them (a key without a default counts as different), the full record folded
+    below; ``record_file``: the name of a file beside the page holding the same record, linked."""
     if not figures:
         raise ValueError("a report needs at least one figure")
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -97,9 +195,10 @@ def render_report(
                                                   for x in f.files) + "</p>")
         if f.params:
             parts.append(_table(f.params))
+        if f.table is not None:
+            parts.append(_data_table(f.table))
         parts.append("</section>")
-    parts.append("<h2>Parameters</h2>")
-    parts.append(_table(params))
+    parts += _params_section(params, defaults, record_file)
     if notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes)
                      + "</ul>")
