@@ -25,7 +25,7 @@ def test_simulate_json_schema(capsys):
                "--n-test", "50", "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"command", "params", "runs", "summary"}
+    assert set(out) == {"command", "params", "runs", "summary", "success", "message"}
     assert out["params"]["d"] == 30 and out["params"]["n"] == 30 and out["params"]["alpha"] == 1.0
     assert out["params"]["spec"]["sigma"] == 0.5 and out["params"]["train"]["optimizer"] == "gd"
     assert len(out["runs"]) == 6

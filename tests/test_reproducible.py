@@ -53,7 +53,8 @@ def _without_wall_times(obj):
     return obj
 
 
-@pytest.mark.parametrize("argv, threads", [(SOLVE, "3"), (SIMULATE, None)], ids=["solve", "simulate"])
+@pytest.mark.parametrize("argv, threads", [(SOLVE, "3"), ([*SIMULATE[:-1], "--threads", "1", "--json"], None)],
+                         ids=["solve", "simulate"])
 def test_same_command_same_json_across_processes(argv, threads, capsys):
     """Bit-identical: the parsed JSON is equal (floats compared exactly), wall times left out. The
     solve runs on 3 threads in the other process: its node sums are cut into fixed chunks, not

@@ -180,9 +180,9 @@ def solve(
     st = _solver_settings(settings, "solve")
     names = known if branch == "all" else (branch,)
     check_response(spec, st.response, names)
+    # (no report of the start: a rule's size is checked as the first branch begins, and bad input
+    # stays one line)
     report = progress_callback(progress, "solve", "branches")
-    if report is not None:
-        report(0, len(names))
     if spec.value == "gain":
         return _solve_gain(spec, alpha, names, st, report)
     points = {}

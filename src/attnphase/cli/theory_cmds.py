@@ -300,10 +300,10 @@ def cmd_curves(args: argparse.Namespace) -> int:
     warn_theory_cost(spec)
     grid = alpha_grid(args.alpha).tolist()
     settings = settings_from_args(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)  # (an output folder that cannot be made is refused before the work)
     res = api_sweeps.curves(grid, transition=args.transition, bayes=args.bayes, spec=spec, settings=settings,
                             progress=progress_printer("curves"))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     res.table().to_csv(out / "curves.csv", index=False)
     (out / "curves.json").write_text(json_text({COMMAND_KEY: command_record(args), **res.to_dict()}))
     save_figure(res.plot(), out, "curves")
