@@ -9,7 +9,7 @@ semantic and mixed branches downward from the top, the others upward, as ``curve
 Prints per case and branch the ``alpha`` where the branch exists, the ends located (kind and
 ``alpha``) and the holes; exits with status 1 if there is any hole. Usage:
 
-    python studies/branch_holes.py [--cases SIGMA:LAMBDA:OMEGA ...] [--alpha 0.05:1.5:30]
+    python studies/branch_holes.py [--cases SIGMA:LAMBDA:OMEGA ...] [--alpha 0.05:1.5:30] [--log]
                                    [--branches semantic,positional,trivial]
 
 (the default cases, 30 points: about 10-20 min on one core.)
@@ -62,10 +62,11 @@ def main() -> int:
     ap.add_argument("--cases", nargs="+", default=[f"{s}:{lam}:{w}" for s, lam, w in CASES],
                     help="sigma:lambda:omega of each case")
     ap.add_argument("--alpha", default="0.05:1.5:30", help="alpha grid start:stop:num")
+    ap.add_argument("--log", action="store_true", help="space the alpha grid geometrically")
     ap.add_argument("--branches", default=None, help="comma-separated branches (default: all of the model's)")
     args = ap.parse_args()
     lo, hi, n = args.alpha.split(":")
-    grid = np.linspace(float(lo), float(hi), int(n)).tolist()
+    grid = (np.geomspace if args.log else np.linspace)(float(lo), float(hi), int(n)).tolist()
     branches = args.branches.split(",") if args.branches else None
     any_hole = False
     for case in args.cases:
