@@ -19,6 +19,8 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha, positional_axis
 from attnphase.theory.channels import AttentionMap
+from attnphase.theory.classification import CLASSIFY_TOL, MIXED, classify, has_mixed
+from attnphase.theory.continuation import ArclengthResult, arclength
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import (
     FixedPointResult,
@@ -30,23 +32,12 @@ from attnphase.theory.fixed_point import (
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle, check_response
 
 BRANCHES = ("semantic", "positional", "trivial")
-#: for tied attention of rank r >= 2: one student direction semantic, another positional (the
-#: state GD reaches at r = 2, docs/variants.md)
-MIXED = "mixed"
-#: threshold (user units) above which an overlap counts as non-zero when classifying a fixed point
-CLASSIFY_TOL = 1e-3
 
 
 def branches_for(spec: ModelSpec) -> tuple[str, ...]:
     """The branches the solver looks for: :data:`BRANCHES`, and :data:`MIXED` at student rank
     ``r >= 2`` (tied, causal or untied attention)."""
     return (*BRANCHES, MIXED) if has_mixed(spec) else BRANCHES
-
-
-def has_mixed(spec: ModelSpec) -> bool:
-    """The student has a ``mixed`` branch: tied, causal or untied attention of rank ``r >= 2``
-    (its fixed points are orbits under rotations of the student axes)."""
-    return AttentionMap.from_spec(spec).rotation_invariant
 
 
 def semantic_side(spec: ModelSpec) -> str:
@@ -92,21 +83,6 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     for a in range(F):
         theta[a, a % rs] = t0 * s2
     return OrderParams(q, m, V0 * np.eye(F), theta)
-
-
-def classify(op: OrderParams, sigma: float, mixed: bool = False) -> str:
-    """Name the branch a fixed point belongs to (docs/model.md (5.1); semantic: ``theta != 0``;
-    positional: ``m != 0``; with ``mixed`` (rank >= 2, in the gauge of ``Saddle.gauge_fix``) both,
-    ``mixed``; trivial: neither), each overlap counted as non-zero above ``CLASSIFY_TOL``."""
-    theta = np.max(np.abs(op.theta)) / sigma**2
-    m = np.max(np.abs(op.m))
-    if mixed and theta > CLASSIFY_TOL and m > CLASSIFY_TOL:
-        return MIXED
-    if theta > CLASSIFY_TOL:
-        return "semantic"
-    if m > CLASSIFY_TOL:
-        return "positional"
-    return "trivial"
 
 
 #: the private fields of :class:`BranchPoint` that hold the solver's state
@@ -474,7 +450,60 @@ def bridge(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
             if pt.exists:
                 return pt, None
             last_failed = pt
-    return None, locate_end(branch, pts, bad, last_failed)
+    end = locate_end(branch, pts, bad, last_failed)
+    if end["kind"] != "lost":
+        return None, end
+    return _end_by_arclength(spec, alpha, branch, settings, pts[-1], end)
+
+
+#: points of the pseudo-arclength walk that looks for the end of a branch the halved steps lost
+#: (:func:`_end_by_arclength`)
+END_ARC_POINTS = 30
+
+
+def _end_by_arclength(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, last: BranchPoint,
+                      lost: dict[str, Any]) -> tuple[BranchPoint | None, dict[str, Any] | None]:
+    """Where the halved steps lost the branch without a fold or collapse in sight (``lost``, from
+    :func:`locate_end`): pseudo-arclength continuation (:func:`arclength`, docs/model.md (7.6)) from
+    the last point held towards ``alpha`` on the same rule, which passes where the damped iteration
+    falls off. A fold it turns at, or the trivial branch it meets (the defining overlap changes
+    sign, or the point is classified trivial), is the end; where it reaches ``alpha`` and the
+    damped iteration holds the point from there, that point; otherwise ``lost`` with what the walk
+    said."""
+    if last.order_params is None:
+        return None, lost
+    r = arclength(spec, last.order_params, last.alpha, alpha, branch, settings, max_points=END_ARC_POINTS)
+    up = alpha > last.alpha
+    how = "pseudo-arclength continuation"
+    if r.fold is not None:
+        key = "theta" if branch == "semantic" else "m"
+        x_e = r.fold_theta if key == "theta" else r.fold_m
+        msg = (f"the {branch} branch ends at a fold at alpha = {r.fold:.4g} ({key} {x_e:.3g} there; {how} from "
+               f"alpha {last.alpha:.4g})")
+        return None, {**lost, "kind": "fold", "alpha": float(r.fold), "overlap": key, "overlap_at_end": x_e,
+                      "message": msg}
+    meet = _meets_trivial(r)
+    if meet is not None:
+        msg = (f"the {branch} branch collapses onto the trivial branch {'above' if up else 'below'} alpha = "
+               f"{meet:.4g} ({how} from alpha {last.alpha:.4g})")
+        return None, {**lost, "kind": "collapse", "alpha": meet, "overlap_at_end": 0.0, "message": msg}
+    if r.success and r.reached is not None and last.order_params is not None:
+        L, F = last.order_params.m.shape
+        start = OrderParams.from_vector(r.reached.x, L, F, last.order_params.theta.shape[1])
+        pt = solve_point(spec, alpha, branch, settings, start=start, error_estimate=False)
+        if pt.exists:
+            return pt, None
+    return None, {**lost, "message": f"{lost['message']}; {how}: {r.message}"}
+
+
+def _meets_trivial(r: ArclengthResult) -> float | None:
+    """The ``alpha`` where a pseudo-arclength walk met the trivial branch (its defining overlap
+    changed sign, or its last point is classified trivial), ``None`` where it did not."""
+    if r.rejoins is not None and r.rejoins_branch == "trivial":
+        return float(r.rejoins)
+    if len(r.points) >= 2 and r.points[-1].branch == "trivial":
+        return float(r.points[-1].alpha)
+    return None
 
 
 def locate_end(branch: str, held: Sequence[BranchPoint], bad: float, failed: BranchPoint) -> dict[str, Any]:
@@ -642,3 +671,28 @@ def branch_holes(points: Sequence[BranchPoint]) -> list[float]:
         if not any(e["kind"] in ("fold", "collapse") and lo <= e["alpha"] <= hi for e in ends):
             holes.extend(p.alpha for p in points[k0 + 1:k1])
     return holes
+
+
+#: points past a fold that the pseudo-arclength continuation of :func:`semantic_by_arclength` follows on
+#: the far side of the branch (to where it meets another branch)
+PAST_FOLD = 30
+
+
+def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings,
+                          origin: float) -> tuple[BranchPoint | None, str | None]:
+    """The semantic branch from its point at ``origin`` to ``alpha`` by pseudo-arclength
+    continuation (:func:`~attnphase.theory.continuation.arclength`, docs/model.md (7.6)) on the rule of ``settings``, for
+    :func:`attnphase.theory.target.solve_refined` where the continuation with warm starts lost it: ``(the point at alpha,
+    None)``, or ``(None, why)`` (``None`` where not even the origin was found), e.g. that the
+    branch ends at a fold between ``alpha`` and ``origin`` (causal student, ``omega = 0.3``:
+    ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md)."""
+    p0 = solve_point(spec, origin, "semantic", settings, error_estimate=False, draft=True, ramp=False)
+    if not p0.exists or p0.order_params is None:
+        return None, None
+    end = arclength(spec, p0.order_params, origin, alpha, "semantic", settings, past_fold=PAST_FOLD)
+    if not end.success or end.reached is None:
+        return None, end.message
+    L, F, rs = p0.order_params.m.shape[0], p0.order_params.m.shape[1], p0.order_params.theta.shape[1]
+    start = OrderParams.from_vector(end.reached.x, L, F, rs)
+    pt = solve_point(spec, alpha, "semantic", settings, start=start, error_estimate=False, draft=True, ramp=False)
+    return (pt, None) if pt.exists else (None, f"the point reached ({end.message}) is not a fixed point of the solver")

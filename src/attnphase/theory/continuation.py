@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.branches import BranchPoint, classify, has_mixed, solve_point
+from attnphase.theory.classification import classify, has_mixed
 from attnphase.theory.fixed_point import RelativeUnits, SolverSettings, is_valid, make_saddle, warm_starts
 from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle
 
@@ -399,28 +399,3 @@ def arclength(
         st = _State(y, a, g, ds, J, t)
         h = min(max_step, h * 1.5)
     return result(False, f"stopped after {max_points} points at alpha {st.alpha:.4g}", points, fold, fold_pt)
-
-
-#: points past a fold that the pseudo-arclength continuation of :func:`semantic_by_arclength` follows on
-#: the far side of the branch (to where it meets another branch)
-PAST_FOLD = 30
-
-
-def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings,
-                          origin: float) -> tuple[BranchPoint | None, str | None]:
-    """The semantic branch from its point at ``origin`` to ``alpha`` by pseudo-arclength
-    continuation (:func:`arclength`, docs/model.md (7.6)) on the rule of ``settings``, for
-    :func:`attnphase.theory.target.solve_refined` where the continuation with warm starts lost it: ``(the point at alpha,
-    None)``, or ``(None, why)`` (``None`` where not even the origin was found), e.g. that the
-    branch ends at a fold between ``alpha`` and ``origin`` (causal student, ``omega = 0.3``:
-    ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md)."""
-    p0 = solve_point(spec, origin, "semantic", settings, error_estimate=False, draft=True, ramp=False)
-    if not p0.exists or p0.order_params is None:
-        return None, None
-    end = arclength(spec, p0.order_params, origin, alpha, "semantic", settings, past_fold=PAST_FOLD)
-    if not end.success or end.reached is None:
-        return None, end.message
-    L, F, rs = p0.order_params.m.shape[0], p0.order_params.m.shape[1], p0.order_params.theta.shape[1]
-    start = OrderParams.from_vector(end.reached.x, L, F, rs)
-    pt = solve_point(spec, alpha, "semantic", settings, start=start, error_estimate=False, draft=True, ramp=False)
-    return (pt, None) if pt.exists else (None, f"the point reached ({end.message}) is not a fixed point of the solver")
