@@ -115,3 +115,13 @@ def test_followed_branches_have_no_holes(sigma):
         pts = follow_branch(spec, grid[::-1] if down else grid, br, SolverSettings(**FAST))
         holes[br] = branch_holes(pts[::-1] if down else pts)
     assert {br: h for br, h in holes.items() if h} == {}
+
+
+def test_the_parabola_through_three_points_is_exact():
+    """``parabola`` interpolates: the coefficients about the middle point of ``y = 4 (x - 0.2)^2 + 1.6``."""
+    from attnphase.theory.continuation import parabola
+
+    x = [0.3, 0.25, 0.4]
+    a, b, c, x0 = parabola(x, [1.6 + 4 * (t - 0.2) ** 2 for t in x])
+    assert (a, b, c, x0) == pytest.approx((4.0, 0.4, 1.61, 0.25), abs=1e-12)
+    assert parabola([1.0, 1.0, 2.0], [0.0, 1.0, 2.0])[:2] == (0.0, 0.0)

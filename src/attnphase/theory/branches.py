@@ -20,7 +20,7 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec, check_alpha, positional_axis
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.classification import CLASSIFY_TOL, MIXED, classify, has_mixed
-from attnphase.theory.continuation import ArclengthResult, arclength
+from attnphase.theory.continuation import ArclengthResult, arclength, parabola
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import (
     FixedPointResult,
@@ -530,11 +530,11 @@ def locate_end(branch: str, held: Sequence[BranchPoint], bad: float, failed: Bra
     xs = np.array([getattr(p, key) for p in pts], dtype=float)
     al = np.array([p.alpha for p in pts], dtype=float)
     if len(pts) == 3 and np.all(np.isfinite(xs)) and np.ptp(xs) > 0:
-        c = np.polyfit(xs, al, 2)
-        if c[0] != 0:
-            xv = float(-c[1] / (2 * c[0]))
-            av = float(np.polyval(c, xv))
-            turns = (av - a_held) * (1 if up else -1) >= -1e-12 and (c[0] < 0) == up
+        c2, c1, c0, x0 = parabola(xs.tolist(), al.tolist())
+        if c2 != 0:
+            xv = x0 - c1 / (2 * c2)
+            av = c0 - c1 * c1 / (4 * c2)
+            turns = (av - a_held) * (1 if up else -1) >= -1e-12 and (c2 < 0) == up
             if turns and abs(av - a_held) <= 2 * (hi - lo):
                 where = float(np.clip(av, lo, hi))
                 x_e = xv

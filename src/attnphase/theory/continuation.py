@@ -16,6 +16,7 @@ data step at ``x`` gives ``G`` at every ``alpha``, so the derivative in ``alpha`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -245,14 +246,28 @@ def _crossing(p: ArcPoint, pt: ArcPoint, branch: str) -> float | None:
     return float(p.alpha + (pt.alpha - p.alpha) * a / (a - b))
 
 
+def parabola(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, float]:
+    """The parabola through three points, ``y = a (x - x0)^2 + b (x - x0) + c`` about the middle
+    abscissa ``x0 = x[1]`` (divided differences: exact interpolation, well conditioned where the
+    points are close together and far from 0). Returns ``(a, b, c, x0)``; ``a = b = 0`` where two
+    abscissae coincide."""
+    x0 = float(x[1])
+    u1, u3 = float(x[0]) - x0, float(x[2]) - x0
+    y1, y2, y3 = float(y[0]), float(y[1]), float(y[2])
+    if u1 == 0 or u3 == 0 or u1 == u3:
+        return 0.0, 0.0, y2, x0
+    d1, d3 = (y1 - y2) / u1, (y3 - y2) / u3  # slopes of the chords from the middle point
+    a = (d3 - d1) / (u3 - u1)
+    return a, d1 - a * u1, y2, x0
+
+
 def _fold_alpha(s: list[float], a: list[float]) -> float:
     """The extremum of the parabola through the last three ``(s, alpha)`` (arclength, alpha)."""
-    c = np.polyfit(np.asarray(s[-3:]), np.asarray(a[-3:]), 2)
-    if c[0] == 0:
+    c2, c1, c0, s0 = parabola(s[-3:], a[-3:])
+    if c2 == 0:
         return float(a[-2])
-    sv = -c[1] / (2 * c[0])
-    sv = float(np.clip(sv, min(s[-3:]), max(s[-3:])))
-    return float(np.polyval(c, sv))
+    u = float(np.clip(-c1 / (2 * c2), min(s[-3:]) - s0, max(s[-3:]) - s0))
+    return c2 * u * u + c1 * u + c0
 
 
 def _far_side(points: list[ArcPoint]) -> str:
