@@ -79,10 +79,11 @@ def test_holes_are_gaps_without_a_located_end():
 def test_a_single_solve_is_also_continued_from_both_neighbours():
     """The continuation of a failed direct start ends with the neighbours ``alpha / RAMP_NEAR`` and
     ``alpha * RAMP_NEAR``, after the fixed origins (below ``alpha``)."""
-    origins = ramp_origins(0.55)
+    origins = ramp_origins(0.7)
     assert origins[:2] == [0.5, 0.1]
-    assert origins[-2:] == pytest.approx([0.55 / RAMP_NEAR, 0.55 * RAMP_NEAR])
-    assert max(origins) > 0.55
+    assert origins[-2:] == pytest.approx([0.7 / RAMP_NEAR, 0.7 * RAMP_NEAR])
+    assert max(origins) > 0.7
+    assert ramp_origins(0.5 * RAMP_NEAR) == pytest.approx([0.5, 0.1, 0.5 * RAMP_NEAR**2])  # (0.5 once)
 
 
 @pytest.mark.slow

@@ -320,8 +320,9 @@ def ramp_origins(alpha: float) -> list[float]:
     while a > RAMP_FROM[0]:
         halvings.append(a)
         a /= 2
-    near = [alpha / RAMP_NEAR, alpha * RAMP_NEAR]
-    return [a0 for a0 in RAMP_FROM if a0 < alpha] + halvings + [a0 for a0 in near if a0 not in halvings]
+    origins = [a0 for a0 in RAMP_FROM if a0 < alpha] + halvings
+    near = [a0 for a0 in (alpha / RAMP_NEAR, alpha * RAMP_NEAR) if not any(math.isclose(a0, b) for b in origins)]
+    return origins + near
 
 
 def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
