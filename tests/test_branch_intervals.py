@@ -84,6 +84,7 @@ def test_a_single_solve_is_also_continued_from_both_neighbours():
     assert origins[-2:] == pytest.approx([0.7 / RAMP_NEAR, 0.7 * RAMP_NEAR])
     assert max(origins) > 0.7
     assert ramp_origins(0.5 * RAMP_NEAR) == pytest.approx([0.5, 0.1, 0.5 * RAMP_NEAR**2])  # (0.5 once)
+    assert ramp_origins(0.7, near=False) == [0.5, 0.1]
 
 
 @pytest.mark.slow

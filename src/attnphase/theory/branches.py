@@ -272,7 +272,7 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
     (:func:`_lam_ramp`). The point reached says ``failed``'s reason under
     ``diagnostics["direct_start"]``; where none arrives, ``failed`` with what was tried."""
     ramped, tried = None, []
-    for a0 in ramp_origins(alpha):
+    for a0 in ramp_origins(alpha, near=thorough):
         tried.append(f"alpha = {a0:g}")
         ramped = continue_from(spec, alpha, branch, settings, a0)
         if ramped is not None:
@@ -302,7 +302,7 @@ RAMP_RATIO = 1.5
 RAMP_NEAR = 1.1
 
 
-def ramp_origins(alpha: float) -> list[float]:
+def ramp_origins(alpha: float, near: bool = True) -> list[float]:
     """The alphas a failed direct start is continued from, in turn: those of ``RAMP_FROM`` below
     ``alpha``, then ``alpha / 2``, ``alpha / 4``, ... while above ``RAMP_FROM[0]``. A branch whose
     direct start works only below some alpha and that begins above 0.5 is reached from the nearest
@@ -314,15 +314,17 @@ def ramp_origins(alpha: float) -> list[float]:
     fails only after the full-solver fallback, 4 s more for the same verdict). The neighbours
     ``alpha / RAMP_NEAR`` and ``alpha * RAMP_NEAR`` come last (the fixed origins lie on one side
     of ``alpha`` only, and their own direct start fails where the branch's does: the positional
-    branch near its ends)."""
+    branch near its ends), with ``near`` only: a single solve (``thorough``) uses them; a followed
+    range (:func:`follow_branch`) reaches such points by continuation from its own neighbours."""
     halvings = []
     a = alpha / 2
     while a > RAMP_FROM[0]:
         halvings.append(a)
         a /= 2
     origins = [a0 for a0 in RAMP_FROM if a0 < alpha] + halvings
-    near = [a0 for a0 in (alpha / RAMP_NEAR, alpha * RAMP_NEAR) if not any(math.isclose(a0, b) for b in origins)]
-    return origins + near
+    if not near:
+        return origins
+    return origins + [a0 for a0 in (alpha / RAMP_NEAR, alpha * RAMP_NEAR) if not any(math.isclose(a0, b) for b in origins)]
 
 
 def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
