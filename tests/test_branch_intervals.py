@@ -61,6 +61,13 @@ def test_an_end_the_parabola_does_not_locate_is_lost():
     assert "no fold or collapse located" in end["message"]
 
 
+def test_the_trivial_branch_does_not_collapse_onto_itself():
+    """An end of the trivial branch is not named a collapse onto the trivial branch."""
+    held = [_point("trivial", a) for a in (1.3, 1.35, 1.375)]
+    end = locate_end("trivial", held, 1.4, _point("trivial", 1.4, exists=False, found="positional"))
+    assert end["kind"] == "lost" and "collapses" not in end["message"]
+
+
 def test_holes_are_gaps_without_a_located_end():
     """An absent point between two points of the branch is a hole unless an end (fold or collapse)
     located between those two points is attached to the gap; a lost end does not count."""

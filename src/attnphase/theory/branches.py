@@ -485,7 +485,7 @@ def _end_by_arclength(spec: ModelSpec, alpha: float, branch: str, settings: Solv
                f"alpha {last.alpha:.4g})")
         return None, {**lost, "kind": "fold", "alpha": float(r.fold), "overlap": key, "overlap_at_end": x_e,
                       "message": msg}
-    meet = _meets_trivial(r)
+    meet = _meets_trivial(r) if branch in DEFINING else None
     if meet is not None:
         msg = (f"the {branch} branch collapses onto the trivial branch {'above' if up else 'below'} alpha = "
                f"{meet:.4g} ({how} from alpha {last.alpha:.4g})")
@@ -520,7 +520,7 @@ def locate_end(branch: str, held: Sequence[BranchPoint], bad: float, failed: Bra
     converged, had the overlap below ``CLASSIFY_TOL``) from a last point whose overlap is below
     ``COLLAPSE_NEAR * CLASSIFY_TOL`` (then at the bracket's middle);
     ``"lost"`` where no end is located (fewer than three points, or the parabola does not turn
-    towards ``bad``). The record (JSON-ready): ``kind``, ``alpha``, ``held``
+    towards ``bad``; always for the trivial branch, which no overlap defines). The record (JSON-ready): ``kind``, ``alpha``, ``held``
     (the last ``alpha`` held), ``bracket``, the overlap and its value at the end, ``found``: the branch
     ``failed`` was classified as, ``message``: the end in words."""
     last = held[-1]
@@ -532,7 +532,7 @@ def locate_end(branch: str, held: Sequence[BranchPoint], bad: float, failed: Bra
     pts = held[-3:]
     xs = np.array([getattr(p, key) for p in pts], dtype=float)
     al = np.array([p.alpha for p in pts], dtype=float)
-    if len(pts) == 3 and np.all(np.isfinite(xs)) and np.ptp(xs) > 0:
+    if branch in DEFINING and len(pts) == 3 and np.all(np.isfinite(xs)) and np.ptp(xs) > 0:
         c2, c1, c0, x0 = parabola(xs.tolist(), al.tolist())
         if c2 != 0:
             xv = x0 - c1 / (2 * c2)
@@ -544,7 +544,7 @@ def locate_end(branch: str, held: Sequence[BranchPoint], bad: float, failed: Bra
                 kind = "collapse" if abs(xv) < COLLAPSE_FRACTION * abs(getattr(last, key)) else "fold"
     found = failed.diagnostics.get("classified_as") if failed.converged else None
     to_zero = found == "trivial" or (not failed.converged and abs(getattr(failed, key)) < CLASSIFY_TOL)
-    if kind != "collapse" and to_zero and abs(getattr(last, key)) < COLLAPSE_NEAR * CLASSIFY_TOL:
+    if branch in DEFINING and kind != "collapse" and to_zero and abs(getattr(last, key)) < COLLAPSE_NEAR * CLASSIFY_TOL:
         kind, where, x_e = "collapse", 0.5 * (lo + hi), 0.0  # (merged within the classification's resolution)
     side = "above" if up else "below"
     if kind == "collapse":
