@@ -94,7 +94,6 @@ def test_a_single_solve_is_also_continued_from_both_neighbours():
     assert ramp_origins(0.7, near=False) == [0.5, 0.1]
 
 
-@pytest.mark.slow
 def test_positional_branch_at_sigma_one_has_no_hole_and_its_end_is_named():
     """sigma = 1, omega = 0.3, the coarse rule of the fast preset: the positional branch (``m``
     about 2e-3, an artefact of that rule that the fine rules reject) is found at 0.45 and lost at
