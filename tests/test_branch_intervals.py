@@ -137,3 +137,11 @@ def test_the_parabola_through_three_points_is_exact():
     a, b, c, x0 = parabola(x, [1.6 + 4 * (t - 0.2) ** 2 for t in x])
     assert (a, b, c, x0) == pytest.approx((4.0, 0.4, 1.61, 0.25), abs=1e-12)
     assert parabola([1.0, 1.0, 2.0], [0.0, 1.0, 2.0])[:2] == (0.0, 0.0)
+
+
+def test_a_fold_on_the_first_step_of_a_walk_has_an_alpha():
+    """Where the pseudo-arclength walk turns on its first step there are two points, not three:
+    the fold lies between them (it raised an IndexError in a followed range at sigma = 1)."""
+    from attnphase.theory.continuation import _fold_alpha
+
+    assert _fold_alpha([0.0, 0.1], [1.0, 1.02]) == pytest.approx(1.01)

@@ -262,7 +262,10 @@ def parabola(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, floa
 
 
 def _fold_alpha(s: list[float], a: list[float]) -> float:
-    """The extremum of the parabola through the last three ``(s, alpha)`` (arclength, alpha)."""
+    """The extremum of the parabola through the last three ``(s, alpha)`` (arclength, alpha); with
+    two points only (the walk turned on its first step), their mean."""
+    if len(s) < 3:
+        return float(np.mean(a[-2:]))
     c2, c1, c0, s0 = parabola(s[-3:], a[-3:])
     if c2 == 0:
         return float(a[-2])
