@@ -19,6 +19,8 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha, positional_axis
 from attnphase.theory.channels import AttentionMap
+from attnphase.theory.classification import CLASSIFY_TOL, MIXED, classify, has_mixed
+from attnphase.theory.continuation import ArclengthResult, arclength, parabola
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import (
     FixedPointResult,
@@ -30,23 +32,12 @@ from attnphase.theory.fixed_point import (
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle, check_response
 
 BRANCHES = ("semantic", "positional", "trivial")
-#: for tied attention of rank r >= 2: one student direction semantic, another positional (the
-#: state GD reaches at r = 2, docs/variants.md)
-MIXED = "mixed"
-#: threshold (user units) above which an overlap counts as non-zero when classifying a fixed point
-CLASSIFY_TOL = 1e-3
 
 
 def branches_for(spec: ModelSpec) -> tuple[str, ...]:
     """The branches the solver looks for: :data:`BRANCHES`, and :data:`MIXED` at student rank
     ``r >= 2`` (tied, causal or untied attention)."""
     return (*BRANCHES, MIXED) if has_mixed(spec) else BRANCHES
-
-
-def has_mixed(spec: ModelSpec) -> bool:
-    """The student has a ``mixed`` branch: tied, causal or untied attention of rank ``r >= 2``
-    (its fixed points are orbits under rotations of the student axes)."""
-    return AttentionMap.from_spec(spec).rotation_invariant
 
 
 def semantic_side(spec: ModelSpec) -> str:
@@ -92,21 +83,6 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     for a in range(F):
         theta[a, a % rs] = t0 * s2
     return OrderParams(q, m, V0 * np.eye(F), theta)
-
-
-def classify(op: OrderParams, sigma: float, mixed: bool = False) -> str:
-    """Name the branch a fixed point belongs to (docs/model.md (5.1); semantic: ``theta != 0``;
-    positional: ``m != 0``; with ``mixed`` (rank >= 2, in the gauge of ``Saddle.gauge_fix``) both,
-    ``mixed``; trivial: neither), each overlap counted as non-zero above ``CLASSIFY_TOL``."""
-    theta = np.max(np.abs(op.theta)) / sigma**2
-    m = np.max(np.abs(op.m))
-    if mixed and theta > CLASSIFY_TOL and m > CLASSIFY_TOL:
-        return MIXED
-    if theta > CLASSIFY_TOL:
-        return "semantic"
-    if m > CLASSIFY_TOL:
-        return "positional"
-    return "trivial"
 
 
 #: the private fields of :class:`BranchPoint` that hold the solver's state
@@ -296,7 +272,7 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
     (:func:`_lam_ramp`). The point reached says ``failed``'s reason under
     ``diagnostics["direct_start"]``; where none arrives, ``failed`` with what was tried."""
     ramped, tried = None, []
-    for a0 in ramp_origins(alpha):
+    for a0 in ramp_origins(alpha, near=thorough):
         tried.append(f"alpha = {a0:g}")
         ramped = continue_from(spec, alpha, branch, settings, a0)
         if ramped is not None:
@@ -319,9 +295,14 @@ RAMP_FROM = (0.5, 0.1)
 RAMP_STEPS = 4
 #: largest ratio of consecutive alphas of that continuation
 RAMP_RATIO = 1.5
+#: the neighbours ``alpha / RAMP_NEAR`` and ``alpha * RAMP_NEAR`` are the last origins of that
+#: continuation: a branch whose direct start works on one side of ``alpha`` only (near an end of the
+#: branch, where the start falls to the trivial branch) is followed from there, so a single solve
+#: finds the branch wherever a followed range (:func:`follow_branch`) reaches it from a nearby point
+RAMP_NEAR = 1.1
 
 
-def ramp_origins(alpha: float) -> list[float]:
+def ramp_origins(alpha: float, near: bool = True) -> list[float]:
     """The alphas a failed direct start is continued from, in turn: those of ``RAMP_FROM`` below
     ``alpha``, then ``alpha / 2``, ``alpha / 4``, ... while above ``RAMP_FROM[0]``. A branch whose
     direct start works only below some alpha and that begins above 0.5 is reached from the nearest
@@ -330,13 +311,20 @@ def ramp_origins(alpha: float) -> list[float]:
     3.6, from 1.5 to 6 and 12; from 0.5 it is lost on the way, since the branch begins near 0.7).
     ``RAMP_FROM`` goes first: where it reaches a point that point is kept (``L = 3``, ``alpha =
     1.5``: from 0.75 the coarse positional point has ``m`` 0.014 instead of 0.058, whose refinement
-    fails only after the full-solver fallback, 4 s more for the same verdict)."""
+    fails only after the full-solver fallback, 4 s more for the same verdict). The neighbours
+    ``alpha / RAMP_NEAR`` and ``alpha * RAMP_NEAR`` come last (the fixed origins lie on one side
+    of ``alpha`` only, and their own direct start fails where the branch's does: the positional
+    branch near its ends), with ``near`` only: a single solve (``thorough``) uses them; a followed
+    range (:func:`follow_branch`) reaches such points by continuation from its own neighbours."""
     halvings = []
     a = alpha / 2
     while a > RAMP_FROM[0]:
         halvings.append(a)
         a /= 2
-    return [a0 for a0 in RAMP_FROM if a0 < alpha] + halvings
+    origins = [a0 for a0 in RAMP_FROM if a0 < alpha] + halvings
+    if not near:
+        return origins
+    return origins + [a0 for a0 in (alpha / RAMP_NEAR, alpha * RAMP_NEAR) if not any(math.isclose(a0, b) for b in origins)]
 
 
 def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
@@ -410,6 +398,178 @@ def _extrapolate(p1: BranchPoint, p2: BranchPoint, alpha: float) -> OrderParams 
     return op if is_valid(op) else None
 
 
+#: the overlaps (user units, :meth:`BranchPoint.summary`) that define a branch (docs/model.md (5.1))
+DEFINING = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}
+#: halvings of a step on which a followed branch was lost (:func:`bridge`): the end of the branch
+#: is bracketed to ``2^-END_HALVINGS`` of the grid's step
+END_HALVINGS = 4
+#: iterations of a probe between the point held and the lost one (:func:`bridge`): near an end of
+#: the branch the damped iteration slows down (sigma = 1, alpha 0.528: 324 iterations, 20 s, to
+#: fail); a probe that has not converged in these counts as lost, which narrows the bracket by one
+#: halving at most
+BRIDGE_MAX_ITER = 80
+#: at an end the defining overlap's vertex (:func:`locate_end`) below this fraction of its value at
+#: the last point held is a collapse onto the trivial branch (``alpha - alpha* ~ overlap^2``, a
+#: pitchfork), above it a fold (the branch turns back at a finite overlap)
+COLLAPSE_FRACTION = 0.5
+#: an end where the continuation converges to the trivial branch from a point whose defining overlap
+#: is below this many ``CLASSIFY_TOL`` is a collapse onto it (the branch merges with the trivial one
+#: within the resolution of the classification, :func:`classify`)
+COLLAPSE_NEAR = 3.0
+
+
+def _warm_step(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+               held: Sequence[BranchPoint], secant: bool = True) -> BranchPoint:
+    """``branch`` at ``alpha`` warm-started from the last point of ``held`` (order parameters,
+    Jacobian, minimisers), with the secant predictor through the last two (``secant``)."""
+    last = held[-1]
+    start = last.order_params
+    if secant and len(held) >= 2:
+        start = _extrapolate(held[-2], last, alpha) or start
+    return solve_point(spec, alpha, branch, settings, start=start, error_estimate=False, jacobian=last._jacobian,
+                       warm=last._data)
+
+
+def bridge(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, held: Sequence[BranchPoint],
+           failed: BranchPoint) -> tuple[BranchPoint | None, dict[str, Any] | None]:
+    """Continuation of ``branch`` from the points ``held`` (in the order followed, the last one
+    nearest) to ``alpha``, where the full step gave ``failed``: the step is halved towards
+    ``alpha`` (each half warm-started from the last point held, at most ``BRIDGE_MAX_ITER``
+    iterations, then the full rest tried again) at most ``END_HALVINGS`` times. Returns ``(the point at alpha, None)`` where the continuation
+    arrives, else ``(None, the end)``: :func:`locate_end` on the bracket left, whose one side the
+    branch was held at and whose other side it was not."""
+    pts = list(held[-3:])
+    bad, last_failed = float(alpha), failed
+    probe = replace(settings, max_iter=min(settings.max_iter, BRIDGE_MAX_ITER))
+    for _ in range(END_HALVINGS):
+        mid = 0.5 * (pts[-1].alpha + bad)
+        pt = _warm_step(spec, mid, branch, probe, pts)
+        if not pt.exists:
+            bad, last_failed = mid, pt
+            continue
+        pts.append(pt)
+        if bad == alpha:
+            pt = _warm_step(spec, alpha, branch, settings, pts)
+            if pt.exists:
+                return pt, None
+            last_failed = pt
+    end = locate_end(branch, pts, bad, last_failed)
+    if end["kind"] != "lost":
+        return None, end
+    return _end_by_arclength(spec, alpha, branch, settings, pts[-1], end)
+
+
+#: points of the pseudo-arclength walk that looks for the end of a branch the halved steps lost
+#: (:func:`_end_by_arclength`)
+END_ARC_POINTS = 30
+
+
+def _end_by_arclength(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, last: BranchPoint,
+                      lost: dict[str, Any]) -> tuple[BranchPoint | None, dict[str, Any] | None]:
+    """Where the halved steps lost the branch without a fold or collapse in sight (``lost``, from
+    :func:`locate_end`): pseudo-arclength continuation (:func:`arclength`, docs/model.md (7.6)) from
+    the last point held towards ``alpha`` on the same rule, which passes where the damped iteration
+    falls off. A fold it turns at, or the trivial branch it meets (the defining overlap changes
+    sign, or the point is classified trivial), is the end; where it reaches ``alpha`` and the
+    damped iteration holds the point from there, that point; otherwise ``lost`` with what the walk
+    said."""
+    if last.order_params is None:
+        return None, lost
+    r = arclength(spec, last.order_params, last.alpha, alpha, branch, settings, max_points=END_ARC_POINTS)
+    up = alpha > last.alpha
+    how = "pseudo-arclength continuation"
+    if r.fold is not None:
+        key = "theta" if branch == "semantic" else "m"
+        x_e = r.fold_theta if key == "theta" else r.fold_m
+        msg = (f"the {branch} branch ends at a fold at alpha = {r.fold:.4g} ({key} {x_e:.3g} there; {how} from "
+               f"alpha {last.alpha:.4g})")
+        return None, {**lost, "kind": "fold", "alpha": float(r.fold), "overlap": key, "overlap_at_end": x_e,
+                      "message": msg}
+    meet = _meets_trivial(r) if branch in DEFINING else None
+    if meet is not None:
+        msg = (f"the {branch} branch collapses onto the trivial branch {'above' if up else 'below'} alpha = "
+               f"{meet:.4g} ({how} from alpha {last.alpha:.4g})")
+        return None, {**lost, "kind": "collapse", "alpha": meet, "overlap_at_end": 0.0, "message": msg}
+    if r.success and r.reached is not None and last.order_params is not None:
+        L, F = last.order_params.m.shape
+        start = OrderParams.from_vector(r.reached.x, L, F, last.order_params.theta.shape[1])
+        pt = solve_point(spec, alpha, branch, settings, start=start, error_estimate=False)
+        if pt.exists:
+            return pt, None
+    return None, {**lost, "message": f"{lost['message']}; {how}: {r.message}"}
+
+
+def _meets_trivial(r: ArclengthResult) -> float | None:
+    """The ``alpha`` where a pseudo-arclength walk met the trivial branch (its defining overlap
+    changed sign, or its last point is classified trivial), ``None`` where it did not."""
+    if r.rejoins is not None and r.rejoins_branch == "trivial":
+        return float(r.rejoins)
+    if len(r.points) >= 2 and r.points[-1].branch == "trivial":
+        return float(r.points[-1].alpha)
+    return None
+
+
+def locate_end(branch: str, held: Sequence[BranchPoint], bad: float, failed: BranchPoint) -> dict[str, Any]:
+    """Where and how ``branch`` ends between its last point held (``held[-1]``) and ``bad``, where
+    the continuation gave ``failed``. Near an end ``alpha`` is a parabola in the overlap that defines
+    the branch, ``alpha - alpha_e ~ (x - x_e)^2`` (a fold at ``x_e != 0``; a pitchfork onto the trivial
+    branch at ``x_e = 0``): the parabola through the last three points held gives ``alpha_e`` (kept
+    inside the bracket) and ``x_e``. ``kind``: ``"collapse"`` where ``|x_e|`` is below
+    ``COLLAPSE_FRACTION`` of ``|x|`` at the last point (the branch collapses onto the trivial one),
+    ``"fold"`` otherwise; also ``"collapse"`` where ``failed`` went to the trivial branch (or, not
+    converged, had the overlap below ``CLASSIFY_TOL``) from a last point whose overlap is below
+    ``COLLAPSE_NEAR * CLASSIFY_TOL`` (then at the bracket's middle);
+    ``"lost"`` where no end is located (fewer than three points, or the parabola does not turn
+    towards ``bad``; always for the trivial branch, which no overlap defines). The record (JSON-ready): ``kind``, ``alpha``, ``held``
+    (the last ``alpha`` held), ``bracket``, the overlap and its value at the end, ``found``: the branch
+    ``failed`` was classified as, ``message``: the end in words."""
+    last = held[-1]
+    a_held = float(last.alpha)
+    up = bad > a_held
+    lo, hi = min(a_held, bad), max(a_held, bad)
+    key = min(DEFINING.get(branch, ("m",)), key=lambda k: abs(getattr(last, k)))
+    kind, where, x_e = "lost", 0.5 * (lo + hi), math.nan
+    pts = held[-3:]
+    xs = np.array([getattr(p, key) for p in pts], dtype=float)
+    al = np.array([p.alpha for p in pts], dtype=float)
+    if branch in DEFINING and len(pts) == 3 and np.all(np.isfinite(xs)) and np.ptp(xs) > 0:
+        c2, c1, c0, x0 = parabola(xs.tolist(), al.tolist())
+        if c2 != 0:
+            xv = x0 - c1 / (2 * c2)
+            av = c0 - c1 * c1 / (4 * c2)
+            turns = (av - a_held) * (1 if up else -1) >= -1e-12 and (c2 < 0) == up
+            if turns and abs(av - a_held) <= 2 * (hi - lo):
+                where = float(np.clip(av, lo, hi))
+                x_e = xv
+                kind = "collapse" if abs(xv) < COLLAPSE_FRACTION * abs(getattr(last, key)) else "fold"
+    found = failed.diagnostics.get("classified_as") if failed.converged else None
+    to_zero = found == "trivial" or (not failed.converged and abs(getattr(failed, key)) < CLASSIFY_TOL)
+    if branch in DEFINING and kind != "collapse" and to_zero and abs(getattr(last, key)) < COLLAPSE_NEAR * CLASSIFY_TOL:
+        kind, where, x_e = "collapse", 0.5 * (lo + hi), 0.0  # (merged within the classification's resolution)
+    side = "above" if up else "below"
+    if kind == "collapse":
+        msg = (f"the {branch} branch collapses onto the trivial branch {side} alpha = {where:.4g} ({key} -> 0; held "
+               f"by continuation to alpha {a_held:.4g})")
+    elif kind == "fold":
+        msg = (f"the {branch} branch ends at a fold at alpha = {where:.4g} ({key} {x_e:.3g} there; held by "
+               f"continuation to alpha {a_held:.4g})")
+    else:
+        msg = (f"the {branch} branch was lost between alpha {lo:.4g} and {hi:.4g} (continuation in halved steps; "
+               "no fold or collapse located)")
+    return {"kind": kind, "alpha": where, "held": a_held, "bracket": [lo, hi], "overlap": key,
+            "overlap_at_end": None if math.isnan(x_e) else x_e, "found": found, "message": msg}
+
+
+def with_end(point: BranchPoint, end: dict[str, Any]) -> BranchPoint:
+    """An absent ``point`` that lies past the end ``end`` of its branch (:func:`locate_end`): the
+    end is added to ``diagnostics["ends"]`` and the reason names every end so added (in increasing
+    ``alpha``), then the point's own reason (kept as ``diagnostics["here"]``)."""
+    ends = [*point.diagnostics.get("ends", []), end]
+    here = point.diagnostics.get("here", point.reason)
+    reason = "; ".join(e["message"] for e in sorted(ends, key=lambda e: e["alpha"])) + f"; here: {here}"
+    return replace(point, reason=reason, diagnostics={**point.diagnostics, "ends": ends, "here": here})
+
+
 def follow_branch(
     spec: ModelSpec,
     alphas: Sequence[float] | np.ndarray,
@@ -417,16 +577,27 @@ def follow_branch(
     settings: SolverSettings | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[BranchPoint]:
-    """Continuation of ``branch`` along ``alphas`` (warm start from the previous point).
+    """Continuation of ``branch`` along ``alphas`` (warm start from the previous point, with a
+    secant predictor).
 
-    Where the branch is lost (the warm start converges elsewhere) the direct start is tried
-    once; points where neither gives the branch are returned with ``exists = False``.
+    Where the branch is lost (the warm start converges elsewhere) the step is halved towards
+    the lost ``alpha`` (:func:`bridge`); where that does not arrive the end of the branch is
+    located and named (:func:`locate_end`: a fold, or a collapse onto the trivial branch), and
+    the points past it carry it (``reason``, ``diagnostics["ends"]``). The direct start is tried
+    at every point not reached by continuation; where it finds the branch again after an end, the
+    branch is followed back from there the same way (filling the points it reaches, locating its
+    other end otherwise), and so are the points before the first one found. Points where the
+    branch is not found are returned with ``exists = False``. So a followed branch has no hole:
+    between two points where it exists it exists at every ``alpha`` of the grid, or an end is
+    located in between (:func:`branch_holes`).
     """
     check_alpha([float(a) for a in alphas])
     settings = settings or SolverSettings()
+    grid = [float(a) for a in alphas]
     out: list[BranchPoint] = []
-    found: list[BranchPoint] = []  # the points where the branch exists, in order
-    for i, a in enumerate(alphas):
+    found: list[BranchPoint] = []  # the points where the branch exists reached forward, in order
+    ended = False  # an end was located since the last point of found
+    for i, a in enumerate(grid):
         start, jac, warm = None, None, None
         if found:
             last = found[-1]
@@ -435,24 +606,96 @@ def follow_branch(
                 start = _extrapolate(found[-2], last, a) or start
         pt = solve_point(spec, a, branch, settings, start=start, error_estimate=False, jacobian=jac,
                          warm=warm)
+        end = None
+        if not pt.exists and found and not ended:
+            bridged, end = bridge(spec, a, branch, settings, found, pt)
+            if bridged is not None:
+                pt = bridged
         if not pt.exists and found:
             pt2 = solve_point(spec, a, branch, settings, start=None, error_estimate=False)
             if pt2.exists:
-                pt = pt2
+                pt, end = pt2, None
+        if end is not None:
+            pt = with_end(pt, end)
+            ended = True
+        elif ended and not pt.exists:
+            pt = with_end(pt, out[-1].diagnostics["ends"][-1])
         out.append(pt)
         if pt.exists:
+            if out[:-1] and not out[-2].exists and any(p.exists for p in out[:-1]):
+                _follow_back(spec, grid, branch, settings, out, i)  # (found again past an end)
             found.append(pt)
+            ended = False
         if progress is not None:
-            progress(i + 1, len(alphas))
+            progress(i + 1, len(grid))
     # points before the first one found (the direct start converged elsewhere there, e.g. the
     # mixed start at the largest alpha): continued backwards from the first found point
     first = next((i for i, p in enumerate(out) if p.exists), None)
     if first:
-        last = out[first]
-        for i in range(first - 1, -1, -1):
-            pt = solve_point(spec, alphas[i], branch, settings, start=last.order_params, error_estimate=False,
-                             jacobian=last._jacobian, warm=last._data)
-            if not pt.exists:
-                break
-            out[i] = last = pt
+        _follow_back(spec, grid, branch, settings, out, first)
     return out
+
+
+def _follow_back(spec: ModelSpec, grid: list[float], branch: str, settings: SolverSettings, out: list[BranchPoint],
+                 k: int) -> None:
+    """``out[k]`` (a point of the branch) continued backwards over the absent points before it,
+    in place: each reached point replaces the absent one; where the branch is lost, its end is
+    located (:func:`bridge`) and added to the absent points of that gap."""
+    held = [out[k]]
+    j = k - 1
+    while j >= 0 and not out[j].exists:
+        pt = _warm_step(spec, grid[j], branch, settings, held, secant=False)
+        if not pt.exists:
+            bridged, end = bridge(spec, grid[j], branch, settings, held, pt)
+            if bridged is None:
+                assert end is not None
+                for g in range(j, -1, -1):
+                    if out[g].exists:
+                        break
+                    out[g] = with_end(out[g], end)
+                return
+            pt = bridged
+        out[j] = pt
+        held.append(pt)
+        j -= 1
+
+
+def branch_holes(points: Sequence[BranchPoint]) -> list[float]:
+    """The ``alpha`` of every point of a followed branch (:func:`follow_branch`, in grid order)
+    where the branch is absent between two points where it exists, with no end of the branch
+    (a fold or a collapse, ``diagnostics["ends"]``) located between those two points."""
+    have = [k for k, p in enumerate(points) if p.exists]
+    holes: list[float] = []
+    for k0, k1 in zip(have[:-1], have[1:], strict=True):
+        if k1 == k0 + 1:
+            continue
+        lo, hi = sorted((points[k0].alpha, points[k1].alpha))
+        ends = [e for p in points[k0 + 1:k1] for e in p.diagnostics.get("ends", [])]
+        if not any(e["kind"] in ("fold", "collapse") and lo <= e["alpha"] <= hi for e in ends):
+            holes.extend(p.alpha for p in points[k0 + 1:k1])
+    return holes
+
+
+#: points past a fold that the pseudo-arclength continuation of :func:`semantic_by_arclength` follows on
+#: the far side of the branch (to where it meets another branch)
+PAST_FOLD = 30
+
+
+def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings,
+                          origin: float) -> tuple[BranchPoint | None, str | None]:
+    """The semantic branch from its point at ``origin`` to ``alpha`` by pseudo-arclength
+    continuation (:func:`~attnphase.theory.continuation.arclength`, docs/model.md (7.6)) on the rule of ``settings``, for
+    :func:`attnphase.theory.target.solve_refined` where the continuation with warm starts lost it: ``(the point at alpha,
+    None)``, or ``(None, why)`` (``None`` where not even the origin was found), e.g. that the
+    branch ends at a fold between ``alpha`` and ``origin`` (causal student, ``omega = 0.3``:
+    ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md)."""
+    p0 = solve_point(spec, origin, "semantic", settings, error_estimate=False, draft=True, ramp=False)
+    if not p0.exists or p0.order_params is None:
+        return None, None
+    end = arclength(spec, p0.order_params, origin, alpha, "semantic", settings, past_fold=PAST_FOLD)
+    if not end.success or end.reached is None:
+        return None, end.message
+    L, F, rs = p0.order_params.m.shape[0], p0.order_params.m.shape[1], p0.order_params.theta.shape[1]
+    start = OrderParams.from_vector(end.reached.x, L, F, rs)
+    pt = solve_point(spec, alpha, "semantic", settings, start=start, error_estimate=False, draft=True, ramp=False)
+    return (pt, None) if pt.exists else (None, f"the point reached ({end.message}) is not a fixed point of the solver")

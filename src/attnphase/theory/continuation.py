@@ -16,12 +16,13 @@ data step at ``x`` gives ``G`` at every ``alpha``, so the derivative in ``alpha`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.branches import BranchPoint, classify, has_mixed, solve_point
+from attnphase.theory.classification import classify, has_mixed
 from attnphase.theory.fixed_point import RelativeUnits, SolverSettings, is_valid, make_saddle, warm_starts
 from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle
 
@@ -245,14 +246,31 @@ def _crossing(p: ArcPoint, pt: ArcPoint, branch: str) -> float | None:
     return float(p.alpha + (pt.alpha - p.alpha) * a / (a - b))
 
 
+def parabola(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float, float]:
+    """The parabola through three points, ``y = a (x - x0)^2 + b (x - x0) + c`` about the middle
+    abscissa ``x0 = x[1]`` (divided differences: exact interpolation, well conditioned where the
+    points are close together and far from 0). Returns ``(a, b, c, x0)``; ``a = b = 0`` where two
+    abscissae coincide."""
+    x0 = float(x[1])
+    u1, u3 = float(x[0]) - x0, float(x[2]) - x0
+    y1, y2, y3 = float(y[0]), float(y[1]), float(y[2])
+    if u1 == 0 or u3 == 0 or u1 == u3:
+        return 0.0, 0.0, y2, x0
+    d1, d3 = (y1 - y2) / u1, (y3 - y2) / u3  # slopes of the chords from the middle point
+    a = (d3 - d1) / (u3 - u1)
+    return a, d1 - a * u1, y2, x0
+
+
 def _fold_alpha(s: list[float], a: list[float]) -> float:
-    """The extremum of the parabola through the last three ``(s, alpha)`` (arclength, alpha)."""
-    c = np.polyfit(np.asarray(s[-3:]), np.asarray(a[-3:]), 2)
-    if c[0] == 0:
+    """The extremum of the parabola through the last three ``(s, alpha)`` (arclength, alpha); with
+    two points only (the walk turned on its first step), their mean."""
+    if len(s) < 3:
+        return float(np.mean(a[-2:]))
+    c2, c1, c0, s0 = parabola(s[-3:], a[-3:])
+    if c2 == 0:
         return float(a[-2])
-    sv = -c[1] / (2 * c[0])
-    sv = float(np.clip(sv, min(s[-3:]), max(s[-3:])))
-    return float(np.polyval(c, sv))
+    u = float(np.clip(-c1 / (2 * c2), min(s[-3:]) - s0, max(s[-3:]) - s0))
+    return c2 * u * u + c1 * u + c0
 
 
 def _far_side(points: list[ArcPoint]) -> str:
@@ -399,28 +417,3 @@ def arclength(
         st = _State(y, a, g, ds, J, t)
         h = min(max_step, h * 1.5)
     return result(False, f"stopped after {max_points} points at alpha {st.alpha:.4g}", points, fold, fold_pt)
-
-
-#: points past a fold that the pseudo-arclength continuation of :func:`semantic_by_arclength` follows on
-#: the far side of the branch (to where it meets another branch)
-PAST_FOLD = 30
-
-
-def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings,
-                          origin: float) -> tuple[BranchPoint | None, str | None]:
-    """The semantic branch from its point at ``origin`` to ``alpha`` by pseudo-arclength
-    continuation (:func:`arclength`, docs/model.md (7.6)) on the rule of ``settings``, for
-    :func:`attnphase.theory.target.solve_refined` where the continuation with warm starts lost it: ``(the point at alpha,
-    None)``, or ``(None, why)`` (``None`` where not even the origin was found), e.g. that the
-    branch ends at a fold between ``alpha`` and ``origin`` (causal student, ``omega = 0.3``:
-    ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md)."""
-    p0 = solve_point(spec, origin, "semantic", settings, error_estimate=False, draft=True, ramp=False)
-    if not p0.exists or p0.order_params is None:
-        return None, None
-    end = arclength(spec, p0.order_params, origin, alpha, "semantic", settings, past_fold=PAST_FOLD)
-    if not end.success or end.reached is None:
-        return None, end.message
-    L, F, rs = p0.order_params.m.shape[0], p0.order_params.m.shape[1], p0.order_params.theta.shape[1]
-    start = OrderParams.from_vector(end.reached.x, L, F, rs)
-    pt = solve_point(spec, alpha, "semantic", settings, start=start, error_estimate=False, draft=True, ramp=False)
-    return (pt, None) if pt.exists else (None, f"the point reached ({end.message}) is not a fixed point of the solver")

@@ -13,8 +13,14 @@ from dataclasses import replace
 from typing import Any
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.branches import MIXED, BranchPoint, continue_from, final_test_error, solve_point
-from attnphase.theory.continuation import semantic_by_arclength
+from attnphase.theory.branches import (
+    MIXED,
+    BranchPoint,
+    continue_from,
+    final_test_error,
+    semantic_by_arclength,
+    solve_point,
+)
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import TARGET_KEYS, SolverSettings
 from attnphase.theory.refinement import (
