@@ -112,8 +112,8 @@ def test_positional_branch_at_sigma_one_has_no_hole_and_its_end_is_named():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sigma", [0.7, 1.0, pytest.param(2.0, marks=pytest.mark.xfail(
-    strict=True, reason="the semantic branch is held from neither side at alpha = 1.0 and no end is located "
-    "(docs/solver.md, Where a branch exists)"))])
+    strict=True, reason="the semantic branch is held from neither side at alpha = 1.0, the trivial one at 1.4, "
+    "and no end is located (docs/solver.md, Where a branch exists)"))])
 def test_followed_branches_have_no_holes(sigma):
     """Every branch followed over 0.05-1.5 (30 points, omega 0.3, fast preset's coarse rule; the
     semantic branch downward, the others upward, as curves follows them): no ``alpha`` where a
