@@ -117,17 +117,41 @@ def curves(
     The semantic branch (the mixed one at rank ``r >= 2``) is followed down from the largest
     ``alpha``, the positional one up from the smallest (docs/model.md (5.1)), each point carried to
     the fine rules where the settings refine (docs/model.md (7.3); a point they do not confirm is
-    absent). ``alphas``: the grid (default ``linspace(0.2, 2, 10)``). ``transition``: also locate
-    ``alpha_c``, ``alpha_l`` and the spinodals from the followed branches (docs/model.md
-    (5.2)-(5.4)). ``bayes``: also the Bayes-optimal baseline (docs/model.md section 8) on the grid
-    and on a finer one. ``settings``: a :class:`SolverSettings`, a preset name, or ``None`` for
-    ``SolverSettings.preset("fast")`` (as ``attnphase curves``). ``progress(done, total)`` is
-    called after each followed point (default ``"auto"``: a bar in a notebook, a line on a
-    terminal, nothing where stderr is not a terminal; ``False``: nothing). ``**model``: :class:`ModelSpec` fields; a value gain must be
-    fixed (``value_gain``).
+    absent).
 
-    Returns a :class:`~attnphase.results_sweeps.CurvesResult`; ``to_frame()`` has one row per
-    ``alpha`` and branch.
+    Parameters
+    ----------
+    alphas : sequence of float, optional
+        The grid (default ``linspace(0.2, 2, 10)``).
+    transition : bool
+        Also locate ``alpha_c``, ``alpha_l`` and the spinodals from the followed branches
+        (docs/model.md (5.2)-(5.4)).
+    bayes : bool
+        Also the Bayes-optimal baseline (docs/model.md section 8) on the grid and on a finer one.
+    spec : ModelSpec, optional
+        The model (default: the reference model); ``**model`` is applied on top of it.
+    settings : SolverSettings or str, optional
+        A :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")``
+        (as ``attnphase curves``).
+    progress : callable, bool or "auto"
+        ``progress(done, total)``, called after each followed point; default ``"auto"``: a bar in
+        a notebook, a line on a terminal, nothing where stderr is not a terminal; ``False``:
+        nothing.
+    **model
+        :class:`ModelSpec` fields; a value gain must be fixed (``value_gain``).
+
+    Returns
+    -------
+    CurvesResult
+        The followed branches, the transition points and the linear baseline; ``to_frame()`` has
+        one row per ``alpha`` and branch, ``plot()`` draws the command's figure.
+
+    Raises
+    ------
+    ValueError
+        One line, before any work: a grid point out of range, an unknown model parameter, a
+        model the theory does not cover, or settings that are neither :class:`SolverSettings`
+        nor a preset name.
     """
     spec = model_spec(spec, **model)
     check_fixed_gain(spec, "curves")
@@ -217,20 +241,51 @@ def compare(
 
     The theory follows every branch but the trivial one (docs/model.md (5.1)) over
     ``theory_points`` values of ``alpha`` spanning ``alphas`` (one where ``alphas`` is one value),
-    with the solver's ``fast`` preset on rules of order ``theory_order`` where given; the
-    simulation trains every seed from the semantic, positional and random starts at each
-    ``alpha`` (default ``linspace(0.1, 2, 12)``) at dimension ``d`` (docs/model.md (1.1)-(1.4)).
-    ``seeds``: how many per ``alpha`` (from ``seed0``) or the seeds themselves. ``bayes``: also the
-    Bayes-optimal baseline as theory rows of kind ``bayes``. ``settings``: an
-    ``attnphase.sim.train.TrainSettings`` (default: the ``compare`` command's,
-    :data:`COMPARE_TRAINING`). ``**model_and_training``: :class:`ModelSpec` fields (rank 1 and
-    teacher rank 1: the figure's overlaps are scalars) and ``TrainSettings`` fields (``optimizer``,
-    ``lr``, ``momentum``, ``max_steps``, ``tol``, ``device``, ``dtype``, ...) applied on top, and
-    ``threads`` (torch's CPU threads, a process-wide setting). ``progress(done, total)`` is
-    called after the theory and after each simulated ``alpha``.
+    with the solver's ``fast`` preset; the simulation trains every seed from the semantic,
+    positional and random starts at each ``alpha`` at dimension ``d`` (docs/model.md (1.1)-(1.4)).
 
-    Returns a :class:`~attnphase.results_sweeps.CompareResult`; ``to_frame()`` has one row per
-    theory point and per run, ``summary()`` one per ``alpha`` and start.
+    Parameters
+    ----------
+    alphas : float or sequence of float, optional
+        The simulated sample complexities (default ``linspace(0.1, 2, 12)``).
+    d : int
+        The embedding dimension of the simulation.
+    seeds : int or sequence of int
+        How many per ``alpha`` (from ``seed0``) or the seeds themselves.
+    seed0 : int
+        The first seed where ``seeds`` is a count.
+    theory_points : int
+        The theory's grid over the span of ``alphas``.
+    theory_order : int, optional
+        The order of the theory's rules where given.
+    bayes : bool
+        Also the Bayes-optimal baseline as theory rows of kind ``bayes``.
+    spec : ModelSpec, optional
+        The model (default: the reference model).
+    settings : TrainSettings, optional
+        An ``attnphase.sim.train.TrainSettings`` (default: the ``compare`` command's,
+        ``COMPARE_TRAINING``).
+    progress : callable, bool or "auto"
+        ``progress(done, total)``, called after the theory and after each simulated ``alpha``;
+        default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not
+        a terminal; ``False``: nothing.
+    **model_and_training
+        :class:`ModelSpec` fields (rank 1 and teacher rank 1: the figure's overlaps are scalars)
+        and ``TrainSettings`` fields (``optimizer``, ``lr``, ``momentum``, ``max_steps``, ``tol``,
+        ``device``, ``dtype``, ...) applied on top, and ``threads`` (torch's CPU threads, a
+        process-wide setting).
+
+    Returns
+    -------
+    CompareResult
+        The theory rows and the runs; ``to_frame()`` has one row per theory point and per run,
+        ``summary()`` one per ``alpha`` and start, ``plot()`` draws the command's figure.
+
+    Raises
+    ------
+    ValueError
+        One line, before any work: an unknown parameter, a rank above 1, a bad ``d``, ``seeds``
+        or training setting, or a problem too large for memory.
     """
     import torch
 
@@ -331,28 +386,59 @@ def phase_diagram(
     scheduler: str | None = None,
     connect_timeout: float = 5.0,
     recompute_stale: bool = False,
-    progress: str = "none",
+    progress: str = "auto",
     **model: Any,
 ) -> PhaseDiagramResult:
     """``alpha_c``, the spinodals and ``alpha_l`` against ``omega`` (docs/model.md (5.2)-(5.5)), and
     with ``simulate`` heat maps of finite-``d`` training on ``omega x alpha``: the numbers of
     ``attnphase phase-diagram``.
 
-    One stored ``transition`` point per ``omega`` (default ``linspace(0, 0.45, 10)``; the sweep
-    machinery, :mod:`attnphase.sweeps`); with ``simulate``, stored ``simulation`` points from the
-    semantic and the positional start at each ``omega``, ``alpha`` (default ``linspace(0.05, 2,
-    30)``) and seed (``seeds``: a count from 0 or the seeds) at dimension ``d`` (``max_steps``: the
-    step limit of the training). ``store``: the results store (a SQLite file, created where
-    missing): the points already in it are read, not computed again, so that a call resumes where
-    an interrupted one stopped; ``None``: a temporary store, removed when the call returns.
-    ``settings``: a :class:`SolverSettings`, a preset name, or ``None`` for
-    ``SolverSettings.preset("fast")`` (as the command). ``workers``, ``scheduler``,
-    ``connect_timeout``, ``recompute_stale``: as :func:`attnphase.sweeps.run_sweep` (default
-    every core; ``1`` runs in this process); ``progress``: its display, ``"auto"``, ``"bar"``,
-    ``"log"`` or ``"none"``. ``**model``: :class:`ModelSpec` fields (``omega`` is the grid's).
+    One stored ``transition`` point per ``omega`` (the sweep machinery, :mod:`attnphase.sweeps`);
+    with ``simulate``, stored ``simulation`` points from the semantic and the positional start at
+    each ``omega``, ``alpha`` and seed.
 
-    Returns a :class:`~attnphase.results_sweeps.PhaseDiagramResult`; ``to_frame()`` has one row per
-    ``omega``.
+    Parameters
+    ----------
+    omegas : float or sequence of float, optional
+        The positional shares (default ``linspace(0, 0.45, 10)``).
+    alphas : sequence of float, optional
+        The simulated sample complexities (default ``linspace(0.05, 2, 30)``).
+    simulate : bool
+        Also the heat maps of finite-``d`` training.
+    d : int
+        The embedding dimension of the simulation.
+    seeds : int or sequence of int
+        A count from 0, or the seeds.
+    max_steps : int, optional
+        The step limit of the training.
+    store : str or Path, optional
+        The results store (a SQLite file, created where missing): the points already in it are
+        read, not computed again, so that a call resumes where an interrupted one stopped;
+        ``None``: a temporary store, removed when the call returns.
+    spec : ModelSpec, optional
+        The model (default: the reference model).
+    settings : SolverSettings or str, optional
+        A :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")``
+        (as the command).
+    workers, scheduler, connect_timeout, recompute_stale
+        As :func:`attnphase.sweeps.run_sweep` (default every core; ``workers=1`` runs in this
+        process).
+    progress : str
+        The sweep's display: ``"auto"`` (default), ``"bar"``, ``"log"`` or ``"none"``.
+    **model
+        :class:`ModelSpec` fields (``omega`` is the grid's).
+
+    Returns
+    -------
+    PhaseDiagramResult
+        The lines against ``omega`` (and the heat maps); ``to_frame()`` has one row per
+        ``omega``, ``plot()`` draws the command's figure.
+
+    Raises
+    ------
+    ValueError
+        One line, before any work: ``omega`` given as a model field, a grid point out of range,
+        an unknown model parameter, or bad simulation settings.
     """
     from attnphase.sweeps.phase import phase_heatmaps, phase_lines
 
