@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -141,3 +142,19 @@ def progress_printer(label: str, unit: str = "points", heartbeat: float | None =
     every ``heartbeat`` seconds (default 10 on a terminal, 30 otherwise). The ETA is given once
     something is done."""
     return ProgressLine(label, unit, heartbeat)
+
+
+def check_out_folder(path: str | Path) -> Path:
+    """``path`` as a :class:`~pathlib.Path` once it is known that the folder exists or can be made,
+    without making it: its nearest existing ancestor is a writable folder. ``OSError`` (reported
+    as one line, exit status 2) otherwise, so that a command refuses an output folder before its
+    work rather than after it."""
+    out = Path(path)
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise NotADirectoryError(f"cannot make the output folder {out}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK):
+        raise PermissionError(f"cannot make the output folder {out}: {probe} is not writable")
+    return out

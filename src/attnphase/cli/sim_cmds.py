@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 from typing import Any
 
 from attnphase import api, api_sweeps
@@ -17,6 +16,7 @@ from attnphase.cli.common import (
     COMMAND_KEY,
     add_model_flags,
     alpha_grid,
+    check_out_folder,
     command_record,
     json_text,
     print_record,
@@ -109,9 +109,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if theory_points < 2:
         raise ValueError(f"--theory-points must be >= 2, got {theory_points}")
     order = None if args.theory_order is None else to_int(args.theory_order, "theory-order")
+    out = check_out_folder(args.out)  # (refused before the training, not after)
     res = api_sweeps.compare(alphas, d, seeds=seeds_from_args(args), theory_points=theory_points,
                              theory_order=order, bayes=args.bayes, spec=spec, settings=train_settings(args))
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     res.to_frame().to_csv(out / "compare.csv", index=False)
     import torch  # (loaded by the simulation already)

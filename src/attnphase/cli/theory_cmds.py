@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from attnphase import api, api_sweeps
@@ -18,6 +17,7 @@ from attnphase.cli.common import (
     add_model_flags,
     add_theory_value_flags,
     alpha_grid,
+    check_out_folder,
     command_record,
     json_text,
     print_record,
@@ -300,10 +300,10 @@ def cmd_curves(args: argparse.Namespace) -> int:
     warn_theory_cost(spec)
     grid = alpha_grid(args.alpha).tolist()
     settings = settings_from_args(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)  # (an output folder that cannot be made is refused before the work)
+    out = check_out_folder(args.out)  # (an output folder that cannot be made is refused before the work)
     res = api_sweeps.curves(grid, transition=args.transition, bayes=args.bayes, spec=spec, settings=settings,
                             progress=progress_printer("curves"))
+    out.mkdir(parents=True, exist_ok=True)
     res.table().to_csv(out / "curves.csv", index=False)
     (out / "curves.json").write_text(json_text({COMMAND_KEY: command_record(args), **res.to_dict()}))
     save_figure(res.plot(), out, "curves")
