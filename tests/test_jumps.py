@@ -85,6 +85,7 @@ def test_solve_jumps_on_the_command_line():
     assert bad.stderr.strip().count("\n") == 0 and "uncorrelated tokens" in bad.stderr
 
 
+@pytest.mark.slow  # (8 s: under -m slow to keep the default suite within its time)
 def test_local_response_is_the_global_one_where_the_minimiser_is_smooth_and_lower_where_it_jumps():
     """docs/model.md (3.6): the state-following equations differ from the replica-symmetric ones
     only through the jumps' surface term of ``V_hat``. On the tied semantic branch at

@@ -34,6 +34,7 @@ def test_mixed_branch_is_the_lowest_training_error_at_rank_two():
     assert mixed.theta == pytest.approx(np.linalg.norm(th)) and mixed.q == pytest.approx(np.trace(mixed.q_matrix))
 
 
+@pytest.mark.slow  # (8 s: under -m slow to keep the default suite within its time)
 def test_mixed_branch_above_where_its_start_converges_is_reached_by_continuation():
     """From alpha ~2.5 on the mixed start does not converge (omega = 0.3), yet the branch goes on
     and stays the lowest training error: a single solve continues it from the nearest halving of
