@@ -42,11 +42,12 @@ from attnphase.theory import (
 )
 from attnphase.theory.bracket import START_GRID
 
-__all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "transition"]
+__all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "solver_settings", "transition"]
 
 #: the solver preset (:meth:`SolverSettings.preset`) each function runs when given no settings:
 #: the default of the command of the same name
-DEFAULT_PRESET: Mapping[str, str] = MappingProxyType({"solve": "default", "transition": "fast"})
+DEFAULT_PRESET: Mapping[str, str] = MappingProxyType({"solve": "default", "transition": "fast", "curves": "fast",
+                                                     "phase-diagram": "fast"})
 
 #: ``transition``'s start grid ``(start, stop, num)`` when none is given (``0.2:2.4:12``), widened
 #: from ``ALPHA_MIN = 0.02`` to ``ALPHA_MAX = 10`` where the crossing is not on it
@@ -109,8 +110,9 @@ def check_theory_value(spec: ModelSpec) -> None:
         raise ValueError(f"value_gain is the gain of value = gain; got value = {spec.value}")
 
 
-def _solver_settings(settings: SolverSettings | str | None, command: str) -> SolverSettings:
-    """``settings`` as given, a preset by name, or ``command``'s default preset."""
+def solver_settings(settings: SolverSettings | str | None, command: str) -> SolverSettings:
+    """``settings`` as given, a preset by name, or ``command``'s default preset (:data:`DEFAULT_PRESET`);
+    ``ValueError`` (one line) for anything else."""
     if settings is None:
         return SolverSettings.preset(DEFAULT_PRESET[command])
     if isinstance(settings, str):
@@ -177,7 +179,7 @@ def solve(
     known = branches_for(spec)
     if branch not in (*known, "all"):
         raise ValueError(f"branch must be one of {', '.join(known)}, all; got {branch!r}")
-    st = _solver_settings(settings, "solve")
+    st = solver_settings(settings, "solve")
     names = known if branch == "all" else (branch,)
     check_response(spec, st.response, names)
     # (no report of the start: a rule's size is checked as the first branch begins, and bad input
@@ -292,7 +294,7 @@ def transition(
     check_theory_value(spec)
     grid = np.linspace(*TRANSITION_GRID) if alphas is None else np.asarray(alphas, dtype=float)
     check_alpha(grid.tolist())
-    st = _solver_settings(settings, "transition")
+    st = solver_settings(settings, "transition")
     check_response(spec, st.response, ("semantic", "positional"))
     report = progress_callback(progress, "transition", "points")
     if spec.optimal_gain:

@@ -21,7 +21,7 @@ import numpy as np
 from attnphase._progress import ProgressArg, progress_callback
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
-from attnphase.api import Progress, check_theory_value, model_spec
+from attnphase.api import Progress, check_theory_value, model_spec, solver_settings
 from attnphase.errors import internal_errors
 from attnphase.results import TransitionResult, frozen
 from attnphase.results_sweeps import (
@@ -43,7 +43,7 @@ from attnphase.theory import (
     semantic_side,
 )
 
-__all__ = ["COMPARE_GRID", "COMPARE_TRAINING", "CURVES_GRID", "PHASE_ALPHAS", "PHASE_OMEGAS", "SWEEP_PRESET",
+__all__ = ["COMPARE_GRID", "COMPARE_TRAINING", "CURVES_GRID", "PHASE_ALPHAS", "PHASE_OMEGAS",
            "check_fixed_gain",
            "compare", "curves", "phase_diagram", "solver_params"]
 
@@ -64,9 +64,6 @@ PHASE_OMEGAS = (0.0, 0.45, 10)
 #: ``phase_diagram``'s ``alpha`` grid of the simulation heat maps when none is given (``--alpha 0.05:2:30``)
 PHASE_ALPHAS = (0.05, 2.0, 30)
 
-#: the solver preset the three functions run when given no settings (that of their commands)
-SWEEP_PRESET = "fast"
-
 
 def _grid(values: float | Sequence[float] | np.ndarray | None, default: tuple[float, float, int],
           name: str = "alpha") -> list[float]:
@@ -78,17 +75,6 @@ def _grid(values: float | Sequence[float] | np.ndarray | None, default: tuple[fl
     if name == "alpha":
         check_alpha(out)
     return out
-
-
-def _theory_settings(settings: SolverSettings | str | None) -> SolverSettings:
-    """``settings`` as given, a preset by name, or the ``fast`` preset (the commands' default)."""
-    if settings is None:
-        return SolverSettings.preset(SWEEP_PRESET)
-    if isinstance(settings, str):
-        return SolverSettings.preset(settings)
-    if not isinstance(settings, SolverSettings):
-        raise ValueError(f"settings must be a SolverSettings or a preset name, got {type(settings).__name__}")
-    return settings
 
 
 def check_fixed_gain(spec: ModelSpec, command: str) -> None:
@@ -160,7 +146,7 @@ def curves(
 
         check_bayes_spec(spec)
     grid = _grid(alphas, CURVES_GRID)
-    st = _theory_settings(settings)
+    st = solver_settings(settings, "curves")
     side = semantic_side(spec)
     check_response(spec, st.response, (side, "positional"))
     n = len(grid)
@@ -448,7 +434,7 @@ def phase_diagram(
     spec = model_spec(spec, **model, omega=grid[0])  # (validates the model with the first omega)
     for w in grid:
         spec.replace(omega=w)
-    st = _theory_settings(settings)
+    st = solver_settings(settings, "phase-diagram")
     base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
     base.update(solver_params(st))
     sim_alphas: list[float] = []

@@ -161,10 +161,11 @@ def check_holes(res: SolveResult, step: float = 0.1, settings: Any = "fast") -> 
     ``alpha (1 -+ step)`` and, where it exists there, continued to ``alpha``
     (:func:`attnphase.theory.follow_branch`); a point reached there that the fine rules confirm
     (:func:`attnphase.theory.refinement.is_confirmed`) is a hole of the single solve."""
-    from attnphase.theory import SolverSettings, follow_branch
+    from attnphase.api import solver_settings
+    from attnphase.theory import follow_branch
     from attnphase.theory.refinement import is_confirmed, refine_point
 
-    st = SolverSettings.preset(settings) if isinstance(settings, str) else settings
+    st = solver_settings(settings, "solve")
     problems: list[str] = []
     for b in (b for b, r in res.branches.items() if r is None):
         for a in (res.alpha * (1 - step), res.alpha * (1 + step)):

@@ -262,7 +262,7 @@ def run_kw(args: argparse.Namespace) -> dict:
 def cmd_phase_diagram(args: argparse.Namespace) -> int:
     """``attnphase phase-diagram``: theory lines (and simulation heat maps), stored, plotted
     (:func:`attnphase.phase_diagram`)."""
-    from attnphase import api_sweeps
+    from attnphase import api, api_sweeps
     from attnphase.sweeps.grid import fixed_from_items
     from attnphase.sweeps.kinds import SOLVER_PREFIX
     from attnphase.theory import SolverSettings
@@ -271,7 +271,7 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
     warn_theory_cost(spec)
     given = fixed_from_items("transition", list(args.solver), prefix=SOLVER_PREFIX)
-    settings = SolverSettings.preset(api_sweeps.SWEEP_PRESET,
+    settings = SolverSettings.preset(api.DEFAULT_PRESET["phase-diagram"],
                                      **{k[len(SOLVER_PREFIX):]: v for k, v in given.items()})
     alphas: list[float] = alpha_grid(args.alpha).tolist() if args.simulate else []
     if args.simulate and (args.d < 2 or args.seeds < 1):
