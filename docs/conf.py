@@ -2,7 +2,7 @@
 
 Build (from the repository root, after ``python -m pip install -c constraints.txt -e ".[docs]"``)::
 
-    python -m sphinx -W --keep-going -b html docs docs/_build/html
+    python -m sphinx -W -n --keep-going -b html docs docs/_build/html
 
 Before Sphinx reads the sources this file writes three generated parts of the site, all ignored
 by git: ``docs/examples/`` (copies of the notebooks in ``examples/``, executed by myst-nb on every
@@ -47,10 +47,12 @@ extensions = [
     "myst_nb",  # MyST Markdown pages and Jupytext MyST notebooks (includes myst_parser)
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
+    "sphinx.ext.intersphinx",
     "napoleon_sections",  # docs/_ext: sphinx.ext.napoleon's numpydoc sections, attributes as written
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "modeleq",  # docs/_ext: model.md's equation numbers, docstring citations as links
+    "internal_refs",  # docs/_ext: references to attnphase names without a page of their own
 ]
 
 templates_path = ["_templates"]
@@ -113,12 +115,14 @@ napoleon_type_aliases = {
     "RunResult": ":class:`~attnphase.sim.RunResult`",
 }
 
-# Nitpicky builds (``-n``): the standard library's and third-party classes in signatures and
-# types, which only intersphinx could link; the build fetches no inventories (it needs no network).
-nitpick_ignore_regex = [
-    ("py:class", r"(numpy|pandas|pd|torch|collections\.abc|pathlib)\..+"),
-    ("py:class", r"Path"),
-]
+# -- links to other projects (intersphinx) -----------------------------------------------------
+# Python, numpy, scipy, pandas, torch and matplotlib names link to those projects' online pages.
+# The build reads no network: docs/_ext/inventories.py writes the inventories of the names the API
+# uses (ignored by git) and intersphinx reads them from disk.
+from inventories import write_inventories  # noqa: E402  (docs/_ext, on sys.path above)
+
+intersphinx_mapping = write_inventories(DOCS / "_generated" / "inventories")
+intersphinx_disabled_reftypes = ["std:doc"]
 
 
 def _shared_with_top_level() -> dict[str, list[str]]:
