@@ -2,8 +2,7 @@
 compare the new numbers with the recorded ones.
 
 The JSON records of ``solve``, ``transition``, ``simulate``, ``bayes`` and ``sim-transition``
-(``--json``) and ``curves``
-(``curves.json``) start with ``"command": {"program": "attnphase", "argv": [...]}``
+(``--json``), ``curves`` (``curves.json``) and ``compare`` (``compare.json``) start with ``"command": {"program": "attnphase", "argv": [...]}``
 (:func:`attnphase.cli.common.command_record`; a simulation's also ``torch_threads``, which its
 sums depend on: the rerun uses as many) next to the resolved parameters (model, solver or
 training settings, seeds). Exit status: 0 when the numbers agree (or without ``--check``, the
@@ -29,7 +28,7 @@ from attnphase.cli.common import COMMAND_KEY, to_float
 #: the commands whose records can be rerun, and where each writes its record
 RERUNNABLE: Mapping[str, str] = MappingProxyType(
     {"solve": "stdout", "transition": "stdout", "simulate": "stdout", "bayes": "stdout", "sim-transition": "stdout",
-     "curves": "curves.json"})
+     "curves": "curves.json", "compare": "compare.json"})
 
 
 def recorded_argv(record: Any, name: str) -> list[str]:
@@ -96,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``rerun`` to the ``attnphase`` command line."""
     p = sub.add_parser("rerun", help="run the command recorded in a JSON record again (--check: compare)",
                        description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("file", help="a JSON record of solve, transition, simulate, bayes, sim-transition (--json) or curves (curves.json)")
+    p.add_argument("file", help="a JSON record of solve, transition, simulate, bayes, sim-transition (--json), curves (curves.json) or compare (compare.json)")
     p.add_argument("--check", action="store_true",
                    help="compare every number of the new record with the file's; exit 1 if one differs")
     p.add_argument("--rtol", default="1e-9", help="relative tolerance of --check (default 1e-9)")
