@@ -226,6 +226,9 @@ def test_compare_to_dict_is_compare_json_and_its_frame_compare_csv(tmp_path, mon
     assert sem["theory_test_error"] == pytest.approx(0.003 - 0.0005, rel=1e-12)
     assert [stem for stem, _ in figures] == ["compare"] and isinstance(res.plot(), Figure)
     assert res.success == bool(sim["exists"].all())
+    capsys.readouterr()
+    assert main(["rerun", str(out / "compare.json"), "--check"]) == 0  # the record runs again, same numbers
+    assert "agree to 1e-09 relative" in capsys.readouterr().out
 
 
 def test_compare_at_one_alpha_follows_the_theory_there_once():
@@ -237,9 +240,9 @@ def test_compare_at_one_alpha_follows_the_theory_there_once():
 def test_phase_diagram_resumes_from_its_store(tmp_path, monkeypatch, fake_physics):  # noqa: F811
     calls: list[float] = []
 
-    def counting(spec, settings=None):
+    def counting(spec, settings=None, widen=False):
         calls.append(spec.omega)
-        return fake_find_transition(spec, settings)
+        return fake_find_transition(spec, settings, widen)
 
     import attnphase.theory
 

@@ -104,7 +104,7 @@ def test_line_ends_say_why_each_line_stops():
     from attnphase.sweeps.phase import PhaseLines
 
     none4 = (None,) * 4
-    lines = PhaseLines(omega=(0.0, 0.1, 0.2, 0.3), alpha_c=(0.6, 0.7, 0.8, None),
+    lines = PhaseLines(values=(0.0, 0.1, 0.2, 0.3), alpha_c=(0.6, 0.7, 0.8, None),
                        alpha_l=(0.7, 0.8, None, None),
                        spinodals={"semantic": (0.5, 0.5, 0.6, None),
                                   "positional": (0.9, None, None, None)},

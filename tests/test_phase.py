@@ -23,16 +23,22 @@ from attnphase.sweeps import ResultStore
 @dataclasses.dataclass(frozen=True)
 class FakeTransition:
     omega: float
+    sigma: float = 0.5
 
     def to_dict(self):
         w = self.omega
-        return {"alpha_c": 1.0 + 2 * w, "alpha_l": 1.2 + 2 * w,
+        # (no crossing above sigma = 1, with its reason)
+        if self.sigma > 1:
+            return {"alpha_c": None, "alpha_l": None, "spinodals": {}, "linear_test_error": 0.002,
+                    "reason": "no transition: the positional branch is lower", "diagnostics": {"calls": 1}}
+        return {"alpha_c": 1.0 + 2 * w + (self.sigma - 0.5), "alpha_l": 1.2 + 2 * w,
                 "spinodals": {"semantic": 0.8 + w, "positional": 1.5 + 2 * w},
                 "linear_test_error": 0.002, "diagnostics": {"calls": 1}}
 
 
-def fake_find_transition(spec, settings=None):
-    return FakeTransition(spec.omega)
+def fake_find_transition(spec, settings=None, widen=False):
+    assert widen  # (a phase diagram's transitions widen their alpha range)
+    return FakeTransition(spec.omega, spec.sigma)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,7 +155,7 @@ def test_phase_diagram_json_files_and_heatmaps(tmp_path, capsys, fake_physics):
 
 
 def test_phase_diagram_records_failures(tmp_path, capsys, monkeypatch):
-    def broken(spec, settings=None):
+    def broken(spec, settings=None, widen=False):
         if spec.omega > 0.2:
             raise RuntimeError("no crossing found")
         return FakeTransition(spec.omega)
@@ -162,9 +168,43 @@ def test_phase_diagram_records_failures(tmp_path, capsys, monkeypatch):
     assert "no crossing found" in data["errors"][2]
 
 
+def test_phase_diagram_along_sigma_and_lam(tmp_path, capsys, fake_physics):
+    """The same diagram along another model parameter: stored, resumable, with the reason where
+    there is no transition; omega fixed."""
+    out = tmp_path / "out"
+    args = ["phase-diagram", "--sigma", "0.3,0.7,1.2", "--omega", "0.2", "--out", str(out), "--workers", "1",
+            "--json"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["axis"] == "sigma" and data["sigma"] == [0.3, 0.7, 1.2] and "omega" not in data
+    np.testing.assert_allclose(data["alpha_c"][:2], [1.4 - 0.2, 1.4 + 0.2])
+    assert data["alpha_c"][2] is None and data["reasons"] == [None, None, "no transition: the positional branch is lower"]
+    lines = pd.read_csv(out / "phase_lines.csv")
+    assert list(lines.sigma) == [0.3, 0.7, 1.2] and lines.reason.isna().tolist() == [True, True, False]
+    with ResultStore(out / "results.sqlite") as st:
+        assert st.counts() == {("transition", "ok"): 3}
+        assert {json.loads(r.params)["omega"] for r in st.records("transition")} == {0.2}
+    assert main(args[:-1]) == 0  # (again: nothing computed; one line per value)
+    cap = capsys.readouterr()
+    assert "3 points, 3 stored, 0 to compute" in cap.err
+    assert "sigma = 1.2: no transition: the positional branch is lower" in cap.out
+
+    import attnphase as ap
+
+    res = ap.phase_diagram(0.2, lams=[1e-3, 1e-2], store=tmp_path / "lam.sqlite", workers=1)
+    assert res.axis == "lam" and res.values == (1e-3, 1e-2) and res.success
+    assert list(res.to_frame().lam) == [1e-3, 1e-2] and res.to_dict()["lam"] == [1e-3, 1e-2]
+    with pytest.raises(ValueError, match="runs along lam"):
+        _ = res.omegas
+    assert res.plot().axes[0].get_yscale() == "log"
+
+
 @pytest.mark.parametrize(
     "args, msg",
     [
+        (["--sigma", "0.3,0.5", "--lam", "0.01,0.1"], "one parameter"),
+        (["--sigma", "0.3,0.5", "--omega", "0.1,0.2"], "give one --omega"),
+        (["--sigma", "0.3:-1:3"], "sigma"),
         (["--omega", "0:0.4:0"], "empty"),
         (["--omega", "0,1.5"], "omega"),
         (["--sigma", "-1"], "sigma"),

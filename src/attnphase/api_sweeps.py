@@ -356,10 +356,34 @@ def solver_params(settings: SolverSettings) -> dict[str, Any]:
     return out
 
 
+def _phase_axis(omegas: Any, sigmas: Any, lams: Any, model: Mapping[str, Any]) -> tuple[str, list[float], dict[str, Any]]:
+    """The axis of a phase diagram, its values, and the fixed model fields (``ValueError`` where
+    more than one parameter is given as the axis, or the axis is also given as a model field)."""
+    given = {name: v for name, v in (("sigma", sigmas), ("lam", lams)) if v is not None}
+    if len(given) > 1:
+        raise ValueError("a phase diagram runs along one parameter: give sigmas or lams, not both")
+    if not given:
+        if "omega" in model:
+            raise ValueError("omega is the phase diagram's axis: give it as omegas")
+        return "omega", _grid(omegas, PHASE_OMEGAS, "omega"), dict(model)
+    axis, values = next(iter(given.items()))
+    if axis in model:
+        raise ValueError(f"{axis} is the phase diagram's axis: give it as {axis}s, not as {axis}")
+    fixed = dict(model)
+    if omegas is not None:
+        omega = _grid(omegas, PHASE_OMEGAS, "omega")
+        if len(omega) != 1:
+            raise ValueError(f"a phase diagram along {axis} holds omega fixed: give one omega, got {len(omega)}")
+        fixed["omega"] = omega[0]
+    return axis, _grid(values, PHASE_OMEGAS, axis), fixed
+
+
 @internal_errors
 def phase_diagram(
     omegas: float | Sequence[float] | np.ndarray | None = None,
     *,
+    sigmas: Sequence[float] | np.ndarray | None = None,
+    lams: Sequence[float] | np.ndarray | None = None,
     alphas: Sequence[float] | np.ndarray | None = None,
     simulate: bool = False,
     d: int = 300,
@@ -375,18 +399,25 @@ def phase_diagram(
     progress: str = "auto",
     **model: Any,
 ) -> PhaseDiagramResult:
-    """``alpha_c``, the spinodals and ``alpha_l`` against ``omega`` (docs/model.md (5.2)-(5.5)), and
-    with ``simulate`` heat maps of finite-``d`` training on ``omega x alpha``: the numbers of
-    ``attnphase phase-diagram``.
+    """``alpha_c``, the spinodals and ``alpha_l`` against ``omega``, ``sigma`` or ``lambda``
+    (docs/model.md (5.2)-(5.5)), and with ``simulate`` heat maps of finite-``d`` training on
+    ``axis x alpha``: the numbers of ``attnphase phase-diagram``.
 
-    One stored ``transition`` point per ``omega`` (the sweep machinery, :mod:`attnphase.sweeps`);
-    with ``simulate``, stored ``simulation`` points from the semantic and the positional start at
-    each ``omega``, ``alpha`` and seed.
+    One stored ``transition`` point per value of the axis (the sweep machinery,
+    :mod:`attnphase.sweeps`), its ``alpha`` range widened where the training errors do not cross on
+    the start grid (:func:`attnphase.transition` without ``alphas``); with ``simulate``, stored
+    ``simulation`` points from the semantic and the positional start at each value, ``alpha`` and
+    seed.
 
     Parameters
     ----------
     omegas : float or sequence of float, optional
-        The positional shares (default ``linspace(0, 0.45, 10)``).
+        The positional shares: the axis (default ``linspace(0, 0.45, 10)``), or with ``sigmas`` or
+        ``lams`` the one fixed ``omega`` (default ``ModelSpec``'s).
+    sigmas : sequence of float, optional
+        The token noise levels: a diagram along ``sigma`` at fixed ``omega`` and ``lam``.
+    lams : sequence of float, optional
+        The ridge penalties: a diagram along ``lam`` at fixed ``omega`` and ``sigma``.
     alphas : sequence of float, optional
         The simulated sample complexities (default ``linspace(0.05, 2, 30)``).
     simulate : bool
@@ -412,30 +443,29 @@ def phase_diagram(
     progress : str
         The sweep's display: ``"auto"`` (default), ``"bar"``, ``"log"`` or ``"none"``.
     **model
-        :class:`ModelSpec` fields (``omega`` is the grid's).
+        :class:`ModelSpec` fields (not the axis).
 
     Returns
     -------
     PhaseDiagramResult
-        The lines against ``omega`` (and the heat maps); ``to_frame()`` has one row per
-        ``omega``, ``plot()`` draws the command's figure.
+        The lines against the axis (and the heat maps); ``to_frame()`` has one row per value of
+        the axis, ``plot()`` draws the command's figure.
 
     Raises
     ------
     ValueError
-        One line, before any work: ``omega`` given as a model field, a grid point out of range,
-        an unknown model parameter, or bad simulation settings.
+        One line, before any work: the axis also given as a model field, two axes, several
+        ``omega`` with another axis, a grid point out of range, an unknown model parameter, or
+        bad simulation settings.
     """
     from attnphase.sweeps.phase import phase_heatmaps, phase_lines
 
-    if "omega" in model:
-        raise ValueError("omega is the phase diagram's axis: give it as omegas")
-    grid = _grid(omegas, PHASE_OMEGAS, "omega")
-    spec = model_spec(spec, **model, omega=grid[0])  # (validates the model with the first omega)
+    axis, grid, fixed = _phase_axis(omegas, sigmas, lams, model)
+    spec = model_spec(spec, **fixed, **{axis: grid[0]})  # (validates the model with the first value)
     for w in grid:
-        spec.replace(omega=w)
+        spec.replace(**{axis: w})
     st = solver_settings(settings, "phase-diagram")
-    base = {k: v for k, v in spec.to_dict().items() if k != "omega"}
+    base = {k: v for k, v in spec.to_dict().items() if k != axis}
     base.update(solver_params(st))
     sim_alphas: list[float] = []
     seed_list: tuple[int, ...] = ()
@@ -449,16 +479,16 @@ def phase_diagram(
           "recompute_stale": recompute_stale}
     with tempfile.TemporaryDirectory(prefix="attnphase-phase-") as tmp:
         where = Path(tmp) / "results.sqlite" if store is None else Path(store)
-        lines = phase_lines(base, grid, where, **kw)
+        lines = phase_lines(base, grid, where, axis=axis, **kw)
         maps = None
         if simulate:
             train = {} if max_steps is None else {"max_steps": max_steps}
-            maps = phase_heatmaps(base, grid, sim_alphas, d, seed_list, where, train=train, **kw)
+            maps = phase_heatmaps(base, grid, sim_alphas, d, seed_list, where, train=train, axis=axis, **kw)
     reports = [r for r in (lines.report, None if maps is None else maps.report) if r is not None]
     computed = sum(r.computed for r in reports)
     stored = sum(r.skipped for r in reports)
     ok, msg = phase_message(grid, lines, computed, stored)
     return PhaseDiagramResult(
-        omegas=tuple(grid), alpha_c=tuple(lines.alpha_c), store=None if store is None else str(store),
+        axis=axis, values=tuple(grid), alpha_c=tuple(lines.alpha_c), store=None if store is None else str(store),
         computed=computed, stored=stored, lines=lines, heatmaps=maps, spec=spec, settings=st, success=ok,
         message=msg)

@@ -209,27 +209,32 @@ class CompareResult:
 
 
 #: the keys of ``attnphase phase-diagram --json`` that :meth:`PhaseDiagramResult.to_dict` gives
-#: (the command adds ``files``), in its order
-PHASE_KEYS = ("omega", "alpha_c", "kind", "exchange", "alpha_l", "spinodals", "eps_g_lin", "errors")
+#: (the command adds ``files``), in its order; ``AXIS`` stands for the axis' name (``omega``,
+#: ``sigma`` or ``lam``), which holds its values
+PHASE_KEYS = ("axis", "AXIS", "alpha_c", "kind", "exchange", "alpha_l", "spinodals", "eps_g_lin", "errors",
+              "reasons")
 
 
 @dataclass(frozen=True)
 class PhaseDiagramResult:
-    """The phase diagram in ``(alpha, omega)`` (:func:`attnphase.phase_diagram`).
+    """The phase diagram in ``alpha`` and one model parameter, ``axis``: ``omega`` (the paper's
+    diagram), ``sigma`` or ``lam`` (:func:`attnphase.phase_diagram`).
 
-    ``lines``: per ``omega`` ``alpha_c`` (docs/model.md (5.2)), how the global minimum changes
+    ``values``: the axis' values (``omegas`` reads them on an ``omega`` diagram). ``lines``: at each
+    value ``alpha_c`` (docs/model.md (5.2)), how the global minimum changes
     there (``kind``, ``exchange``; (5.5)), the spinodals (5.3), ``alpha_l`` (5.4) and the linear
     baseline (4.3), with the integration errors where the solver gave them
     (:class:`attnphase.sweeps.phase.PhaseLines`). ``heatmaps``: with ``simulate``, the
     training-error difference of the semantic and positional starts and the gain over the linear
-    baseline at finite ``d`` on ``omega x alpha`` (:class:`attnphase.sweeps.phase.HeatMaps`),
+    baseline at finite ``d`` on ``axis x alpha`` (:class:`attnphase.sweeps.phase.HeatMaps`),
     else ``None``. ``store``: the results store the points are kept in (``None``: a temporary one,
     gone with the call). ``computed``, ``stored``: the points this call computed, and those it
     found in the store. ``success``: every transition was computed without error and located
     ``alpha_c``.
     """
 
-    omegas: tuple[float, ...]
+    axis: str
+    values: tuple[float, ...]
     alpha_c: tuple[float | None, ...]
     store: str | None
     computed: int
@@ -241,15 +246,20 @@ class PhaseDiagramResult:
     success: bool
     message: str
 
+    @property
+    def omegas(self) -> tuple[float, ...]:
+        """The ``omega`` values of an ``omega`` diagram (``ValueError`` on another axis)."""
+        return self.lines.omega
+
     def to_dict(self) -> dict[str, Any]:
         """The record that ``attnphase phase-diagram --json`` prints (less its ``files``)."""
         d = self.lines.to_dict()
-        return jsonable({k: d[k] for k in PHASE_KEYS})
+        return jsonable({self.axis if k == "AXIS" else k: d[self.axis if k == "AXIS" else k] for k in PHASE_KEYS})
 
     def to_frame(self, which: str = "lines") -> pd.DataFrame:
-        """``"lines"``: one row per ``omega`` (``phase_lines.csv``: ``alpha_c`` and its error,
+        """``"lines"``: one row per value of the axis (``phase_lines.csv``: ``alpha_c`` and its error,
         ``alpha_l`` and its error, ``kind``, ``exchange``, one ``spinodal_<branch>`` column per
-        branch, ``eps_g_lin``, ``error``); ``"heatmaps"``: one row per ``omega`` and ``alpha``
+        branch, ``eps_g_lin``, ``error``); ``"heatmaps"``: one row per value of the axis and ``alpha``
         (``phase_heatmaps.csv``; needs ``simulate``)."""
         if which == "lines":
             return self.lines.to_frame()
@@ -258,7 +268,7 @@ class PhaseDiagramResult:
         raise ValueError(f"which must be lines or heatmaps, got {which!r}")
 
     def plot(self, which: str = "lines") -> Figure:
-        """``"lines"``: ``alpha_c``, the spinodals and ``alpha_l`` against ``omega``
+        """``"lines"``: ``alpha_c``, the spinodals and ``alpha_l`` against the axis
         (:func:`attnphase.plots.phase.plot_phase_lines`); ``"heatmaps"``: the simulation heat maps
         with the lines drawn over them (:func:`attnphase.plots.phase.plot_phase_heatmaps`)."""
         from attnphase.plots.phase import plot_phase_heatmaps, plot_phase_lines
@@ -275,18 +285,19 @@ class PhaseDiagramResult:
         return self.heatmaps
 
 
-def phase_message(omegas: Sequence[float], lines: PhaseLines, computed: int, stored: int) -> tuple[bool, str]:
+def phase_message(values: Sequence[float], lines: PhaseLines, computed: int, stored: int) -> tuple[bool, str]:
     """``success`` and ``message`` of a :class:`PhaseDiagramResult`."""
-    located = [w for w, a in zip(lines.omega, lines.alpha_c, strict=True) if a is not None]
-    failed = [f"omega = {w:g}: {e}" for w, e in zip(lines.omega, lines.errors, strict=True) if e]
-    missing = [f"{w:g}" for w, a, e in zip(lines.omega, lines.alpha_c, lines.errors, strict=True)
+    axis = lines.axis
+    located = [w for w, a in zip(lines.values, lines.alpha_c, strict=True) if a is not None]
+    failed = [f"{axis} = {w:g}: {e}" for w, e in zip(lines.values, lines.errors, strict=True) if e]
+    missing = [f"{w:g}" for w, a, e in zip(lines.values, lines.alpha_c, lines.errors, strict=True)
                if a is None and not e]
-    msg = (f"{len(omegas)} omega values: alpha_c located at {len(located)}; {computed} points computed, "
+    msg = (f"{len(values)} {axis} values: alpha_c located at {len(located)}; {computed} points computed, "
            f"{stored} found in the store")
     if missing:
-        msg += f"; alpha_c not located on the grid at omega = {', '.join(missing)}"
+        msg += f"; no alpha_c at {axis} = {', '.join(missing)} (the reason of each is in its transition record)"
     msg += "".join(f"; failed at {f}" for f in failed)
-    return len(located) == len(omegas) and not failed, msg
+    return len(located) == len(values) and not failed, msg
 
 
 def curves_message(spec: ModelSpec, alphas: Sequence[float], points: Mapping[str, Sequence[Mapping[str, Any]]],

@@ -61,13 +61,14 @@ def to_int(text: str, name: str) -> int:
     return parse.to_int(text, f"--{name}")
 
 
-def spec_from_args(args: argparse.Namespace, omega: float | None = None) -> ModelSpec:
+def spec_from_args(args: argparse.Namespace, **override: Any) -> ModelSpec:
     """Build and validate the :class:`ModelSpec` named by the model flags (and the value flags
-    where the command has them); ``omega`` replaces the ``--omega`` flag."""
+    where the command has them); ``override`` replaces flags by value (``omega=0.3``: a command
+    whose own ``--omega`` is a grid; ``None`` leaves the flag's value)."""
     values: dict[str, Any] = {}
     for prm in model_parameters():
-        if prm.name == "omega" and omega is not None:
-            values["omega"] = omega
+        if override.get(prm.name) is not None:
+            values[prm.name] = override[prm.name]
         elif hasattr(args, prm.name):
             values[prm.name] = prm.from_text(getattr(args, prm.name))
     return ModelSpec(**values)

@@ -21,6 +21,7 @@ from attnphase.cli.common import (
     warn_theory_cost,
 )
 from attnphase.report.demo_settings import MODELS, PARTS, DemoSettings
+from attnphase.spec import ModelSpec
 from attnphase.spec.parse import parse_range
 
 
@@ -124,8 +125,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.set_defaults(func=cmd_sweep_kinds)
 
     ph = sub.add_parser("phase-diagram",
-                        help="alpha_c(omega), spinodals, alpha_l(omega); heat maps with --simulate")
-    ph.add_argument("--omega", type=str, default="0:0.45:10", help="omega grid (default 0:0.45:10)")
+                        help="alpha_c, spinodals, alpha_l against omega (or sigma, lam); heat maps with --simulate",
+                        description="alpha_c, the spinodals and alpha_l against omega (the default), or against "
+                                    "sigma or lam where --sigma or --lam is a range (e.g. --sigma 0.1:2:20 "
+                                    "--omega 0.3); with --simulate, heat maps of finite-d training. Stored and "
+                                    "resumable.")
+    ph.add_argument("--omega", type=str, default=None,
+                    help="omega grid (default 0:0.45:10); with a --sigma or --lam range, the one fixed omega "
+                         f"(default {ModelSpec().omega:g})")
     ph.add_argument("--alpha", type=str, default="0.05:2:30",
                     help="alpha grid of the simulation heat maps (default 0.05:2:30)")
     ph.add_argument("--simulate", action="store_true", help="add simulation heat maps")
@@ -267,8 +274,8 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     from attnphase.sweeps.kinds import SOLVER_PREFIX
     from attnphase.theory import SolverSettings
 
-    omegas = parse_range(args.omega, "--omega")
-    spec = spec_from_args(args, omega=omegas[0])  # validates the model flags
+    axis, values, omegas = phase_axis(args)
+    spec = spec_from_args(args, **{"omega": omegas[0], axis: values[0]})  # validates the model flags
     warn_theory_cost(spec)
     given = fixed_from_items("transition", list(args.solver), prefix=SOLVER_PREFIX)
     settings = SolverSettings.preset(api.DEFAULT_PRESET["phase-diagram"],
@@ -280,7 +287,8 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     store = Path(args.store) if args.store else out / "results.sqlite"
     setup_logging(args.quiet)
     res = api_sweeps.phase_diagram(
-        omegas, alphas=alphas or None, simulate=args.simulate, d=args.d, seeds=args.seeds,
+        omegas if axis == "omega" else omegas[0], **({} if axis == "omega" else {f"{axis}s": values}),
+        alphas=alphas or None, simulate=args.simulate, d=args.d, seeds=args.seeds,
         max_steps=args.max_steps, store=store, settings=settings, workers=args.workers,
         scheduler=args.scheduler, connect_timeout=args.connect_timeout, recompute_stale=args.recompute_stale,
         progress="none" if args.quiet else args.progress, spec=spec)
@@ -293,18 +301,39 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
         res.to_frame("heatmaps").to_csv(out / "phase_heatmaps.csv", index=False)
         files.append(out / "phase_heatmaps.csv")
     d = res.to_dict()
-    for w, e in zip(d["omega"], d["errors"], strict=True):
+    for w, e in zip(d[axis], d["errors"], strict=True):
         if e:
-            logging.getLogger("attnphase.cli").warning("transition failed at %s", f"omega={w:g}: {e}")
+            logging.getLogger("attnphase.cli").warning("transition failed at %s", f"{axis}={w:g}: {e}")
     if args.json:
         print_json({**d, "files": [str(f) for f in files]})
     else:
         for f in files:
             sys.stdout.write(f"wrote {f}\n")
-        for w, ac, kind, ex in zip(d["omega"], d["alpha_c"], d["kind"], d["exchange"], strict=True):
+        for w, ac, kind, ex, why in zip(d[axis], d["alpha_c"], d["kind"], d["exchange"], d["reasons"], strict=True):
             if ac is not None:  # (how the global minimum changes, docs/model.md (5.5))
-                sys.stdout.write(f"omega = {w:g}: alpha_c = {ac:.4g}, {ex}, {kind}\n")
+                sys.stdout.write(f"{axis} = {w:g}: alpha_c = {ac:.4g}, {ex}, {kind}\n")
+            elif why:
+                sys.stdout.write(f"{axis} = {w:g}: {why}\n")
     return 0
+
+
+def phase_axis(args: argparse.Namespace) -> tuple[str, tuple[float, ...], tuple[float, ...]]:
+    """The axis of ``phase-diagram`` (``omega``, or ``sigma`` / ``lam`` where that flag holds
+    several values), its values, and the ``omega`` values (the axis', or the one fixed ``omega``:
+    ``--omega``, else the model's default). ``ValueError`` for two axes, or several ``--omega``
+    with another axis."""
+    ranges = {name: parse_range(getattr(args, name), f"--{name}") for name in ("sigma", "lam")}
+    several = [name for name, v in ranges.items() if len(v) > 1]
+    if len(several) > 1:
+        raise ValueError("phase-diagram runs along one parameter: give a range to --omega, --sigma or --lam, not several")
+    if not several:
+        omegas = parse_range(args.omega or "0:0.45:10", "--omega")
+        return "omega", omegas, omegas
+    axis = several[0]
+    omegas = parse_range(args.omega, "--omega") if args.omega else (ModelSpec().omega,)
+    if len(omegas) > 1:
+        raise ValueError(f"phase-diagram along --{axis} holds omega fixed: give one --omega, got {len(omegas)}")
+    return axis, ranges[axis], omegas
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

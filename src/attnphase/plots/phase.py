@@ -3,7 +3,8 @@
 Every function returns a :class:`matplotlib.figure.Figure` (Agg canvas, nothing shown) and
 takes plain data (:class:`~attnphase.sweeps.phase.PhaseLines`,
 :class:`~attnphase.sweeps.phase.HeatMaps`, dicts of arrays), so it can be fed from a store.
-Axes: ``alpha`` horizontal, ``omega`` vertical, as in the paper.
+Axes: ``alpha`` horizontal, the diagram's parameter vertical (``omega`` as in the paper; ``sigma``;
+``lam`` on a log scale).
 """
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ if TYPE_CHECKING:
     from attnphase.sweeps.phase import HeatMaps, PhaseLines
 
 
+#: the vertical axis' label of a diagram along each parameter
+AXIS_LABELS: Mapping[str, str] = {"omega": r"positional share $\omega$", "sigma": r"token noise $\sigma$",
+                                  "lam": r"ridge penalty $\lambda$"}
+
+
+def _label_axis(ax: Any, axis: str, values: np.ndarray) -> None:
+    """The vertical axis of a diagram along ``axis``: its label, and a log scale for ``lam``
+    (where every value is positive)."""
+    ax.set_ylabel(AXIS_LABELS.get(axis, axis))
+    if axis == "lam" and values.size and np.all(values > 0):
+        ax.set_yscale("log")
+
+
 def _arr(values: Sequence[float | None]) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
 
@@ -36,7 +50,7 @@ def _arr(values: Sequence[float | None]) -> np.ndarray:
 def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
     """Draw ``alpha_c(omega)``, its spinodals and ``alpha_l(omega)`` on ``ax``; an ``alpha_c``
     where the global minimum changes continuously (docs/model.md (5.5)) gets an open circle."""
-    w = np.asarray(lines.omega, dtype=float)
+    w = np.asarray(lines.values, dtype=float)
     for name, vals in sorted(lines.spinodals.items()):
         # each spinodal in the colour of its branch (the semantic side: mixed at rank >= 2)
         branch = lines.semantic_side if name == "semantic" else name
@@ -60,14 +74,15 @@ def draw_phase_lines(ax: Any, lines: PhaseLines, legend: bool = True) -> None:
 
 def plot_phase_lines(lines: PhaseLines, title: str | None = None,
                      searched: tuple[float, float] | None = None) -> Figure:
-    """The theory phase diagram: ``alpha_c``, spinodals and ``alpha_l`` against ``omega``;
+    """The theory phase diagram: ``alpha_c``, spinodals and ``alpha_l`` against the diagram's
+    parameter (``lines.axis``);
     ``searched``: the ``alpha`` range the transitions searched, whose outside is shaded (a line
     that stops at its edge left the range)."""
     fig = new_figure(5.5, 4.0)
     ax = fig.add_subplot()
     draw_phase_lines(ax, lines)
     ac = _arr(lines.alpha_c)
-    w = np.asarray(lines.omega, dtype=float)
+    w = np.asarray(lines.values, dtype=float)
     if np.isfinite(ac).any():
         lo = np.nanmin(np.concatenate([ac, _arr(lines.alpha_l)]))
         hi = np.nanmax(np.concatenate([ac, _arr(lines.alpha_l)]))
@@ -95,8 +110,11 @@ def plot_phase_lines(lines: PhaseLines, title: str | None = None,
                 ha="left", va="top", rotation=90)
         ax.set_xlim(left, right)
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
-    ax.set_ylabel(r"positional share $\omega$")
-    ax.set_title(title or "Phase diagram (theory)", fontsize=10)
+    _label_axis(ax, lines.axis, w)
+    fixed = ", ".join(f"{k} = {lines.params[k]:g}" for k in ("omega", "sigma", "lam")
+                      if k != lines.axis and isinstance(lines.params.get(k), (int, float)))
+    ax.set_title(title or "Phase diagram (theory)" + (f", {fixed}" if lines.axis != "omega" and fixed else ""),
+                 fontsize=10)
     style_axes(ax)
     return fig
 
@@ -117,7 +135,7 @@ def plot_phase_heatmaps(maps: HeatMaps, lines: PhaseLines | None = None) -> Figu
     fig = new_figure(5.25 * len(panels), 4.0)
     axes = fig.subplots(1, len(panels))
     a = np.asarray(maps.alpha, dtype=float)
-    w = np.asarray(maps.omega, dtype=float)
+    w = np.asarray(maps.values, dtype=float)
     for ax, (z, se, label, cmap) in zip(axes, panels, strict=True):
         z = np.asarray(z, dtype=float)
         finite = z[np.isfinite(z)]
@@ -142,7 +160,7 @@ def plot_phase_heatmaps(maps: HeatMaps, lines: PhaseLines | None = None) -> Figu
             draw_phase_lines(ax, lines, legend=ax is axes[0])
         ax.set_xlim(a.min() - 1e-9, a.max() + 1e-9) if a.size > 1 else None
         ax.set_xlabel(r"$\alpha$")
-        ax.set_ylabel(r"$\omega$")
+        _label_axis(ax, maps.axis, w)
         ax.set_title(label, fontsize=10)
     fig.suptitle(f"Simulations at d = {maps.d}, {len(maps.seeds)} seed(s)", fontsize=10)
     return fig

@@ -293,9 +293,9 @@ def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict
     spec = model_spec(params)
     settings = _solver_settings(params)
     if settings is None:
-        return _split_diagnostics(find_transition(spec).to_dict())
+        return _split_diagnostics(find_transition(spec, widen=True).to_dict())
     # solver_n_replicas > 1: mean and standard error over independent QMC scrambles
-    runs = [find_transition(spec, settings=dataclasses.replace(settings, seed=settings.seed + k)).to_dict()
+    runs = [find_transition(spec, settings=dataclasses.replace(settings, seed=settings.seed + k), widen=True).to_dict()
             for k in range(max(1, settings.n_replicas))]
     return _split_diagnostics(combine_transitions(runs, settings.seed))
 

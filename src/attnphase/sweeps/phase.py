@@ -1,13 +1,14 @@
-"""Phase diagrams in (alpha, omega) through the sweep machinery (results are stored).
+"""Phase diagrams through the sweep machinery (results are stored): ``alpha`` against one model
+parameter, ``omega`` (the paper's diagram), ``sigma`` or ``lam``, the others fixed.
 
-- :func:`phase_lines`: ``alpha_c(omega)`` (semantic/positional transition, where the global
+- :func:`phase_lines`: ``alpha_c`` (semantic/positional transition, where the global
   minimum changes: the two branches' training losses cross, or the new branch grows out of the
-  old one; its kind and the branches exchanged, docs/model.md (5.5)), its spinodals and ``alpha_l(omega)`` (where the
-  semantic solution beats the dense linear baseline), from
-  :func:`attnphase.theory.find_transition`, one ``transition`` point per ``omega``
-  (``docs/model.md`` (5.2)-(5.4)).
+  old one; its kind and the branches exchanged, docs/model.md (5.5)), its spinodals and ``alpha_l``
+  (where the semantic solution beats the dense linear baseline) at each value of the axis, from
+  :func:`attnphase.theory.find_transition` with the range widened as needed, one ``transition``
+  point per value (``docs/model.md`` (5.2)-(5.4)).
 - :func:`phase_heatmaps`: simulations at finite ``d`` (gradient descent on ``docs/model.md`` (1.4)) on an
-  ``omega x alpha`` grid from the semantic and the positional start, giving
+  ``axis x alpha`` grid from the semantic and the positional start, giving
   ``train_diff = eps_t(semantic start) - eps_t(positional start)`` (negative where the
   semantic minimum is lower) and ``gen_gain = eps_g_lin - eps_g`` (positive where attention
   beats the linear baseline; ``eps_g`` of the start that reached the lower training loss),
@@ -43,11 +44,31 @@ def _num(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+#: the model parameters a phase diagram can run along (:func:`phase_lines`, :func:`phase_heatmaps`)
+AXES = ("omega", "sigma", "lam")
+
+
+def check_axis(axis: str) -> str:
+    """``axis`` if a phase diagram can run along it (:data:`AXES`), else ``ValueError``."""
+    if axis not in AXES:
+        raise ValueError(f"a phase diagram runs along {', '.join(AXES)}, not {axis!r}")
+    return axis
+
+
+def _along(values: tuple[float, ...], axis: str) -> tuple[float, ...]:
+    if axis != "omega":
+        raise ValueError(f"this diagram runs along {axis}, not omega: read .values")
+    return values
+
+
 @dataclass(frozen=True)
 class PhaseLines:
-    """Theory lines of the phase diagram, one entry per ``omega`` (``None``: no crossing)."""
+    """Theory lines of the phase diagram, one entry per value of the axis (``None``: no crossing).
 
-    omega: tuple[float, ...]
+    ``values`` are those of the model parameter ``axis`` (``omega``, ``sigma`` or ``lam``; the
+    other parameters are in ``params``); ``omega`` reads them on an ``omega`` diagram."""
+
+    values: tuple[float, ...]
     alpha_c: tuple[float | None, ...]
     alpha_l: tuple[float | None, ...]
     spinodals: Mapping[str, tuple[float | None, ...]]
@@ -63,6 +84,15 @@ class PhaseLines:
     #: ``"positional->mixed"``)
     kind: tuple[str | None, ...] = ()
     exchange: tuple[str | None, ...] = ()
+    axis: str = "omega"
+    #: where ``alpha_c`` is ``None`` without an error, why (``Transition.reason``: which branch is
+    #: lower wherever both exist, or where the global minimum passes from one to the other)
+    reasons: tuple[str | None, ...] = ()
+
+    @property
+    def omega(self) -> tuple[float, ...]:
+        """The ``omega`` values of an ``omega`` diagram (``ValueError`` on another axis)."""
+        return _along(self.values, self.axis)
 
     @property
     def semantic_side(self) -> str:
@@ -74,24 +104,26 @@ class PhaseLines:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "omega": list(self.omega),
+            "axis": self.axis,
+            self.axis: list(self.values),
             "alpha_c": list(self.alpha_c),
             "alpha_l": list(self.alpha_l),
-            "alpha_c_error": list(self.alpha_c_se) or [None] * len(self.omega),
-            "alpha_l_error": list(self.alpha_l_se) or [None] * len(self.omega),
-            "kind": list(self.kind) or [None] * len(self.omega),
-            "exchange": list(self.exchange) or [None] * len(self.omega),
+            "alpha_c_error": list(self.alpha_c_se) or [None] * len(self.values),
+            "alpha_l_error": list(self.alpha_l_se) or [None] * len(self.values),
+            "kind": list(self.kind) or [None] * len(self.values),
+            "exchange": list(self.exchange) or [None] * len(self.values),
             "spinodals": {k: list(v) for k, v in self.spinodals.items()},
             "eps_g_lin": list(self.eps_g_lin),
             "errors": list(self.errors),
+            "reasons": list(self.reasons) or [None] * len(self.values),
             "params": dict(self.params),
         }
 
     def to_frame(self) -> Any:
         import pandas as pd  # (only when a table is asked for: workers do not need it)
 
-        none = (None,) * len(self.omega)
-        data: dict[str, Any] = {"omega": self.omega, "alpha_c": self.alpha_c,
+        none = (None,) * len(self.values)
+        data: dict[str, Any] = {self.axis: self.values, "alpha_c": self.alpha_c,
                                 "alpha_c_error": self.alpha_c_se or none, "alpha_l": self.alpha_l,
                                 "alpha_l_error": self.alpha_l_se or none, "kind": self.kind or none,
                                 "exchange": self.exchange or none}
@@ -99,14 +131,16 @@ class PhaseLines:
             data[f"spinodal_{k}"] = v
         data["eps_g_lin"] = self.eps_g_lin
         data["error"] = self.errors
+        data["reason"] = self.reasons or none
         return pd.DataFrame(data)
 
 
 @dataclass(frozen=True)
 class HeatMaps:
-    """Simulation heat maps on ``omega x alpha`` (rows: omega, columns: alpha)."""
+    """Simulation heat maps on ``axis x alpha`` (rows: the values of the model parameter
+    ``axis``, ``omega`` on the paper's diagram; columns: ``alpha``)."""
 
-    omega: tuple[float, ...]
+    values: tuple[float, ...]
     alpha: tuple[float, ...]
     d: int
     seeds: tuple[int, ...]
@@ -119,6 +153,12 @@ class HeatMaps:
     train_diff_se: np.ndarray | None = None
     test_diff: np.ndarray | None = None
     test_diff_se: np.ndarray | None = None
+    axis: str = "omega"
+
+    @property
+    def omega(self) -> tuple[float, ...]:
+        """The ``omega`` values of an ``omega`` diagram (``ValueError`` on another axis)."""
+        return _along(self.values, self.axis)
 
     def to_frame(self) -> Any:
         import pandas as pd  # (only when a table is asked for: workers do not need it)
@@ -127,9 +167,9 @@ class HeatMaps:
             return None if a is None else _num(a[i, j])
 
         rows = []
-        for i, w in enumerate(self.omega):
+        for i, w in enumerate(self.values):
             for j, a in enumerate(self.alpha):
-                rows.append({"omega": w, "alpha": a, "d": self.d,
+                rows.append({self.axis: w, "alpha": a, "d": self.d,
                              "train_diff": _num(self.train_diff[i, j]),
                              "train_diff_se": at(self.train_diff_se, i, j),
                              "test_diff": at(self.test_diff, i, j),
@@ -149,27 +189,31 @@ def _run_and_fetch(points: list, store: str | Path | ResultStore, **run_kw: Any)
 
 def phase_lines(
     base: Mapping[str, Any],
-    omegas: Sequence[float],
+    values: Sequence[float],
     store: str | Path | ResultStore,
+    axis: str = "omega",
     **run_kw: Any,
 ) -> PhaseLines:
-    """``alpha_c``, ``alpha_l`` and spinodals for each ``omega`` (stored ``transition`` points).
+    """``alpha_c``, ``alpha_l`` and spinodals at each value of the model parameter ``axis``
+    (``omega``, ``sigma`` or ``lam``; stored ``transition`` points).
 
-    ``base``: model parameters other than ``omega`` (ModelSpec field names and solver settings
-    ``solver_<name>``); ``run_kw`` goes to :func:`run_sweep` (``workers``, ``scheduler``, ...).
+    ``base``: the other model parameters (ModelSpec field names) and solver settings
+    ``solver_<name>``; ``run_kw`` goes to :func:`run_sweep` (``workers``, ``scheduler``, ...).
     """
-    base = {k: v for k, v in base.items() if k != "omega"}
-    sweep = SweepSpec("transition", axes=(("omega", tuple(float(w) for w in omegas)),),
+    check_axis(axis)
+    base = {k: v for k, v in base.items() if k != axis}
+    sweep = SweepSpec("transition", axes=((axis, tuple(float(w) for w in values)),),
                       fixed=base)
     points = sweep.points()
     rep, res = _run_and_fetch(points, store, **run_kw)
-    omega, ac, al, lin, errs, ac_se, al_se = [], [], [], [], [], [], []
+    vals, ac, al, lin, errs, ac_se, al_se = [], [], [], [], [], [], []
     kinds: list[str | None] = []
     exchanges: list[str | None] = []
+    reasons: list[str | None] = []
     spin: dict[str, list[float | None]] = {}
     for i, p in enumerate(points):
         r = res.get(p.key, {})
-        omega.append(float(p.params["omega"]))
+        vals.append(float(p.params[axis]))
         out = r.get("result") or {}
         errs.append(r.get("error") if r.get("status") != "ok" else None)
         ac.append(_num(out.get("alpha_c")))
@@ -181,48 +225,52 @@ def phase_lines(
         kinds.append(out.get("kind") if out.get("alpha_c") is not None else None)
         ex = out.get("exchange")
         exchanges.append("->".join(ex) if ex and out.get("alpha_c") is not None else None)
+        reasons.append(out.get("reason") if out.get("alpha_c") is None else None)
         for k, v in (out.get("spinodals") or {}).items():
             spin.setdefault(str(k), [None] * len(points))[i] = _num(v)
-    params = {k: v for k, v in points[0].params.items() if k != "omega"} if points else {}
-    return PhaseLines(tuple(omega), tuple(ac), tuple(al),
+    params = {k: v for k, v in points[0].params.items() if k != axis} if points else {}
+    return PhaseLines(tuple(vals), tuple(ac), tuple(al),
                       {k: tuple(v) for k, v in spin.items()}, tuple(lin), tuple(errs),
-                      params, rep, tuple(ac_se), tuple(al_se), tuple(kinds), tuple(exchanges))
+                      params, rep, tuple(ac_se), tuple(al_se), tuple(kinds), tuple(exchanges), axis,
+                      tuple(reasons))
 
 
 def phase_heatmaps(
     base: Mapping[str, Any],
-    omegas: Sequence[float],
+    values: Sequence[float],
     alphas: Sequence[float],
     d: int,
     seeds: Sequence[int],
     store: str | Path | ResultStore,
     train: Mapping[str, Any] | None = None,
+    axis: str = "omega",
     **run_kw: Any,
 ) -> HeatMaps:
-    """Simulated ``train_diff`` and ``gen_gain`` on ``omega x alpha`` (stored ``simulation``
+    """Simulated ``train_diff`` and ``gen_gain`` on ``axis x alpha`` (stored ``simulation``
     points, semantic and positional start per seed; see the module docstring)."""
-    base = {k: v for k, v in base.items() if k not in ("omega", "alpha", "d", "seed", "init")
+    check_axis(axis)
+    base = {k: v for k, v in base.items() if k not in (axis, "alpha", "d", "seed", "init")
             and not k.startswith("solver_")}
     fixed = {**base, **{f"train_{k}": v for k, v in (train or {}).items()}, "d": int(d)}
-    omegas = tuple(float(w) for w in omegas)
+    grid = tuple(float(w) for w in values)
     alphas = tuple(float(a) for a in alphas)
     seeds = tuple(dict.fromkeys(int(s) for s in seeds))
-    sweep = SweepSpec("simulation", axes=(("omega", omegas), ("alpha", alphas),
+    sweep = SweepSpec("simulation", axes=((axis, grid), ("alpha", alphas),
                                           ("seed", seeds), ("init", ("semantic", "positional"))),
                       fixed=fixed)
     points = sweep.points()
     rep, res = _run_and_fetch(points, store, **run_kw)
-    # index results by rounded (omega, alpha, seed, init)
+    # index results by rounded (axis value, alpha, seed, init)
     table: dict[tuple[float, float, int, str], dict[str, Any]] = {}
     for p in points:
         r = res.get(p.key)
         if r is not None and r["status"] == "ok":
-            table[(p.params["omega"], p.params["alpha"], p.params["seed"], p.params["init"])] = \
+            table[(p.params[axis], p.params["alpha"], p.params["seed"], p.params["init"])] = \
                 r["result"]
-    shape = (len(omegas), len(alphas))
+    shape = (len(grid), len(alphas))
     diff, gain, count = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, int)
     diff_se, tdiff, tdiff_se = (np.full(shape, np.nan) for _ in range(3))
-    for i, w in enumerate(omegas):
+    for i, w in enumerate(grid):
         for j, a in enumerate(alphas):
             ds, gs, es = [], [], []
             for s in seeds:
@@ -249,7 +297,7 @@ def phase_heatmaps(
             diff_se[i, j] = _se(ds)
             if es:
                 tdiff[i, j], tdiff_se[i, j] = float(np.mean(es)), _se(es)
-    return HeatMaps(omegas, alphas, int(d), seeds, diff, gain, count, rep, diff_se, tdiff, tdiff_se)
+    return HeatMaps(grid, alphas, int(d), seeds, diff, gain, count, rep, diff_se, tdiff, tdiff_se, axis)
 
 
 def _se(values: Sequence[float]) -> float:
