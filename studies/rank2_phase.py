@@ -110,7 +110,13 @@ def figure(lines, table: list[dict], args: argparse.Namespace) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
+    from matplotlib.colors import LinearSegmentedColormap
+
     from attnphase.plots.phase import plot_phase_lines
+    from attnphase.plots.style import branch_color
+
+    # the fraction ending mixed, from white (none) to the mixed branch's colour (all seeds)
+    cmap = LinearSegmentedColormap.from_list("mixed_fraction", ["#ffffff", branch_color("mixed")])
 
     fig = plot_phase_lines(lines, title=f"Rank-2 student: theory and GD at d = {args.d}, {args.seeds} seeds")
     ax = fig.axes[0]
@@ -119,7 +125,7 @@ def figure(lines, table: list[dict], args: argparse.Namespace) -> None:
         for dx, key, marker in ((-0.025, "mixed_from_semantic", "o"), (0.025, "mixed_from_positional", "s")):
             f = row[key]
             if math.isfinite(f):
-                sc = ax.scatter([row["alpha"] + dx], [row["omega"]], c=[f], cmap="coolwarm", vmin=0, vmax=1,
+                sc = ax.scatter([row["alpha"] + dx], [row["omega"]], c=[f], cmap=cmap, vmin=0, vmax=1,
                                 marker=marker, s=60, edgecolors="k", linewidths=0.6, zorder=5)
     ax.scatter([], [], marker="o", c="w", edgecolors="k", label="GD, semantic start")
     ax.scatter([], [], marker="s", c="w", edgecolors="k", label="GD, positional start")
