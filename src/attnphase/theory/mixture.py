@@ -93,7 +93,7 @@ class Mixture:
         if rule.configs == self.n_configs:
             return rule
         if rule.configs != 1:
-            raise ValueError("integration rule was replicated for another mixture")
+            raise RuntimeError("integration rule was replicated for another mixture")  # (an internal invariant)
         n = self.n_configs
         check_size(rule.size * n, f"a rule of {rule.size} nodes times {n} label configurations")
         x = np.repeat(rule.x, n, axis=0)

@@ -243,7 +243,7 @@ class Saddle:
         #: the fields and the whitening use ``C`` itself)
         self.C = self.gain**2 * spec.C_array
         if whiten is False and not spec.uncorrelated:
-            raise ValueError("correlated tokens need the whitened path")
+            raise RuntimeError("correlated tokens need the whitened path")  # (an internal invariant)
         if not whiten and spec.uncorrelated:
             self.mix: np.ndarray | None = None
             self.s2 = spec.sigma**2
@@ -262,7 +262,7 @@ class Saddle:
         self.mirror = bool(mirror)
         n_xi = self.L * self.F
         if rule.x.shape[1] != n_xi + self.L * self.rs:
-            raise ValueError("integration rule has the wrong dimension for this model")
+            raise RuntimeError("integration rule has the wrong dimension for this model")  # (an internal invariant)
         N = rule.size
         self.xi = np.ascontiguousarray(rule.x[:, :n_xi].reshape(N, self.L, self.F))
         self.eta = np.ascontiguousarray(rule.x[:, n_xi:].reshape(N, self.L, self.rs))
@@ -287,7 +287,7 @@ class Saddle:
         hstar = (_rmul(x2, qis @ op.theta) + _rmul(eta.reshape(-1, eta.shape[-1]), Rs)).reshape(eta.shape)
         if self.mixture is not None:  # label-dependent means (docs/model.md (9.3))
             if not own or self.labels is None:
-                raise ValueError("mixture fields are defined on the saddle's own nodes")
+                raise RuntimeError("mixture fields are defined on the saddle's own nodes")  # (an internal invariant)
             ws, hs = self.mixture.means(op.m, self.labels)
             w = w + ws
             hstar = hstar + hs

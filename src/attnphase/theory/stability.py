@@ -84,7 +84,7 @@ def theta_slope(saddle: Saddle, op: OrderParams, switch_width: float, delta: flo
     """``(F', a)`` at the ``theta = 0`` point ``op`` (paper convention) on the rule of ``saddle``:
     one data and weights step at ``theta = +delta`` and one at ``-delta`` (module docstring)."""
     if np.any(op.theta):
-        raise ValueError("theta_slope needs a theta = 0 point")
+        raise RuntimeError("theta_slope needs a theta = 0 point")  # (an internal invariant)
     new = []
     a = math.nan
     for sign in (1.0, -1.0):
