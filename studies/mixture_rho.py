@@ -40,7 +40,8 @@ def spec_for(rho: float, c: float, omega: float) -> ap.ModelSpec:
 
 
 def sim_point(spec: ap.ModelSpec, alphas: tuple[float, ...], d: int, seeds: int) -> tuple[float | None, float | None]:
-    st = sim_transition(spec, alphas, d, tuple(range(seeds)), settings=TrainSettings(**DEFAULT_SETTINGS))
+    settings = TrainSettings(**{**DEFAULT_SETTINGS, "dtype": "float64"})  # (the data of docs/mixture.md)
+    st = sim_transition(spec, alphas, d, tuple(range(seeds)), settings=settings)
     gmin = [p.test_semantic_mean if p.delta_mean < 0 else p.test_positional_mean for p in st.points]
     lin = [p.linear_test_mean for p in st.points]
     a_l = find_crossing(list(alphas), [g - b for g, b in zip(gmin, lin, strict=True)], None, None).alpha_c

@@ -13,6 +13,7 @@ import pytest
 from attnphase.cli import main
 from attnphase.report.demo import DemoSettings
 from attnphase.sweeps import ResultStore
+from attnphase.sweeps.kinds import point_solver_settings
 from test_phase import fake_physics  # noqa: F401  (fixture)
 
 ARGS = ["--workers", "1", "--solver", "order=8", "--sim-alpha", "0.5,1.5",
@@ -42,7 +43,9 @@ def test_demo_writes_figures_report_and_store(tmp_path, capsys, fake_physics):  
     assert "attnphase phase-diagram --omega 0:0.4:3" in html and "--solver order=8" in html
     with ResultStore(out / "results.sqlite") as st:
         tr = [json.loads(r.params) for r in st.records("transition")]
-    assert all(p["solver_order"] == 8 for p in tr)
+    # (the demo's preset is the transition kind's: its settings are not repeated in the key)
+    assert all(not any(k.startswith("solver_") for k in p) for p in tr)
+    assert all(point_solver_settings("transition", p).order == 8 for p in tr)
     assert "--only curves" in html and "attnphase 0" not in html.split("<h1>")[0]
     # rerun: nothing computed again
     assert main(["demo", "--out", str(out), *ARGS]) == 0

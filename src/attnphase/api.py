@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,8 @@ from attnphase.results import (
     TransitionResult,
     frozen,
 )
+from attnphase.spec.defaults import SOLVER_PRESET, TRAINING
+from attnphase.spec.defaults import TRANSITION_GRID as TRANSITION_GRID
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     BranchPoint,
@@ -40,26 +41,23 @@ from attnphase.theory import (
     native,
     solve_refined,
 )
-from attnphase.theory.bracket import START_GRID
 
 __all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "solver_settings", "transition"]
 
 #: the solver preset (:meth:`SolverSettings.preset`) each function runs when given no settings:
-#: the default of the command of the same name
-DEFAULT_PRESET: Mapping[str, str] = MappingProxyType({"solve": "default", "transition": "fast", "curves": "fast",
-                                                     "phase-diagram": "fast"})
+#: the default of the command of the same name (:data:`attnphase.spec.defaults.SOLVER_PRESET`)
+DEFAULT_PRESET: Mapping[str, str] = SOLVER_PRESET
 
-#: ``transition``'s start grid ``(start, stop, num)`` when none is given (``0.2:2.4:12``), widened
-#: from ``ALPHA_MIN = 0.02`` to ``ALPHA_MAX = 10`` where the crossing is not on it
-#: (:mod:`attnphase.theory.bracket`)
-TRANSITION_GRID = START_GRID
+# ``TRANSITION_GRID``: ``transition``'s start grid ``(start, stop, num)`` when none is given
+# (:data:`attnphase.spec.defaults.TRANSITION_GRID`), widened down to ``ALPHA_MIN`` and up to
+# ``ALPHA_MAX`` where the crossing is not on it (:mod:`attnphase.theory.bracket`)
 
 #: ``bayes``'s ``alpha`` grid ``(start, stop, num)`` when none is given (``--alpha 0.05:1:20``)
 BAYES_GRID = (0.05, 1.0, 20)
 
 #: ``simulate``'s training settings where they differ from ``TrainSettings``' defaults (those of
-#: the ``simulate`` command: ``--max-steps 10000 --tol 1e-5 --dtype float32``, no log lines)
-SIMULATE_TRAINING: Mapping[str, Any] = MappingProxyType({"max_steps": 10000, "tol": 1e-5, "dtype": "float32", "log_every": 0})
+#: the ``simulate`` command; :data:`attnphase.spec.defaults.TRAINING`)
+SIMULATE_TRAINING: Mapping[str, Any] = TRAINING["simulate"]
 
 
 def _model_names() -> tuple[str, ...]:
@@ -147,8 +145,8 @@ def solve(
     spec : ModelSpec, optional
         The model (default: the reference model); ``**model`` is applied on top of it.
     settings : SolverSettings or str, optional
-        A :class:`SolverSettings`, a preset name, or ``None`` for
-        ``SolverSettings.preset("default")`` (as ``attnphase solve``).
+        A :class:`SolverSettings`, a preset name, or ``None`` for the preset
+        ``DEFAULT_PRESET["solve"]`` (as ``attnphase solve`` and the ``theory`` sweep kind).
     progress : callable, bool or "auto"
         ``progress(done, total)``, called after each branch; default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a
         terminal; ``False``: nothing (``attnphase._progress.progress_callback``).
@@ -251,21 +249,23 @@ def transition(
     ``omega``.
 
     Both branches are followed over the bracketing grid ``alphas``, then the crossings are located
-    by root finding on refined points. Without ``alphas`` the search starts on ``linspace(0.2, 2.4,
-    12)`` and widens the range (down to 0.02, up to 10) until the training errors cross or a reason
-    for no transition is established (``.reason``; the range searched: ``.alpha_range``); a given
-    grid is searched as it is.
+    by root finding on refined points. Without ``alphas`` the search starts on
+    ``linspace(*TRANSITION_GRID)`` (:data:`attnphase.spec.defaults.TRANSITION_GRID`) and widens the
+    range (down to ``ALPHA_MIN``, up to ``ALPHA_MAX`` of :mod:`attnphase.theory.bracket`) until the
+    training errors cross or a reason for no transition is established (``.reason``; the range
+    searched: ``.alpha_range``); a given grid is searched as it is.
 
     Parameters
     ----------
     alphas : sequence of float, optional
-        The bracketing grid, searched as it is; ``None`` (default): from ``linspace(0.2, 2.4,
-        12)``, widened as far as the search needs (down to 0.02, up to 10).
+        The bracketing grid, searched as it is; ``None`` (default): from
+        ``linspace(*TRANSITION_GRID)``, widened as far as the search needs.
     spec : ModelSpec, optional
         The model (default: the reference model); ``**model`` is applied on top of it.
     settings : SolverSettings or str, optional
-        A :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")``
-        (as ``attnphase transition``); ``settings.n_replicas > 1`` repeats the search on
+        A :class:`SolverSettings`, a preset name, or ``None`` for the preset
+        ``DEFAULT_PRESET["transition"]`` (as ``attnphase transition`` and the ``transition`` sweep
+        kind); ``settings.n_replicas > 1`` repeats the search on
         independent scrambles and reports their mean and standard error.
     progress : callable, bool or "auto"
         ``progress(done, total)``, called after each grid point; default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a

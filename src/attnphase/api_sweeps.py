@@ -31,6 +31,7 @@ from attnphase.results_sweeps import (
     curves_message,
     phase_message,
 )
+from attnphase.spec.defaults import TRAINING
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     SolverSettings,
@@ -54,9 +55,8 @@ CURVES_GRID = (0.2, 2.0, 10)
 COMPARE_GRID = (0.1, 2.0, 12)
 
 #: ``compare``'s training settings where they differ from ``TrainSettings``' defaults (those of the
-#: ``compare`` command: ``--max-steps 4000 --momentum 0.9 --tol 1e-5 --dtype float32``, no log lines)
-COMPARE_TRAINING: Mapping[str, Any] = MappingProxyType(
-    {"max_steps": 4000, "momentum": 0.9, "tol": 1e-5, "dtype": "float32", "log_every": 0})
+#: ``compare`` command; :data:`attnphase.spec.defaults.TRAINING`)
+COMPARE_TRAINING: Mapping[str, Any] = TRAINING["compare"]
 
 #: ``phase_diagram``'s ``omega`` grid when none is given (``--omega 0:0.45:10``)
 PHASE_OMEGAS = (0.0, 0.45, 10)
@@ -117,8 +117,9 @@ def curves(
     spec : ModelSpec, optional
         The model (default: the reference model); ``**model`` is applied on top of it.
     settings : SolverSettings or str, optional
-        A :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")``
-        (as ``attnphase curves``).
+        A :class:`SolverSettings`, a preset name, or ``None`` for the preset
+        ``DEFAULT_PRESET["curves"]`` (:data:`attnphase.api.DEFAULT_PRESET`; as ``attnphase curves``
+        and the ``curve`` sweep kind).
     progress : callable, bool or "auto"
         ``progress(done, total)``, called after each followed point; default ``"auto"``: a bar in
         a notebook, a line on a terminal, nothing where stderr is not a terminal; ``False``:
@@ -435,8 +436,8 @@ def phase_diagram(
     spec : ModelSpec, optional
         The model (default: the reference model).
     settings : SolverSettings or str, optional
-        A :class:`SolverSettings`, a preset name, or ``None`` for ``SolverSettings.preset("fast")``
-        (as the command).
+        A :class:`SolverSettings`, a preset name, or ``None`` for the preset
+        ``DEFAULT_PRESET["phase-diagram"]`` (:data:`attnphase.api.DEFAULT_PRESET`; as the command).
     workers, scheduler, connect_timeout, recompute_stale
         As :func:`attnphase.sweeps.run_sweep` (default every core; ``workers=1`` runs in this
         process).

@@ -20,6 +20,7 @@ from attnphase.cli.common import (
     to_int,
 )
 from attnphase.cli.sweep_cmds import add_backend_flags, fast_solver, run_kw, setup_logging
+from attnphase.spec.defaults import DEFAULT_LR, number_text, training
 from attnphase.spec.parse import parse_range
 
 
@@ -31,17 +32,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--d", type=str, default="300", help="dimension (default 300)")
     p.add_argument("--seeds", type=str, default="8", help="random starts per point (default 8)")
     p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
-    p.add_argument("--optimizer", type=str, default="gd",
-                   help="gd (default), momentum (gd with heavy ball 0.9) or adam")
-    p.add_argument("--lr", type=str, default=None, help="step size (default 0.15 gd/momentum, 0.01 adam)")
-    p.add_argument("--max-steps", type=str, default="5000", help="step cap per run (default 5000)")
-    p.add_argument("--tol", type=str, default="1e-5",
-                   help="stop a run when ||grad R||/sqrt(d) < tol (default 1e-5)")
+    st = training("basins")
+    p.add_argument("--optimizer", type=str, default=st["optimizer"],
+                   help=f"gd, momentum (gd with heavy ball 0.9) or adam (default {st['optimizer']})")
+    p.add_argument("--lr", type=str, default=None, help="step size (default "
+                   + ", ".join(f"{number_text(v)} {k}" for k, v in DEFAULT_LR.items()) + "; momentum as gd)")
+    p.add_argument("--max-steps", type=str, default=str(st["max_steps"]),
+                   help=f"step cap per run (default {st['max_steps']})")
+    p.add_argument("--tol", type=str, default=number_text(st["tol"]),
+                   help=f"stop a run when ||grad R||/sqrt(d) < tol (default {number_text(st['tol'])})")
     p.add_argument("--init-scale", type=str, default="0.1",
                    help="random start Q0 = INIT_SCALE N(0, I) (default 0.1)")
-    p.add_argument("--dtype", type=str, default="float32", help="float32 (default) or float64")
-    p.add_argument("--device", type=str, default="cpu",
-                   help="cpu (default) or cuda (one worker unless --workers says otherwise)")
+    p.add_argument("--dtype", type=str, default=st["dtype"], help=f"float32 or float64 (default {st['dtype']})")
+    p.add_argument("--device", type=str, default=st["device"],
+                   help=f"cpu or cuda (default {st['device']}; cuda: one worker unless --workers says otherwise)")
     p.add_argument("--no-theory", action="store_true",
                    help="skip the theory (alpha_c, spinodals, global minimum)")
     p.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",

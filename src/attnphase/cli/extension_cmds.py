@@ -101,5 +101,5 @@ def register(subparsers: Any) -> None:
                    help="use grid points where a start did not hold for the crossing too")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", type=str, default=None, help="folder for CSV, JSON, PNG and PDF")
-    add_train_flags(p, max_steps="4000", momentum="0.9")
+    add_train_flags(p, "sim-transition")
     p.set_defaults(func=cmd_sim_transition)

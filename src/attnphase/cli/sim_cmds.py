@@ -137,7 +137,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seeds", type=str, default="4", help="number of seeds (default 4)")
     p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
     p.add_argument("--n-test", type=str, default=None, help="test sequences (default max(n, 1000))")
-    add_train_flags(p, max_steps="10000", momentum="0")
+    add_train_flags(p, "simulate")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_simulate)
 
@@ -157,5 +157,5 @@ def register(subparsers: Any) -> None:
     c.add_argument("--out", type=str, default="compare_out", help="output folder")
     c.add_argument("--bayes", action="store_true",
                    help="add the Bayes-optimal overlap and test error (attnphase bayes) as theory rows of kind bayes")
-    add_train_flags(c, max_steps="4000", momentum="0.9")
+    add_train_flags(c, "compare")
     c.set_defaults(func=cmd_compare)

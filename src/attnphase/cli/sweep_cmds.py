@@ -82,9 +82,10 @@ def fast_solver() -> list[str]:
     transition (``alpha_c`` scatters by ~0.04 between scrambles); ``--solver n_replicas=3`` stores
     the mean of three with its standard error (3x the time: 10 omegas took 8 min instead of
     2.6 min on 2 cores)."""
+    from attnphase.spec.defaults import SOLVER_PRESET
     from attnphase.theory import SolverSettings
 
-    return [f"{k}={v}" for k, v in SolverSettings.PRESETS["fast"].items()]
+    return [f"{k}={v}" for k, v in SolverSettings.PRESETS[SOLVER_PRESET["demo"]].items()]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

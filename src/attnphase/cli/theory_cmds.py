@@ -29,16 +29,19 @@ from attnphase.cli.common import (
     warn_theory_cost,
 )
 from attnphase.results import SolveResult, describe_change
+from attnphase.spec.defaults import SOLVER_PRESET, TRANSITION_GRID, range_text
 from attnphase.theory import (
     SolverSettings,
     branches_for,
 )
+from attnphase.theory.bracket import ALPHA_MAX, ALPHA_MIN
 from attnphase.theory.jumps import check_jumps, jump_share, start_from
 from attnphase.theory.saddle import ONE_START, RESPONSES
 from attnphase.theory.stability import check_stability, positional_stability
 
-#: the solver preset (``SolverSettings.preset``) of each theory command when ``--preset`` is not given
-COMMAND_PRESET = {"solve": "default", "transition": "fast", "curves": "fast"}
+#: the solver preset (``SolverSettings.preset``) of each theory command when ``--preset`` is not
+#: given: that of its library function (:data:`attnphase.spec.defaults.SOLVER_PRESET`)
+COMMAND_PRESET = SOLVER_PRESET
 
 
 def _num(v: float) -> str:
@@ -348,9 +351,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_theory_value_flags(p)
     add_solver_flags(p, "transition")
     p.add_argument("--alpha", default=None,
-                   help="bracketing grid start:stop:num, searched as given (default: start on 0.2:2.4:12 and widen "
-                        "the range, down to 0.02 and up to 10, until the training errors cross or there is a reason "
-                        "for no transition)")
+                   help=f"bracketing grid start:stop:num, searched as given (default: start on "
+                        f"{range_text(TRANSITION_GRID)} and widen the range, down to {ALPHA_MIN:g} and up to "
+                        f"{ALPHA_MAX:g}, until the training errors cross or there is a reason for no transition)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     # --replicas: independent QMC scrambles, averaged (standard error over them). With the
     # refinement one scramble suffices (the fast preset's): the errors come from the fine rules

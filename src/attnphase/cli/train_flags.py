@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from attnphase.cli.common import add_parameter_flags, to_float, to_int
+from attnphase.spec.defaults import DEFAULT_LR, number_text, training
 
 if TYPE_CHECKING:
     from attnphase.sim.train import TrainSettings
@@ -22,16 +23,22 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
     add_parameter_flags(p, "value")
 
 
-def add_train_flags(p: argparse.ArgumentParser, *, max_steps: str, momentum: str) -> None:
-    p.add_argument("--optimizer", type=str, default="gd", help="gd (default) or adam")
-    p.add_argument("--lr", type=str, default=None, help="step size (default 0.15 gd, 0.01 adam)")
-    p.add_argument("--momentum", type=str, default=momentum,
-                   help=f"heavy-ball momentum for gd (default {momentum}; 0 = plain GD)")
-    p.add_argument("--max-steps", type=str, default=max_steps, help="step cap per run")
-    p.add_argument("--tol", type=str, default="1e-5",
-                   help="stop a run when ||grad R||/sqrt(d) < tol (default 1e-5)")
-    p.add_argument("--device", type=str, default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--dtype", type=str, default="float32", help="float32 (default) or float64")
+def add_train_flags(p: argparse.ArgumentParser, command: str) -> None:
+    """The training flags of ``command``, each defaulting to the command's training settings
+    (:func:`attnphase.spec.defaults.training`, the defaults of its library function too)."""
+    st = training(command)
+    lr = ", ".join(f"{number_text(v)} {k}" for k, v in DEFAULT_LR.items())
+    p.add_argument("--optimizer", type=str, default=st["optimizer"], help=f"gd or adam (default {st['optimizer']})")
+    p.add_argument("--lr", type=str, default=None if st["lr"] is None else str(st["lr"]),
+                   help=f"step size (default {lr})" if st["lr"] is None else f"step size (default {number_text(st['lr'])})")
+    p.add_argument("--momentum", type=str, default=number_text(st["momentum"]),
+                   help=f"heavy-ball momentum for gd (default {number_text(st['momentum'])}; 0 = plain GD)")
+    p.add_argument("--max-steps", type=str, default=str(st["max_steps"]),
+                   help=f"step cap per run (default {st['max_steps']})")
+    p.add_argument("--tol", type=str, default=number_text(st["tol"]),
+                   help=f"stop a run when ||grad R||/sqrt(d) < tol (default {number_text(st['tol'])})")
+    p.add_argument("--device", type=str, default=st["device"], help=f"cpu or cuda (default {st['device']})")
+    p.add_argument("--dtype", type=str, default=st["dtype"], help=f"float32 or float64 (default {st['dtype']})")
     p.add_argument("--threads", type=str, default=None, help="torch CPU threads (default: torch's)")
 
 

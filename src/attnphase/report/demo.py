@@ -340,10 +340,12 @@ KIND_DEFAULT = "(the sweep kind's default)"
 
 def default_solver() -> dict[str, Any]:
     """The theory solver settings ``attnphase demo`` uses unless ``--solver`` changes one: the
-    solver's ``fast`` preset (``SolverSettings.PRESETS``), as ``solver_<name>`` sweep values."""
+    preset ``SOLVER_PRESET["demo"]`` (:mod:`attnphase.spec.defaults`; ``SolverSettings.PRESETS``),
+    as ``solver_<name>`` sweep values."""
+    from attnphase.spec.defaults import SOLVER_PRESET
     from attnphase.theory import SolverSettings
 
-    items = [f"{k}={v}" for k, v in SolverSettings.PRESETS["fast"].items()]
+    items = [f"{k}={v}" for k, v in SolverSettings.PRESETS[SOLVER_PRESET["demo"]].items()]
     return fixed_from_items("transition", items, prefix="solver_")
 
 

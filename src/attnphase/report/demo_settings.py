@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from attnphase.spec.defaults import TRAINING, TRANSITION_GRID, range_text
 from attnphase.spec.problem import parse_range
 
 PARTS = ("curves", "phase")
@@ -26,21 +27,24 @@ class DemoSettings:
     """What the demo computes (defaults sized for about 3 minutes on 2 cores: docs/sweeps.md)."""
 
     omega: float = 0.3
-    theory_alpha: str = "0.2:2.4:12"
+    #: the theory curves' grid: the start grid of a transition search (``TRANSITION_GRID``)
+    theory_alpha: str = range_text(TRANSITION_GRID)
     sim_alpha: str = "0.25:2.25:5"
     d: int = 800
     seeds: int = 3
     phase_omega: str = "0:0.45:10"
-    #: gradient-descent step cap of the simulations (``None``: the simulation kind's, 5000); the
-    #: runs that have not met their gradient tolerance by then are not counted in the points
-    max_steps: int | None = 10000
+    #: gradient-descent step cap of the simulations (``None``: the simulation kind's,
+    #: ``TRAIN_SETTINGS["max_steps"]``); the runs that have not met their gradient tolerance by
+    #: then are not counted in the points (default: ``TRAINING["demo"]``)
+    max_steps: int | None = TRAINING["demo"]["max_steps"]
     #: heavy-ball term of the simulations' gradient descent: the same minima as plain GD, reached
     #: in a fraction of the steps (docs/simulation.md, "Training"), so the runs meet their
-    #: gradient tolerance within the step cap
-    momentum: float = 0.9
+    #: gradient tolerance within the step cap (default: ``TRAINING["demo"]``)
+    momentum: float = TRAINING["demo"]["momentum"]
     parts: tuple[str, ...] = PARTS
-    #: theory solver settings as ``(("solver_order", 10), ...)`` (empty: the sweep kinds' defaults);
-    #: ``attnphase demo`` passes those of ``SolverSettings.preset("fast")`` with its ``--solver`` items
+    #: theory solver settings as ``(("solver_order", 10), ...)`` (empty: the sweep kinds' defaults,
+    #: the presets of ``curves`` and ``transition``); ``attnphase demo`` passes those of the preset
+    #: ``SOLVER_PRESET["demo"]`` with its ``--solver`` items
     solver: tuple[tuple[str, Any], ...] = ()
     #: draw the Bayes-optimal baseline (:func:`attnphase.bayes`) on the curves
     bayes: bool = False

@@ -15,8 +15,9 @@ trained as one batch (:func:`train_basins`).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from attnphase.sim.data import make_dataset, n_samples
 from attnphase.sim.models import test_errors
 from attnphase.sim.simulate import classify, overlaps
 from attnphase.sim.train import TrainSettings, init_params, stack_batch, train
+from attnphase.spec.defaults import training
 from attnphase.spec.problem import ModelSpec
 
 #: The states a run can reach (thresholds of :func:`attnphase.sim.simulate.classify`).
@@ -38,10 +40,16 @@ MOMENTUM = 0.9
 _RANDOM_SCALE = 0.1
 
 
-def basin_settings(optimizer: str = "gd", lr: float | None = None, max_steps: int = 5000,
-                   tol: float = 1e-5, dtype: str = "float32", device: str = "cpu") -> TrainSettings:
+#: The training settings of the basin maps (``attnphase basins`` and the ``basins`` sweep kind;
+#: :data:`attnphase.spec.defaults.TRAINING`).
+BASIN_TRAINING: Mapping[str, Any] = MappingProxyType(training("basins"))
+
+
+def basin_settings(optimizer: str = BASIN_TRAINING["optimizer"], lr: float | None = BASIN_TRAINING["lr"],
+                   max_steps: int = BASIN_TRAINING["max_steps"], tol: float = BASIN_TRAINING["tol"],
+                   dtype: str = BASIN_TRAINING["dtype"], device: str = BASIN_TRAINING["device"]) -> TrainSettings:
     """The :class:`TrainSettings` of one of :data:`BASIN_OPTIMIZERS` (``momentum``: GD with
-    heavy-ball coefficient :data:`MOMENTUM`)."""
+    heavy-ball coefficient :data:`MOMENTUM`); defaults: :data:`BASIN_TRAINING`."""
     if optimizer not in BASIN_OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose from {', '.join(BASIN_OPTIMIZERS)}")
     return TrainSettings(optimizer="adam" if optimizer == "adam" else "gd", lr=lr,

@@ -33,6 +33,7 @@ import torch
 
 from attnphase.sim.data import STREAM_INIT, Dataset, generator
 from attnphase.sim.models import Batch, is_untied, n_columns, objective
+from attnphase.spec.defaults import DEFAULT_LR, TRAIN_SETTINGS
 from attnphase.spec.problem import ModelSpec, positional_axis
 
 log = logging.getLogger(__name__)
@@ -40,14 +41,13 @@ log = logging.getLogger(__name__)
 INITS = ("semantic", "positional", "random")
 OPTIMIZERS = ("gd", "adam")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-DEFAULT_LR = {"gd": 0.15, "adam": 0.01}
 #: steps between two calls of :func:`train`'s ``progress``
 PROGRESS_EVERY = 50
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """Optimiser settings (defaults: docs/simulation.md).
+    """Optimiser settings (defaults: :data:`attnphase.spec.defaults.TRAIN_SETTINGS`; docs/simulation.md).
 
     ``lr`` ``None`` means 0.15 for GD (on the summed loss ``R``) and 0.01 for Adam. ``momentum`` is
     an
@@ -56,17 +56,17 @@ class TrainSettings:
     identity value), ``analytic`` or ``autograd``.
     """
 
-    optimizer: str = "gd"
-    lr: float | None = None
-    max_steps: int = 5000
-    tol: float = 1e-6
-    momentum: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    grad: str = "auto"
-    dtype: str = "float64"
-    device: str = "cpu"
-    log_every: int = 500
+    optimizer: str = TRAIN_SETTINGS["optimizer"]
+    lr: float | None = TRAIN_SETTINGS["lr"]
+    max_steps: int = TRAIN_SETTINGS["max_steps"]
+    tol: float = TRAIN_SETTINGS["tol"]
+    momentum: float = TRAIN_SETTINGS["momentum"]
+    betas: tuple[float, float] = TRAIN_SETTINGS["betas"]
+    eps: float = TRAIN_SETTINGS["eps"]
+    grad: str = TRAIN_SETTINGS["grad"]
+    dtype: str = TRAIN_SETTINGS["dtype"]
+    device: str = TRAIN_SETTINGS["device"]
+    log_every: int = TRAIN_SETTINGS["log_every"]
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:

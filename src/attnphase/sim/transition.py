@@ -30,21 +30,21 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from types import MappingProxyType
 from typing import Any, cast
 
 import numpy as np
 
 from attnphase._revision import numerics_revision
 from attnphase.sim.train import TrainSettings
+from attnphase.spec.defaults import TRAINING
 from attnphase.spec.problem import ModelSpec, check_alpha
 
 log = logging.getLogger(__name__)
 
-#: Training settings used when none are given: GD lr 0.15 with heavy-ball momentum 0.9 (same
-#: minima as plain GD, docs/simulation.md), tolerance 1e-5 on ``||grad R|| / sqrt(d)``.
-DEFAULT_SETTINGS: Mapping[str, Any] = MappingProxyType(
-    {"momentum": 0.9, "tol": 1e-5, "max_steps": 4000, "log_every": 0})
+#: Training settings used when none are given, those of ``attnphase sim-transition``
+#: (:data:`attnphase.spec.defaults.TRAINING`): GD with heavy-ball momentum (same minima as plain
+#: GD, docs/simulation.md) to a tolerance on ``||grad R|| / sqrt(d)``.
+DEFAULT_SETTINGS: Mapping[str, Any] = TRAINING["sim-transition"]
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,26 @@ turns user parameters into canonical ones (defaults filled in, validated: this i
 is hashed into the store key) and computes one point, returning ``(result, diagnostics)``
 as JSON-ready dicts. Kinds:
 
-- ``theory``: :func:`attnphase.theory.solve_point` at one ``alpha`` on one branch
-  (the fixed point of ``docs/model.md`` (2.1)-(3.4), errors (4.1)-(4.2));
-- ``curve``: :func:`attnphase.theory.follow_branch` over an ``alpha`` grid on one branch
-  (continuation; the result holds lists);
-- ``transition``: :func:`attnphase.theory.find_transition` (``alpha_c``, ``alpha_l``,
-  spinodals, ``eps_g_lin``; ``docs/model.md`` (5.2)-(5.4)) for one model;
+- ``theory``: one branch at one ``alpha`` as :func:`attnphase.solve` solves it
+  (:func:`attnphase.theory.solve_refined`: the fixed point of ``docs/model.md`` (2.1)-(3.4) refined
+  to the error target, (7.3), (7.5); errors (4.1)-(4.2));
+- ``curve``: :func:`attnphase.theory.follow_branch` over an ``alpha`` grid on one branch, each
+  point refined where the settings refine, as :func:`attnphase.curves` (continuation; the result
+  holds lists);
+- ``transition``: :func:`attnphase.theory.find_transition` with its range widened, as
+  :func:`attnphase.transition` without a grid (``alpha_c``, ``alpha_l``, spinodals,
+  ``eps_g_lin``; ``docs/model.md`` (5.2)-(5.4)) for one model;
 - ``simulation``: gradient descent at finite ``d`` from an informed or random start
   (the empirical risk ``docs/model.md`` (1.4)), through :mod:`attnphase.sim`;
 - ``basins``: runs from random starts at one ``(alpha, omega)``, batched over seeds, each
   classified by the state it reaches (:func:`attnphase.sim.basins.train_basins`; docs/basins.md);
 - ``selftest``: a cheap deterministic function (optional sleep and failure switch) used to
   test the store and the backends without the heavy solvers.
+
+The theory kinds solve with the solver preset of the command of the same name
+(:data:`KIND_PRESET`, read from :data:`attnphase.spec.defaults.SOLVER_PRESET`), with the
+``solver_<field>`` parameters given applied on top; a point's key holds only the settings that
+differ from that preset.
 
 Each kind names the components (:data:`attnphase._revision.COMPONENTS`) that compute its
 numbers (``numerics``): its :meth:`PointKind.revision`, stored with every point, changes when
@@ -43,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from attnphase._revision import combine, function_digest, numerics_revision
+from attnphase.spec.defaults import DEFAULT_LR, SOLVER_PRESET, training
 from attnphase.spec.parse import KINDS, convert, parse_range
 from attnphase.spec.problem import ModelSpec, model_parameters
 
@@ -81,9 +90,12 @@ class PointKind:
         combined with the normalised source of ``compute`` itself (the glue that calls them and
         shapes the result). It changes whenever the numbers of a point can; a stored point of
         another revision is *stale*. Cached per process; the first call of a theory kind reads
-        its ~20 source files (a few tenths of a second)."""
+        its ~20 source files (a few tenths of a second). A theory kind's solver preset
+        (:data:`KIND_PRESET`) counts too: a key holds only the settings that differ from it."""
         parts = {f"component:{c}": numerics_revision(c) for c in self.numerics}
         parts["compute"] = function_digest(self.compute)
+        if self.name in KIND_PRESET:
+            parts["preset"] = SOLVER_PRESET[KIND_PRESET[self.name]]
         return combine(parts)
 
     def param_map(self) -> dict[str, Param]:
@@ -114,44 +126,47 @@ def model_spec(params: Mapping[str, Any]) -> ModelSpec:
     return ModelSpec(**{k: v for k, v in params.items() if k in _MODEL_NAMES})
 
 
-def _solver_params() -> tuple[Param, ...]:
-    """``solver_<field>`` for each scalar field of :class:`attnphase.theory.SolverSettings`."""
+#: the computation (a key of :data:`attnphase.spec.defaults.SOLVER_PRESET`) whose solver preset
+#: each theory kind runs: a point equals the command of the same name at that point
+KIND_PRESET: Mapping[str, str] = MappingProxyType({"theory": "solve", "curve": "curves", "transition": "transition"})
+
+
+def _solver_params(kind: str) -> tuple[Param, ...]:
+    """``solver_<field>`` for each scalar field of :class:`attnphase.theory.SolverSettings`, its
+    default the value of ``kind``'s preset (:data:`KIND_PRESET`)."""
     from attnphase.theory import SolverSettings
 
+    preset = SolverSettings.preset(SOLVER_PRESET[KIND_PRESET[kind]])
     out = []
     for f in dataclasses.fields(SolverSettings):
-        default = f.default
-        if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        t = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(default))
+        t = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(f.default))
         if t is not None:
-            out.append(Param(SOLVER_PREFIX + f.name, t, default, "solver setting"))
+            out.append(Param(SOLVER_PREFIX + f.name, t, getattr(preset, f.name), "solver setting"))
     return tuple(out)
 
 
-def _normalize_solver(params: Mapping[str, Any], out: dict[str, Any], branches: tuple[str, ...] = ()) -> None:
-    """Copy explicitly given solver settings that differ from their defaults, checked by
+def _normalize_solver(kind: str, params: Mapping[str, Any], out: dict[str, Any], branches: tuple[str, ...] = ()) -> None:
+    """Copy explicitly given solver settings that differ from ``kind``'s preset, checked by
     :class:`SolverSettings` now, and its response against the model and the ``branches`` the kind
     solves, so that a bad value refuses the sweep rather than fail each point."""
-    for p in _solver_params():
+    for p in _solver_params(kind):
         if p.name in params:
             v = _coerce(p, params[p.name])
             if v != p.default:
                 out[p.name] = v
-    settings = _solver_settings(out)
-    if settings is not None:
-        from attnphase.theory import check_response
+    from attnphase.theory import check_response
 
-        check_response(model_spec(out), settings.response, branches)
+    check_response(model_spec(out), point_solver_settings(kind, out).response, branches)
 
 
-def _solver_settings(params: Mapping[str, Any]) -> Any:
-    given = {k[len(SOLVER_PREFIX):]: v for k, v in params.items() if k.startswith(SOLVER_PREFIX)}
-    if not given:
-        return None
+def point_solver_settings(kind: str, params: Mapping[str, Any]) -> Any:
+    """The :class:`~attnphase.theory.SolverSettings` of a point of the theory kind ``kind``: the
+    preset of the command of the same name (:data:`KIND_PRESET`) with the point's ``solver_<field>``
+    parameters applied on top."""
     from attnphase.theory import SolverSettings
 
-    return SolverSettings(**given)
+    given = {k[len(SOLVER_PREFIX):]: v for k, v in params.items() if k.startswith(SOLVER_PREFIX)}
+    return SolverSettings.preset(SOLVER_PRESET[KIND_PRESET[kind]], **given)
 
 
 def _coerce(p: Param, v: Any) -> Any:
@@ -256,7 +271,7 @@ _THEORY_EXTRA = (
 
 
 def _theory_params() -> tuple[Param, ...]:
-    return MODEL_PARAMS + _THEORY_EXTRA + _solver_params()
+    return MODEL_PARAMS + _THEORY_EXTRA + _solver_params("theory")
 
 
 def _theory_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -265,25 +280,27 @@ def _theory_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     _check_positive("alpha", extra["alpha"])
     _check_branch(extra["branch"], out)
     out.update(extra)
-    _normalize_solver(params, out, (extra["branch"],))
+    _normalize_solver("theory", params, out, (extra["branch"],))
     return out
 
 
 def _theory_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from attnphase.theory import solve_point
+    """One branch at one ``alpha`` by the function :func:`attnphase.solve` solves each branch with
+    (:func:`attnphase.theory.solve_refined`), at the settings ``attnphase solve`` has."""
+    from attnphase.theory import solve_refined
 
     spec = model_spec(params)
-    pt = solve_point(spec, params["alpha"], params["branch"], _solver_settings(params))
+    pt = solve_refined(spec, params["alpha"], params["branch"], point_solver_settings("theory", params))
     return _split_diagnostics(pt.to_dict())
 
 
 def _transition_params() -> tuple[Param, ...]:
-    return MODEL_PARAMS + _solver_params()
+    return MODEL_PARAMS + _solver_params("transition")
 
 
 def _transition_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
     out = _fixed_gain_normalize(params)
-    _normalize_solver(params, out, ("semantic", "positional"))
+    _normalize_solver("transition", params, out, ("semantic", "positional"))
     return out
 
 
@@ -291,9 +308,7 @@ def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict
     from attnphase.theory import combine_transitions, find_transition
 
     spec = model_spec(params)
-    settings = _solver_settings(params)
-    if settings is None:
-        return _split_diagnostics(find_transition(spec, widen=True).to_dict())
+    settings = point_solver_settings("transition", params)
     # solver_n_replicas > 1: mean and standard error over independent QMC scrambles
     runs = [find_transition(spec, settings=dataclasses.replace(settings, seed=settings.seed + k), widen=True).to_dict()
             for k in range(max(1, settings.n_replicas))]
@@ -309,7 +324,7 @@ _CURVE_KEYS = ("train_loss", "test_error", "theta", "m", "q")
 
 
 def _curve_params() -> tuple[Param, ...]:
-    return MODEL_PARAMS + _CURVE_EXTRA + _solver_params()
+    return MODEL_PARAMS + _CURVE_EXTRA + _solver_params("curve")
 
 
 def _alpha_list(text: str) -> tuple[float, ...]:
@@ -324,7 +339,7 @@ def _curve_normalize(params: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"alphas must be > 0, got {min(alphas)}")
     _check_branch(extra["branch"], out)
     out.update(extra)
-    _normalize_solver(params, out, (extra["branch"],))
+    _normalize_solver("curve", params, out, (extra["branch"],))
     return out
 
 
@@ -333,15 +348,12 @@ def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
 
     spec = model_spec(params)
     alphas = list(_alpha_list(params["alphas"]))
-    settings = _solver_settings(params)
-    if settings is not None:
-        pts = follow_branch(spec, alphas, params["branch"], settings=settings)
-        if getattr(settings, "refine_order", 0):  # each point carried to the fine rules
-            from attnphase.theory import refine_followed
+    settings = point_solver_settings("curve", params)
+    pts = follow_branch(spec, alphas, params["branch"], settings=settings)
+    if settings.refine_order:  # each point carried to the fine rules
+        from attnphase.theory import refine_followed
 
-            pts = refine_followed(spec, pts, settings)
-    else:
-        pts = follow_branch(spec, alphas, params["branch"])
+        pts = refine_followed(spec, pts, settings)
     result: dict[str, Any] = {"alpha": [], "exists": []}
     result.update({k: [] for k in _CURVE_KEYS})
     diag: dict[str, Any] = {"converged": [], "iterations": [], "reason": [], "refined": []}
@@ -466,18 +478,20 @@ def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
 
 
 # ----------------------------------------------------------------------------- basins
+_BASIN_TRAINING = training("basins")
 _BASIN_EXTRA = (
     Param("alpha", "float", 1.0, "sample complexity n/d"),
     Param("d", "int", 300, "embedding dimension"),
     Param("seeds", "int", 8, "random starts (seeds seed0 ... seed0 + seeds - 1), trained as one batch"),
     Param("seed0", "int", 0, "first seed"),
     Param("init_scale", "float", 0.1, "start Q0 = init_scale N(0, I)"),
-    Param("optimizer", "str", "gd", "gd, momentum (gd, heavy ball 0.9) or adam"),
-    Param("lr", "float", None, "step size (default 0.15 gd/momentum, 0.01 adam)"),
-    Param("max_steps", "int", 5000, "step cap per run"),
-    Param("tol", "float", 1e-5, "stop a run when ||grad R||/sqrt(d) < tol"),
-    Param("dtype", "str", "float32", "float32 or float64"),
-    Param("device", "str", "cpu", "cpu or cuda (stored in the key when not cpu)"),
+    Param("optimizer", "str", _BASIN_TRAINING["optimizer"], "gd, momentum (gd, heavy ball 0.9) or adam"),
+    Param("lr", "float", _BASIN_TRAINING["lr"],
+          "step size (default " + ", ".join(f"{v:g} {k}" for k, v in DEFAULT_LR.items()) + "; momentum as gd)"),
+    Param("max_steps", "int", _BASIN_TRAINING["max_steps"], "step cap per run"),
+    Param("tol", "float", _BASIN_TRAINING["tol"], "stop a run when ||grad R||/sqrt(d) < tol"),
+    Param("dtype", "str", _BASIN_TRAINING["dtype"], "float32 or float64"),
+    Param("device", "str", _BASIN_TRAINING["device"], "cpu or cuda (stored in the key when not cpu)"),
 )
 #: the most seeds one basins point trains (one batch, in memory together)
 MAX_BASIN_SEEDS = 10_000

@@ -18,14 +18,15 @@ from typing import cast
 
 import numpy as np
 
+from attnphase.spec.defaults import TRANSITION_GRID
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import BranchPoint, solve_point
 from attnphase.theory.fixed_point import SolverSettings, is_valid
 from attnphase.theory.saddle import OrderParams
 
-#: the grid ``(start, stop, num)`` a search without a given grid starts from (the reference
-#: point's, ``sigma = 0.5``, ``lambda = 0.01``: its crossing lies inside)
-START_GRID = (0.2, 2.4, 12)
+#: the grid ``(start, stop, num)`` a search without a given grid starts from
+#: (:data:`attnphase.spec.defaults.TRANSITION_GRID`: the reference point's crossing lies inside)
+START_GRID = TRANSITION_GRID
 #: the widest range searched: down to ``ALPHA_MIN``, up to ``ALPHA_MAX``
 ALPHA_MIN = 0.02
 ALPHA_MAX = 10.0

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from attnphase.spec.defaults import SOLVER_PRESET
 from attnphase.spec.problem import ModelSpec, check_alpha
 from attnphase.theory.bracket import continue_branch, start_grid, widen_range
 from attnphase.theory.branches import CLASSIFY_TOL, BranchPoint, follow_branch, semantic_side, solve_point
@@ -143,13 +144,14 @@ def find_transition_replicated(
 ) -> Transition:
     """:func:`find_transition` on ``replicas`` independently scrambled QMC rules (seeds
     ``settings.seed + k``), combined by :func:`combine_transitions`; ``widen``: each widens its
-    range as :func:`find_transition` does without a grid.
+    range as :func:`find_transition` does without a grid; without ``settings``, the preset of
+    ``attnphase transition``, as :func:`find_transition`.
 
     At the fast preset (2^8 x 4 nodes) ``alpha_c(0.3)`` scatters by ~0.04 between scrambles
     (measured: 1.336, 1.254, 1.283), because the two training errors cross at a shallow angle; the
     standard error is the honest uncertainty of the reported value.
     """
-    settings = settings or SolverSettings()
+    settings = settings or SolverSettings.preset(SOLVER_PRESET["transition"])
     if replicas < 1:
         raise ValueError("replicas must be >= 1")
     runs = []
@@ -337,7 +339,9 @@ def find_transition(
     error of the three at large ``alpha``); its spinodal is reported under ``semantic``.
     ``branches``: the two branches already followed on this grid (semantic side, positional),
     e.g. by the curves command. With ``settings.refine_order`` the points that decide
-    ``alpha_c``, ``alpha_l`` and the spinodals are refined (:func:`refine_point`).
+    ``alpha_c``, ``alpha_l`` and the spinodals are refined (:func:`refine_point`); without
+    ``settings``, the preset of ``attnphase transition`` (``SOLVER_PRESET["transition"]``,
+    :mod:`attnphase.spec.defaults`).
 
     ``widen`` (without ``alphas`` and ``branches``): the grid is ``bracket.START_GRID``, and where the
     training errors do not cross on it the range is widened (:func:`attnphase.theory.bracket.widen_range`,
@@ -345,7 +349,7 @@ def find_transition(
     established (``Transition.reason``); the search then runs again on the widened grid, which
     gives ``alpha_c``, the spinodals and ``alpha_l`` there.
     """
-    settings = settings or SolverSettings()
+    settings = settings or SolverSettings.preset(SOLVER_PRESET["transition"])
     if widen and alphas is None and branches is None:
         return _find_widened(spec, settings, xtol, progress)
     grid = np.asarray(alphas if alphas is not None else start_grid(), dtype=float)
