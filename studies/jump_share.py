@@ -123,7 +123,7 @@ def gd(args: argparse.Namespace) -> None:
         spec, alpha, branch = POINTS[name]
         th = ap.solve(alpha, spec=spec, branch=branch).branches[branch]
         init = "semantic" if branch == "semantic" else "positional"
-        res = simulate(spec, args.d, alpha, seeds=tuple(range(args.seeds)), inits=(init,), settings=settings)
+        res = simulate(spec, alpha=alpha, d=args.d, seeds=tuple(range(args.seeds)), inits=(init,), settings=settings)
         runs = np.array([[r.q, abs(r.m), abs(r.theta), r.train_loss, r.test_error] for r in res.runs])
         want = (np.full(5, np.nan) if th is None else  # (no such branch in the global equations)
                 np.array([th.q, abs(th.m), abs(th.theta), th.train_loss, th.test_error]))

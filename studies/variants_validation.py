@@ -145,7 +145,7 @@ def _sim_rows(case: Case, alpha: float, d: int, seeds: tuple[int, ...], init: st
     spec = model_spec(case)
     gd = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=8000,
                        dtype="float64", log_every=0)
-    res = simulate(spec, d, alpha, seeds=seeds, inits=(init,), settings=gd)
+    res = simulate(spec, alpha=alpha, d=d, seeds=seeds, inits=(init,), settings=gd)
     rows = []
     for run in res.runs:
         s = summaries(run.overlaps, spec.L)

@@ -30,7 +30,7 @@ def test_states_are_those_of_simulate():
 
 def test_init_scale_point_one_is_the_random_start_of_simulate():
     (pt,) = train_basins(SPEC, 24, 1.5, seeds=(0, 1, 2), init_scale=0.1, settings=FAST)
-    ref = simulate(SPEC, 24, 1.5, seeds=(0, 1, 2), inits=("random",), settings=FAST)
+    ref = simulate(SPEC, alpha=1.5, d=24, seeds=(0, 1, 2), inits=("random",), settings=FAST)
     for mine, theirs in zip(pt.runs, ref.runs, strict=True):
         assert mine.seed == theirs.seed
         assert mine.state == theirs.branch
@@ -147,7 +147,7 @@ class _FakeBranchPoint:
 
 @pytest.fixture
 def fake_theory(monkeypatch):
-    monkeypatch.setattr(attnphase.theory, "find_transition", lambda spec, settings=None:
+    monkeypatch.setattr(attnphase.theory, "find_transition", lambda spec, settings=None, widen=False:
                         _FakeTransition(spec.omega), raising=False)
     monkeypatch.setattr(attnphase.theory, "follow_branch", lambda spec, alphas, branch, settings=None:
                         [_FakeBranchPoint(a, branch, exists=not (branch == "semantic" and a < 0.5))

@@ -213,7 +213,7 @@ def _sim_means(alpha: float, init: str, d: int = 1000) -> dict[str, float]:
 
     gd = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=8000, dtype="float64",
                        log_every=0)
-    res = simulate(REF, d, alpha, seeds=(0, 1, 2), inits=(init,), settings=gd)
+    res = simulate(REF, alpha=alpha, d=d, seeds=(0, 1, 2), inits=(init,), settings=gd)
     out: dict[str, list[float]] = {"q": [], "m": [], "m_key": [], "theta": [], "train_loss": [], "test_error": []}
     for r in res.runs:
         mm = np.asarray(r.overlaps["m"], dtype=float)[:, 0]

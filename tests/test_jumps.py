@@ -206,7 +206,7 @@ def _one_start_and_gd(spec: ModelSpec, alpha: float, branch: str, max_steps: int
     assert th is not None
     gd = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=max_steps, dtype="float64",
                        log_every=0)
-    return th, simulate(spec, 1000, alpha, seeds=(0, 1, 2, 3), inits=(branch,), settings=gd)
+    return th, simulate(spec, alpha=alpha, d=1000, seeds=(0, 1, 2, 3), inits=(branch,), settings=gd)
 
 
 @pytest.mark.slow  # (GD at d = 1000, 4 seeds, and a one-rule solve: a few minutes)

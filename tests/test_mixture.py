@@ -310,7 +310,7 @@ def d1000():
     out = {}
     for alpha in (1.0, 2.0):
         theory = ap.solve(alpha, spec=spec)
-        res = simulate(spec, 1000, alpha, seeds=(0, 1, 2), inits=("semantic", "positional"),
+        res = simulate(spec, alpha=alpha, d=1000, seeds=(0, 1, 2), inits=("semantic", "positional"),
                        settings=TrainSettings(**GD_SETTINGS))
         assert all(r.converged for r in res.runs)
         out[alpha] = (theory, res)

@@ -90,7 +90,7 @@ def _fake_sim_module():
         def to_dict(self):
             return dict(self.data)
 
-    def simulate(spec, d, alpha, seeds, inits, settings):
+    def simulate(spec, *, alpha, d, seeds, inits, settings):
         (seed,), (init,) = seeds, inits
         # semantic minus positional training loss = (alpha_c - alpha) / 100 + seed / 1000
         sem = init == "semantic"

@@ -237,8 +237,8 @@ def test_demo_report_shows_error_bars_and_only_changed_parameters(tmp_path, monk
     sim = sys.modules["attnphase.sim"]
     real = sim.simulate
 
-    def simulate(spec, d, alpha, seeds, inits, settings):  # seed 2 stops at the step cap
-        res = real(spec, d, alpha, seeds, inits, settings)
+    def simulate(spec, *, alpha, d, seeds, inits, settings):  # seed 2 stops at the step cap
+        res = real(spec, alpha=alpha, d=d, seeds=seeds, inits=inits, settings=settings)
         if seeds[0] == 2:
             (run,) = res.runs
             run.data.update(converged=False, stop="max_steps", train_loss=1.0, test_error=1.0)

@@ -286,7 +286,7 @@ def test_starts():
 def test_metrics_in_section_1_units_at_the_starts():
     spec = ModelSpec()
     d, alpha = 50, 1.2
-    res = simulate(spec, d, alpha, seeds=(7,), inits=("semantic", "positional"),
+    res = simulate(spec, alpha=alpha, d=d, seeds=(7,), inits=("semantic", "positional"),
                    settings=TrainSettings(max_steps=0, log_every=0), n_test=300)
     sem, pos = res.runs
     ds = make_dataset(spec, d, n_samples(alpha, d), seed=7, n_test=300, keep_labels=True)
@@ -313,7 +313,7 @@ def test_metrics_in_section_1_units_at_the_starts():
 
 
 def test_simulation_result_is_self_describing():
-    res = simulate(ModelSpec(), 20, 1.0, seeds=(0, 1), inits=("semantic",),
+    res = simulate(ModelSpec(), alpha=1.0, d=20, seeds=(0, 1), inits=("semantic",),
                    settings=TrainSettings(max_steps=5, log_every=0))
     out = res.to_dict()
     assert out["params"]["spec"]["omega"] == 0.3 and out["params"]["train"]["lr"] == 0.15
@@ -332,9 +332,9 @@ def test_bad_training_settings():
         with pytest.raises(ValueError, match="CUDA"):
             TrainSettings(device="cuda")
     with pytest.raises(ValueError, match="d must be"):
-        simulate(ModelSpec(), 1, 1.0)
+        simulate(ModelSpec(), alpha=1.0, d=1)
     with pytest.raises(ValueError, match="< 1"):
-        simulate(ModelSpec(), 10, 0.01)
+        simulate(ModelSpec(), alpha=0.01, d=10)
 
 
 @pytest.mark.parametrize("grad", ["analytic", "autograd"])

@@ -43,7 +43,7 @@ def test_d1000_alpha_1p5_agrees_with_theory(theory_1p5):
     torch.set_num_threads(1)
     alpha = 1.5
     sem, pos = theory_1p5
-    res = simulate(SPEC, 1000, alpha, seeds=(0, 1, 2), inits=("semantic", "positional"),
+    res = simulate(SPEC, alpha=alpha, d=1000, seeds=(0, 1, 2), inits=("semantic", "positional"),
                    settings=GD)
     s, p = _runs(res, "semantic"), _runs(res, "positional")
     assert all(r.converged for r in res.runs)
@@ -96,7 +96,7 @@ def test_finite_size_deviation_shrinks_with_d(theory_1p5):
     targets = {"theta": sem.theta, "test_error": sem.test_error, "m": abs(pos.m)}
     stats: dict[str, list[tuple[float, float]]] = {k: [] for k in targets}
     for d, n_seeds in FINITE_SIZE_RUNS:
-        res = simulate(SPEC, d, alpha, seeds=tuple(range(n_seeds)),
+        res = simulate(SPEC, alpha=alpha, d=d, seeds=tuple(range(n_seeds)),
                        inits=("semantic", "positional"), settings=GD)
         s, p = _runs(res, "semantic"), _runs(res, "positional")
         values = {

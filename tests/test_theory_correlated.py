@@ -103,7 +103,7 @@ def test_correlated_theory_matches_simulation():
     torch.set_num_threads(1)
     spec = ModelSpec(token_corr=0.3)
     settings = SolverSettings(**{**FAST, "order": 10})
-    res = simulate(spec, 1000, 1.5, seeds=(0, 1, 2), inits=("semantic", "positional"))
+    res = simulate(spec, alpha=1.5, d=1000, seeds=(0, 1, 2), inits=("semantic", "positional"))
     for branch, key in (("semantic", "theta"), ("positional", "m")):
         p = solve_point(spec, 1.5, branch, settings, error_estimate=False)
         assert p.exists

@@ -70,7 +70,7 @@ def test_causal_theory_and_simulation_land_on_the_same_branch():
     pos = theory_invariants(solve_point(spec, alpha, "positional", settings=settings), spec.L)
     assert sem["theta"] > 0.1 and sem["m"] < 1e-3
     assert pos["m"] > 0.1 and pos["theta"] < 1e-3
-    res = simulate(spec, 200, alpha, seeds=(0, 1), inits=("semantic", "positional"), settings=GD)
+    res = simulate(spec, alpha=alpha, d=200, seeds=(0, 1), inits=("semantic", "positional"), settings=GD)
     for run in res.runs:
         inv = invariants(run.overlaps, spec.L)
         print(f"\n{run.init} seed {run.seed}: theta {inv['theta']:.3f} m {inv['m']:.3f} "
@@ -114,7 +114,7 @@ def test_variant_agrees_with_theory_at_d1000(name, kw, alpha, branch, init, keys
     pt = solve_point(spec, alpha, branch, settings=SolverSettings(**{**FAST, "order": order}))
     assert pt.exists, pt.reason
     th = theory_invariants(pt, spec.L)
-    res = simulate(spec, 1000, alpha, seeds=(0, 1, 2, 3), inits=(init,), settings=GD)
+    res = simulate(spec, alpha=alpha, d=1000, seeds=(0, 1, 2, 3), inits=(init,), settings=GD)
     sims = [{**invariants(r.overlaps, spec.L), "test_error": r.test_error} for r in res.runs]
     assert all(r.converged for r in res.runs)
     for s in sims:

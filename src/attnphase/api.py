@@ -419,7 +419,7 @@ def simulate(
     seed_list = _seed_list(seeds, seed0, "seeds")
     inits = parse_inits(init)
     check_memory(spec, d, [alpha], n_test, len(seed_list), st.dtype)
-    res = run_simulation(spec, d, alpha, seeds=seed_list, inits=inits, settings=st, n_test=n_test,
+    res = run_simulation(spec, alpha=alpha, d=d, seeds=seed_list, inits=inits, settings=st, n_test=n_test,
                          progress=progress_callback(progress, "simulate", "runs"))
     return SimulationResult.from_simulation(res)
 

@@ -81,7 +81,7 @@ def simulation_rows(spec: ModelSpec, alphas: Sequence[float], d: int, seeds: Seq
     ``alpha``, one batched training per ``alpha``; ``progress(done, total)`` after each ``alpha``."""
     rows = []
     for i, a in enumerate(alphas):
-        res = simulate(spec, d, float(a), seeds=seeds, inits=STARTS, settings=settings)
+        res = simulate(spec, alpha=float(a), d=d, seeds=seeds, inits=STARTS, settings=settings)
         log.info("alpha=%g: %d runs in %.1f s", a, len(res.runs), res.batch_seconds)
         for r in res.runs:
             rows.append({

@@ -154,8 +154,9 @@ def parse_inits(text: str | Sequence[str]) -> tuple[str, ...]:
 
 def simulate(
     spec: ModelSpec,
-    d: int,
+    *,
     alpha: float,
+    d: int,
     seeds: Sequence[int] = (0,),
     inits: Sequence[str] = ("semantic",),
     settings: TrainSettings | None = None,
@@ -164,8 +165,10 @@ def simulate(
 ) -> TrainingBatch:
     """Train every ``seed x init`` run in one batched computation and measure it (docs/simulation.md).
 
-    Each seed has its own dataset (teacher, training set, fresh test set); starts of the same seed
-    share it. ``n = round(alpha d)`` training sequences; ``n_test`` (default ``max(n, 1000)``) test
+    ``alpha`` and ``d`` are keywords, so that no call can swap them (:func:`attnphase.simulate`
+    takes them in this order, ``alpha`` first). Each seed has its own dataset (teacher, training
+    set, fresh test set); starts of the same seed share it. ``n = round(alpha d)`` training
+    sequences; ``n_test`` (default ``max(n, 1000)``) test
     ones. ``progress(stopped, runs)`` is called as the training advances (:func:`train`).
     """
     from attnphase import __version__

@@ -327,7 +327,7 @@ def sim_transition(
         ta = time.perf_counter()
         inner = None if progress is None else (
             lambda done, _total, i=i: progress(i * runs + done, len(grid) * runs))
-        res = simulate(spec, d, a, seeds=seeds, inits=("semantic", "positional"),
+        res = simulate(spec, alpha=a, d=d, seeds=seeds, inits=("semantic", "positional"),
                        settings=settings, progress=inner)
         by = {(r.seed, r.init): r for r in res.runs}
         sem = [by[(s, "semantic")] for s in seeds]

@@ -464,7 +464,7 @@ def _sim_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
     spec = model_spec(params)
     settings: TrainSettings = _train_settings(params)
     with _one_torch_thread():
-        res = simulate(spec, d=params["d"], alpha=params["alpha"], seeds=(params["seed"],),
+        res = simulate(spec, alpha=params["alpha"], d=params["d"], seeds=(params["seed"],),
                        inits=(params["init"],), settings=settings)
     run = res.runs[0].to_dict()
     diag_keys = ("steps", "converged", "stop", "grad_norm", "seconds", "overlaps")
