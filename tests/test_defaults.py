@@ -83,6 +83,18 @@ def test_the_theory_kinds_solve_with_the_preset_of_their_command(kind):
     assert point_solver_settings(kind, other).order == preset["order"] + 1
 
 
+@pytest.mark.parametrize("response", ["semantic-start", "positional-start"])
+def test_a_one_start_theory_point_has_the_settings_of_solve(response):
+    """A one-start response runs on one rule in the sweep kind as in ``attnphase solve``."""
+    from attnphase.cli.theory_cmds import settings_from_args
+
+    args = build_parser().parse_args(["solve", "--alpha", "1", "--response", response])
+    branch = response.split("-")[0]
+    params = get_kind("theory").normalize({"alpha": 1.0, "branch": branch, "solver_response": response})
+    assert point_solver_settings("theory", params) == settings_from_args(args)
+    assert settings_from_args(args).refine_order == 0
+
+
 def test_the_library_functions_default_to_the_presets_of_their_commands():
     assert api.DEFAULT_PRESET is SOLVER_PRESET
     for command in ("solve", "transition", "curves", "phase-diagram"):

@@ -29,7 +29,7 @@ from attnphase.cli.common import (
     warn_theory_cost,
 )
 from attnphase.results import SolveResult, describe_change
-from attnphase.spec.defaults import SOLVER_PRESET, TRANSITION_GRID, range_text
+from attnphase.spec.defaults import ONE_START_SETTINGS, SOLVER_PRESET, TRANSITION_GRID, range_text
 from attnphase.theory import (
     SolverSettings,
     branches_for,
@@ -80,13 +80,13 @@ def add_solver_flags(p: argparse.ArgumentParser, command: str) -> None:
                             "the conjugates: the same minima, less scatter (auto: on for the tied and causal students at L = 2, "
                             "rank 1, uncorrelated tokens, where it was measured to help)")
     p.add_argument("--response", default=None, choices=RESPONSES,
-                   help="which minimum each sample's fields take: the global one (global, the replica-symmetric "
+                   help=f"which minimum each sample's fields take: the global one (global, the replica-symmetric "
                         "equations; default); the global one followed locally, without the jumps between minima "
                         "(local: describes gradient descent where its state is many minima); the one reached from "
                         "the teacher's fields (semantic-start: the state gradient descent from the semantic start "
                         "holds) or from the student's positional means (positional-start: the state it holds from "
                         "the positional start); these two rank 1, tied or causal, one branch, on one rule of --order "
-                        "(default 11). docs/model.md (3.6), (3.7)")
+                        f"(default {ONE_START_SETTINGS['order']}). docs/model.md (3.6), (3.7)")
     p.add_argument("--replicas", default=None,
                    help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
     p.add_argument("--seed", default=None,
@@ -118,14 +118,9 @@ def settings_from_args(args: argparse.Namespace) -> SolverSettings:
     )
     changes = {field: parse(given(flag)) for flag, field, parse in parsers if given(flag) is not None}
     if changes.get("response") in ONE_START:  # (one rule: docs/model.md (3.7))
-        changes = {"refine_order": 0, "target_error": 0.0, "order": ONE_START_ORDER,
-                   "warmup_order": 10, **changes}
+        changes = {**ONE_START_SETTINGS, **changes}
     return SolverSettings.preset(getattr(args, "preset", None) or "default", **changes)
 
-
-#: the QMC order of the one rule a one-start solve (``--response semantic-start`` or
-#: ``positional-start``) runs on (docs/model.md (3.7))
-ONE_START_ORDER = 11
 
 
 def _teacher_scale(text: str) -> float | None:

@@ -33,6 +33,13 @@ SOLVER_PRESET: Mapping[str, str] = MappingProxyType({
     "demo": "fast",
 })
 
+#: What a one-start response (``semantic-start``, ``positional-start``; docs/model.md (3.7)) changes
+#: in any preset where the settings given do not: one rule of order 11 (warm-up on order 10), no
+#: refinement and no error target (its selection makes the map too rough for the refinement).
+#: ``attnphase solve --response ...`` and a theory sweep point with ``solver_response`` alike.
+ONE_START_SETTINGS: Mapping[str, Any] = MappingProxyType(
+    {"refine_order": 0, "target_error": 0.0, "order": 11, "warmup_order": 10})
+
 #: The ``alpha`` grid ``(start, stop, num)`` a transition search given no grid starts from (the
 #: reference point's crossing lies inside), widened where the training errors do not cross on it
 #: (:mod:`attnphase.theory.bracket`)

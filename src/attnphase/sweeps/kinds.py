@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from attnphase._revision import combine, function_digest, numerics_revision
-from attnphase.spec.defaults import DEFAULT_LR, SOLVER_PRESET, training
+from attnphase.spec.defaults import DEFAULT_LR, ONE_START_SETTINGS, SOLVER_PRESET, training
 from attnphase.spec.parse import KINDS, convert, parse_range
 from attnphase.spec.problem import ModelSpec, model_parameters
 
@@ -162,10 +162,14 @@ def _normalize_solver(kind: str, params: Mapping[str, Any], out: dict[str, Any],
 def point_solver_settings(kind: str, params: Mapping[str, Any]) -> Any:
     """The :class:`~attnphase.theory.SolverSettings` of a point of the theory kind ``kind``: the
     preset of the command of the same name (:data:`KIND_PRESET`) with the point's ``solver_<field>``
-    parameters applied on top."""
+    parameters applied on top; a one-start ``solver_response`` runs on one rule, as the command's
+    (:data:`attnphase.spec.defaults.ONE_START_SETTINGS`)."""
     from attnphase.theory import SolverSettings
+    from attnphase.theory.saddle import ONE_START
 
     given = {k[len(SOLVER_PREFIX):]: v for k, v in params.items() if k.startswith(SOLVER_PREFIX)}
+    if given.get("response") in ONE_START:
+        given = {**ONE_START_SETTINGS, **given}
     return SolverSettings.preset(SOLVER_PRESET[KIND_PRESET[kind]], **given)
 
 
