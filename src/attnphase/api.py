@@ -27,8 +27,7 @@ from attnphase.results import (
     TransitionResult,
     frozen,
 )
-from attnphase.spec.defaults import SOLVER_PRESET, TRAINING
-from attnphase.spec.defaults import TRANSITION_GRID as TRANSITION_GRID
+from attnphase.spec import defaults
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     BranchPoint,
@@ -46,18 +45,19 @@ __all__ = ["DEFAULT_PRESET", "bayes", "model_spec", "simulate", "solve", "solver
 
 #: the solver preset (:meth:`SolverSettings.preset`) each function runs when given no settings:
 #: the default of the command of the same name (:data:`attnphase.spec.defaults.SOLVER_PRESET`)
-DEFAULT_PRESET: Mapping[str, str] = SOLVER_PRESET
+DEFAULT_PRESET: Mapping[str, str] = defaults.SOLVER_PRESET
 
-# ``TRANSITION_GRID``: ``transition``'s start grid ``(start, stop, num)`` when none is given
-# (:data:`attnphase.spec.defaults.TRANSITION_GRID`), widened down to ``ALPHA_MIN`` and up to
-# ``ALPHA_MAX`` where the crossing is not on it (:mod:`attnphase.theory.bracket`)
+#: ``transition``'s start grid ``(start, stop, num)`` when none is given
+#: (:data:`attnphase.spec.defaults.TRANSITION_GRID`), widened down to ``ALPHA_MIN`` and up to
+#: ``ALPHA_MAX`` where the crossing is not on it (:mod:`attnphase.theory.bracket`)
+TRANSITION_GRID: tuple[float, float, int] = defaults.TRANSITION_GRID
 
 #: ``bayes``'s ``alpha`` grid ``(start, stop, num)`` when none is given (``--alpha 0.05:1:20``)
 BAYES_GRID = (0.05, 1.0, 20)
 
 #: ``simulate``'s training settings where they differ from ``TrainSettings``' defaults (those of
 #: the ``simulate`` command; :data:`attnphase.spec.defaults.TRAINING`)
-SIMULATE_TRAINING: Mapping[str, Any] = TRAINING["simulate"]
+SIMULATE_TRAINING: Mapping[str, Any] = defaults.TRAINING["simulate"]
 
 
 def _model_names() -> tuple[str, ...]:

@@ -136,12 +136,14 @@ def _solver_params(kind: str) -> tuple[Param, ...]:
     default the value of ``kind``'s preset (:data:`KIND_PRESET`)."""
     from attnphase.theory import SolverSettings
 
-    preset = SolverSettings.preset(SOLVER_PRESET[KIND_PRESET[kind]])
+    command = KIND_PRESET[kind]
+    preset = SolverSettings.preset(SOLVER_PRESET[command])
+    what = f"solver setting (default: the {SOLVER_PRESET[command]!r} preset of attnphase {command})"
     out = []
     for f in dataclasses.fields(SolverSettings):
         t = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(f.default))
         if t is not None:
-            out.append(Param(SOLVER_PREFIX + f.name, t, getattr(preset, f.name), "solver setting"))
+            out.append(Param(SOLVER_PREFIX + f.name, t, getattr(preset, f.name), what))
     return tuple(out)
 
 
