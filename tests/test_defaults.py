@@ -110,6 +110,9 @@ def test_the_start_grid_is_read_from_its_one_definition(capsys):
 
     assert bracket.START_GRID is TRANSITION_GRID is api.TRANSITION_GRID
     assert DemoSettings().theory_alpha == range_text(TRANSITION_GRID) == "0.2:2.4:12"
+    from attnphase.api_sweeps import PHASE_OMEGAS
+
+    assert DemoSettings().phase_omega == range_text(PHASE_OMEGAS)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["transition", "--help"])
     assert f"start on {range_text(TRANSITION_GRID)} and widen" in " ".join(capsys.readouterr().out.split())

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from attnphase.api_sweeps import PHASE_OMEGAS
 from attnphase.spec.defaults import TRAINING, TRANSITION_GRID, range_text
 from attnphase.spec.problem import parse_range
 
@@ -32,7 +33,8 @@ class DemoSettings:
     sim_alpha: str = "0.25:2.25:5"
     d: int = 800
     seeds: int = 3
-    phase_omega: str = "0:0.45:10"
+    #: the phase diagram's ``omega`` grid: that of ``attnphase phase-diagram`` (``PHASE_OMEGAS``)
+    phase_omega: str = range_text(PHASE_OMEGAS)
     #: gradient-descent step cap of the simulations (``None``: the simulation kind's,
     #: ``TRAIN_SETTINGS["max_steps"]``); the runs that have not met their gradient tolerance by
     #: then are not counted in the points (default: ``TRAINING["demo"]``)
