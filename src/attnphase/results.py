@@ -574,20 +574,13 @@ class SimulationResult:
         """The user's view of the simulator's ``SimulationResult``."""
         rec = res.to_dict()
         runs = tuple(res.runs)
-        stops: dict[str, int] = {}
-        for r in runs:
-            stops[r.stop] = stops.get(r.stop, 0) + 1
-        n_ok = stops.get("tol", 0)
-        seeds = f"seed {res.seeds[0]}" if len(res.seeds) == 1 else f"seeds {res.seeds[0]}..{res.seeds[-1]}"
-        msg = (f"{len(runs)} runs at d = {res.d}, alpha = {res.alpha:g} ({seeds}; start {', '.join(res.inits)}): "
-               f"{n_ok} of {len(runs)} met the gradient tolerance"
-               + "".join(f", {k} {v}" for k, v in stops.items() if k != "tol")
-               + f"; mean test error {rec['summary']['mean']['test_error']:.6g}")
+        ok, msg = simulation_outcome(runs, res.d, res.alpha, res.seeds, res.inits,
+                                     rec["summary"]["mean"]["test_error"])
         return cls(
             spec=res.spec, d=res.d, alpha=res.alpha, n=res.n, n_test=res.n_test, seeds=tuple(res.seeds),
             inits=tuple(res.inits), train=frozen(rec["params"]["train"]), runs=runs,
             summary=frozen(rec["summary"]), batch_seconds=res.batch_seconds, params=frozen(rec["params"]),
-            success=n_ok == len(runs), message=msg,
+            success=ok, message=msg,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -619,6 +612,23 @@ class SimulationResult:
 #: keys of the JSON records that hold wall-clock times: they differ from run to run and are left
 #: out of :func:`compare_records`
 WALL_TIME_KEYS = frozenset({"seconds", "batch_seconds", "elapsed_s"})
+
+
+def simulation_outcome(runs: Sequence[Any], d: int, alpha: float, seeds: Sequence[int], inits: Sequence[str],
+                       mean_test_error: float) -> tuple[bool, str]:
+    """``success`` and ``message`` of a simulation (:class:`SimulationResult`, the simulator's
+    ``TrainingBatch``): every run met the gradient tolerance (stopped with ``stop == "tol"``); the
+    message counts the runs by how they stopped."""
+    stops: dict[str, int] = {}
+    for r in runs:
+        stops[r.stop] = stops.get(r.stop, 0) + 1
+    n_ok = stops.get("tol", 0)
+    which = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}..{seeds[-1]}"
+    msg = (f"{len(runs)} runs at d = {d}, alpha = {alpha:g} ({which}; start {', '.join(inits)}): "
+           f"{n_ok} of {len(runs)} met the gradient tolerance"
+           + "".join(f", {k} {v}" for k, v in stops.items() if k != "tol")
+           + f"; mean test error {mean_test_error:.6g}")
+    return n_ok == len(runs), msg
 
 
 @dataclass(frozen=True)

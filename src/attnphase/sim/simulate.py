@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from attnphase._revision import numerics_revision
+from attnphase.results import simulation_outcome
 from attnphase.sim.data import Dataset, make_dataset, n_samples
 from attnphase.sim.models import (
     is_untied,
@@ -134,7 +135,23 @@ class TrainingBatch:
             "params": params,
             "runs": [r.to_dict() for r in self.runs],
             "summary": self.summary(),
+            "success": self.success,
+            "message": self.message,
         }
+
+    @property
+    def success(self) -> bool:
+        """Every run met the gradient tolerance (:func:`attnphase.results.simulation_outcome`)."""
+        return self._outcome()[0]
+
+    @property
+    def message(self) -> str:
+        """One line: the runs counted by how they stopped, and the mean test error."""
+        return self._outcome()[1]
+
+    def _outcome(self) -> tuple[bool, str]:
+        mean = float(np.mean([r.test_error for r in self.runs])) if self.runs else float("nan")
+        return simulation_outcome(self.runs, self.d, self.alpha, self.seeds, self.inits, mean)
 
 
 def parse_inits(text: str | Sequence[str]) -> tuple[str, ...]:
