@@ -571,16 +571,15 @@ class SimulationResult:
 
     @classmethod
     def from_simulation(cls, res: Any) -> SimulationResult:
-        """The user's view of the simulator's ``SimulationResult``."""
+        """The user's view of the simulator's record (:class:`attnphase.sim.TrainingBatch`), its
+        ``success`` and ``message`` included."""
         rec = res.to_dict()
         runs = tuple(res.runs)
-        ok, msg = simulation_outcome(runs, res.d, res.alpha, res.seeds, res.inits,
-                                     rec["summary"]["mean"]["test_error"])
         return cls(
             spec=res.spec, d=res.d, alpha=res.alpha, n=res.n, n_test=res.n_test, seeds=tuple(res.seeds),
             inits=tuple(res.inits), train=frozen(rec["params"]["train"]), runs=runs,
             summary=frozen(rec["summary"]), batch_seconds=res.batch_seconds, params=frozen(rec["params"]),
-            success=ok, message=msg,
+            success=bool(res.success), message=str(res.message),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -612,23 +611,6 @@ class SimulationResult:
 #: keys of the JSON records that hold wall-clock times: they differ from run to run and are left
 #: out of :func:`compare_records`
 WALL_TIME_KEYS = frozenset({"seconds", "batch_seconds", "elapsed_s"})
-
-
-def simulation_outcome(runs: Sequence[Any], d: int, alpha: float, seeds: Sequence[int], inits: Sequence[str],
-                       mean_test_error: float) -> tuple[bool, str]:
-    """``success`` and ``message`` of a simulation (:class:`SimulationResult`, the simulator's
-    ``TrainingBatch``): every run met the gradient tolerance (stopped with ``stop == "tol"``); the
-    message counts the runs by how they stopped."""
-    stops: dict[str, int] = {}
-    for r in runs:
-        stops[r.stop] = stops.get(r.stop, 0) + 1
-    n_ok = stops.get("tol", 0)
-    which = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}..{seeds[-1]}"
-    msg = (f"{len(runs)} runs at d = {d}, alpha = {alpha:g} ({which}; start {', '.join(inits)}): "
-           f"{n_ok} of {len(runs)} met the gradient tolerance"
-           + "".join(f", {k} {v}" for k, v in stops.items() if k != "tol")
-           + f"; mean test error {mean_test_error:.6g}")
-    return n_ok == len(runs), msg
 
 
 @dataclass(frozen=True)
