@@ -147,7 +147,7 @@ class _FakeBranchPoint:
 
 @pytest.fixture
 def fake_theory(monkeypatch):
-    monkeypatch.setattr(attnphase.theory, "find_transition", lambda spec, settings=None:
+    monkeypatch.setattr(attnphase.theory, "find_transition", lambda spec, settings=None, widen=False:
                         _FakeTransition(spec.omega), raising=False)
     monkeypatch.setattr(attnphase.theory, "follow_branch", lambda spec, alphas, branch, settings=None:
                         [_FakeBranchPoint(a, branch, exists=not (branch == "semantic" and a < 0.5))

@@ -11,8 +11,12 @@ import sys
 from pathlib import Path
 
 from attnphase.cli.common import (
+    OUTPUT,
+    SOLVER,
+    TRAINING,
     add_model_flags,
     alpha_grid,
+    flag_group,
     print_record,
     save_figure,
     spec_from_args,
@@ -31,24 +35,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--d", type=str, default="300", help="dimension (default 300)")
     p.add_argument("--seeds", type=str, default="8", help="random starts per point (default 8)")
     p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
-    p.add_argument("--optimizer", type=str, default="gd",
-                   help="gd (default), momentum (gd with heavy ball 0.9) or adam")
-    p.add_argument("--lr", type=str, default=None, help="step size (default 0.15 gd/momentum, 0.01 adam)")
-    p.add_argument("--max-steps", type=str, default="5000", help="step cap per run (default 5000)")
-    p.add_argument("--tol", type=str, default="1e-5",
-                   help="stop a run when ||grad R||/sqrt(d) < tol (default 1e-5)")
     p.add_argument("--init-scale", type=str, default="0.1",
                    help="random start Q0 = INIT_SCALE N(0, I) (default 0.1)")
-    p.add_argument("--dtype", type=str, default="float32", help="float32 (default) or float64")
-    p.add_argument("--device", type=str, default="cpu",
-                   help="cpu (default) or cuda (one worker unless --workers says otherwise)")
-    p.add_argument("--no-theory", action="store_true",
-                   help="skip the theory (alpha_c, spinodals, global minimum)")
-    p.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
-                   help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
-    p.add_argument("--store", type=str, default=None, help="results store (default OUT/results.sqlite)")
-    p.add_argument("--out", type=str, default="attnphase-out", help="output folder for figures and CSV")
-    p.add_argument("--json", action="store_true", help="print the map as JSON")
+    train = flag_group(p, TRAINING)
+    train.add_argument("--optimizer", type=str, default="gd",
+                       help="gd (default), momentum (gd with heavy ball 0.9) or adam")
+    train.add_argument("--lr", type=str, default=None, help="step size (default 0.15 gd/momentum, 0.01 adam)")
+    train.add_argument("--max-steps", type=str, default="5000", help="step cap per run (default 5000)")
+    train.add_argument("--tol", type=str, default="1e-5",
+                       help="stop a run when ||grad R||/sqrt(d) < tol (default 1e-5)")
+    train.add_argument("--dtype", type=str, default="float32", help="float32 (default) or float64")
+    train.add_argument("--device", type=str, default="cpu",
+                       help="cpu (default) or cuda (one worker unless --workers says otherwise)")
+    solver = flag_group(p, SOLVER)
+    solver.add_argument("--no-theory", action="store_true",
+                        help="skip the theory (alpha_c, spinodals, global minimum)")
+    solver.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                        help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
+    output = flag_group(p, OUTPUT)
+    output.add_argument("--store", type=str, default=None, help="results store (default OUT/results.sqlite)")
+    output.add_argument("--out", type=str, default="attnphase-out", help="output folder for figures and CSV")
+    output.add_argument("--json", action="store_true", help="print the map as JSON")
     add_model_flags(p, omega=False)
     add_backend_flags(p)
     p.set_defaults(func=cmd_basins)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from attnphase.cli.common import add_parameter_flags, to_float, to_int
+from attnphase.cli.common import TRAINING, add_parameter_flags, flag_group, to_float, to_int
 
 if TYPE_CHECKING:
     from attnphase.sim.train import TrainSettings
@@ -22,7 +22,9 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
     add_parameter_flags(p, "value")
 
 
-def add_train_flags(p: argparse.ArgumentParser, *, max_steps: str, momentum: str) -> None:
+def add_train_flags(parser: argparse.ArgumentParser, *, max_steps: str, momentum: str) -> None:
+    """The optimiser's flags, in the ``training`` argument group."""
+    p = flag_group(parser, TRAINING)
     p.add_argument("--optimizer", type=str, default="gd", help="gd (default) or adam")
     p.add_argument("--lr", type=str, default=None, help="step size (default 0.15 gd, 0.01 adam)")
     p.add_argument("--momentum", type=str, default=momentum,
