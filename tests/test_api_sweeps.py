@@ -111,7 +111,8 @@ def test_curves_to_dict_is_curves_json_and_its_table_is_curves_csv(tmp_path, cap
     record = json.loads((out / "curves.json").read_text())
     assert record.pop("command") == {"program": "attnphase", "argv": argv}
     assert record == res.to_dict()
-    assert list(record) == ["params", "linear_test_error", "transition", "points"]
+    assert list(record) == ["params", "linear_test_error", "transition", "points", "success", "message"]
+    assert record["success"] is res.success is True and record["message"] == res.message
     assert record["transition"]["alpha_c"] == 1.1 and record["params"]["alpha"] == GRID
     assert record["points"]["semantic"][0]["exists"] is False and record["points"]["semantic"][0]["q"] is None
     assert (out / "curves.csv").read_text() == res.table().to_csv(index=False)
@@ -209,7 +210,8 @@ def test_compare_to_dict_is_compare_json_and_its_frame_compare_csv(tmp_path, mon
     res = ap.compare([0.5, 1.0], 10, seeds=2, theory_points=3, omega=0.3, max_steps=5, dtype="float64")
     record = json.loads((out / "compare.json").read_text())
     assert set(record.pop("command")) == {"program", "argv", "torch_threads"}
-    assert record == res.to_dict() and list(record) == ["params", "rows"]
+    assert record == res.to_dict() and list(record) == ["params", "rows", "success", "message"]
+    assert record["success"] is res.success and record["message"] == res.message
     frame = res.to_frame()
     assert list(frame.columns) == COLUMNS
     assert len(frame) == 2 * 3 + 2 * 2 * 3  # theory: 2 branches x 3 alphas; runs: alphas x seeds x starts
@@ -252,7 +254,9 @@ def test_phase_diagram_resumes_from_its_store(tmp_path, monkeypatch, fake_physic
     assert sorted(calls) == [0.1, 0.2, 0.3] and first.computed == 3 and first.stored == 0
     again = ap.phase_diagram([0.1, 0.2, 0.3], store=store, workers=1)
     assert sorted(calls) == [0.1, 0.2, 0.3] and again.computed == 0 and again.stored == 3  # nothing computed
-    assert again.to_dict() == first.to_dict() and again.store == str(store)
+    lines = {k: v for k, v in first.to_dict().items() if k != "message"}  # (the message counts the computed)
+    assert {k: v for k, v in again.to_dict().items() if k != "message"} == lines and again.store == str(store)
+    assert "3 points computed, 0 found" in first.message and "0 points computed, 3 found" in again.message
     np.testing.assert_allclose(again.alpha_c, [1.2, 1.4, 1.6])
     assert again.success and "alpha_c located at 3" in again.message
     frame = again.to_frame()
@@ -274,7 +278,11 @@ def test_phase_diagram_to_dict_is_what_the_command_prints(tmp_path, capsys, fake
     res = ap.phase_diagram([0.1, 0.3], store=out / "results.sqlite", workers=1, simulate=True, alphas=[0.5, 1.0],
                            d=10, seeds=1)
     assert res.computed == 0  # (the command's store: every point is there)
-    assert printed == res.to_dict() and list(printed) == list(res.to_dict())
+    assert list(printed) == list(res.to_dict()) and printed["success"] is res.success
+    # (the same lines; the messages differ in what was computed: everything by the command, nothing here)
+    assert {k: v for k, v in printed.items() if k != "message"} == {
+        k: v for k, v in res.to_dict().items() if k != "message"}
+    assert "10 points computed, 0 found" in printed["message"] and "0 points computed, 10 found" in res.message
     assert str(out / "phase_heatmaps.csv") in files
     maps = res.to_frame("heatmaps")
     assert len(maps) == 2 * 2 and list(maps.columns[:3]) == ["omega", "alpha", "d"]

@@ -145,3 +145,21 @@ def test_a_fold_on_the_first_step_of_a_walk_has_an_alpha():
     from attnphase.theory.continuation import _fold_alpha
 
     assert _fold_alpha([0.0, 0.1], [1.0, 1.02]) == pytest.approx(1.01)
+
+
+@pytest.mark.slow
+def test_a_followed_point_drifting_to_the_trivial_branch_is_refined_as_a_single_solve_is():
+    """sigma = 0.7, omega = 0.3, semantic at alpha = 0.6: the followed coarse point (theta 0.33)
+    refined to the quick tolerance stops at theta 0.0075 while still drifting; refined to the
+    solver's tolerance, as ``solve`` refines, it reaches the trivial branch. The curves and the
+    single solve agree that the branch is absent there and present at 0.7."""
+    import attnphase as ap
+    from attnphase.theory.refinement import refine_followed
+
+    spec = ModelSpec(sigma=0.7, omega=0.3)
+    st = SolverSettings.preset("fast")
+    followed = refine_followed(spec, follow_branch(spec, [0.7, 0.6], "semantic", st), st)
+    assert [p.exists for p in followed] == [True, False]
+    single = [ap.solve(a, branch="semantic", sigma=0.7, omega=0.3, settings="fast", progress=False) for a in (0.7, 0.6)]
+    assert [r.branches.get("semantic") is not None for r in single] == [True, False]
+    assert followed[0].theta == pytest.approx(single[0].branches["semantic"].theta, rel=0.02)

@@ -131,11 +131,16 @@ def _simulation() -> SimulationResult:
     mean = {"m": 0.1, "theta": 0.4, "train_loss": 1e-3, "test_error": 3e-3, "converged": 0.5}
     summary = {"mean": mean, "std": dict(mean), "n_runs": 2,
                "by_init": {"semantic": {"mean": mean, "std": mean, "n_runs": 2}}}
-    runs = [types.SimpleNamespace(stop=stop, to_dict=lambda stop=stop: {"stop": stop}) for stop in ("tol", "max_steps")]
+    from attnphase.sim.simulate import TrainingBatch  # (torch; nothing is trained)
+
+    runs = [types.SimpleNamespace(stop=stop, test_error=3e-3, to_dict=lambda stop=stop: {"stop": stop})
+            for stop in ("tol", "max_steps")]
     raw = types.SimpleNamespace(
         spec=ap.ModelSpec(omega=0.3), d=200, alpha=1.0, n=200, n_test=1000, seeds=(0, 1), inits=("semantic",),
         runs=runs, batch_seconds=1.5,
         to_dict=lambda: {"params": {"train": {"lr": 0.1}, "d": 200}, "summary": summary})
+    # (the simulator's own success and message, read from the stub's runs)
+    raw.success, raw.message = TrainingBatch.success.fget(raw), TrainingBatch.message.fget(raw)
     return SimulationResult.from_simulation(raw)
 
 

@@ -128,7 +128,11 @@ def test_sim_transition_rejects_bad_grid():
 def test_cli_json_schema(capsys):
     assert main(TINY + ["--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {"params", "alpha_c", "crossing", "per_seed", "points", "seconds"} <= set(out)
+    assert {"params", "alpha_c", "crossing", "per_seed", "points", "seconds", "success", "message"} <= set(out)
+    runs = 2 * len(out["params"]["alphas"]) * len(out["params"]["seeds"])
+    converged = all(p["converged"] == 1.0 for p in out["points"])
+    assert out["success"] is (out["alpha_c"] is not None and converged)
+    assert f"of {runs} runs met the gradient tolerance" in out["message"]
     params = out["params"]
     assert params["d"] == 24 and params["seeds"] == [0] and params["alphas"] == [0.8, 1.6]
     assert params["inits"] == ["semantic", "positional"] and params["train"]["max_steps"] == 30

@@ -571,23 +571,15 @@ class SimulationResult:
 
     @classmethod
     def from_simulation(cls, res: Any) -> SimulationResult:
-        """The user's view of the simulator's ``SimulationResult``."""
+        """The user's view of the simulator's record (:class:`attnphase.sim.TrainingBatch`), its
+        ``success`` and ``message`` included."""
         rec = res.to_dict()
         runs = tuple(res.runs)
-        stops: dict[str, int] = {}
-        for r in runs:
-            stops[r.stop] = stops.get(r.stop, 0) + 1
-        n_ok = stops.get("tol", 0)
-        seeds = f"seed {res.seeds[0]}" if len(res.seeds) == 1 else f"seeds {res.seeds[0]}..{res.seeds[-1]}"
-        msg = (f"{len(runs)} runs at d = {res.d}, alpha = {res.alpha:g} ({seeds}; start {', '.join(res.inits)}): "
-               f"{n_ok} of {len(runs)} met the gradient tolerance"
-               + "".join(f", {k} {v}" for k, v in stops.items() if k != "tol")
-               + f"; mean test error {rec['summary']['mean']['test_error']:.6g}")
         return cls(
             spec=res.spec, d=res.d, alpha=res.alpha, n=res.n, n_test=res.n_test, seeds=tuple(res.seeds),
             inits=tuple(res.inits), train=frozen(rec["params"]["train"]), runs=runs,
             summary=frozen(rec["summary"]), batch_seconds=res.batch_seconds, params=frozen(rec["params"]),
-            success=n_ok == len(runs), message=msg,
+            success=bool(res.success), message=str(res.message),
         )
 
     def to_dict(self) -> dict[str, Any]:

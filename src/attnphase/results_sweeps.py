@@ -84,7 +84,7 @@ class CurvesResult:
         }
         if self.bayes is not None:
             out["bayes"] = self.bayes.to_dict()
-        return jsonable(out)
+        return jsonable({**out, "success": self.success, "message": self.message})
 
     def table(self) -> pd.DataFrame:
         """The wide table of ``curves.csv``: one row per ``alpha``, the columns of both branches
@@ -163,8 +163,10 @@ class CompareResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The record that ``attnphase compare`` writes to ``compare.json`` (less its
-        ``command``): ``params`` and ``rows``, the rows of ``compare.csv`` in its order."""
-        return jsonable({"params": self.params, "rows": [*self.theory, *self.simulation, *self.bayes]})
+        ``command``): ``params`` and ``rows``, the rows of ``compare.csv`` in its order, then
+        ``success`` and ``message``."""
+        return jsonable({"params": self.params, "rows": [*self.theory, *self.simulation, *self.bayes],
+                         "success": self.success, "message": self.message})
 
     def to_frame(self) -> pd.DataFrame:
         """The table of ``compare.csv``: one row per theory point (``source == "theory"``) and per
@@ -208,9 +210,9 @@ class CompareResult:
         return compare_figure(self.to_frame(), spec=self.spec, d=self.d)
 
 
-#: the keys of ``attnphase phase-diagram --json`` that :meth:`PhaseDiagramResult.to_dict` gives
-#: (the command adds ``files``), in its order; ``AXIS`` stands for the axis' name (``omega``,
-#: ``sigma`` or ``lam``), which holds its values
+#: the keys of the lines in ``attnphase phase-diagram --json`` that :meth:`PhaseDiagramResult.to_dict`
+#: gives (followed by ``success`` and ``message``; the command adds ``files``), in its order; ``AXIS``
+#: stands for the axis' name (``omega``, ``sigma`` or ``lam``), which holds its values
 PHASE_KEYS = ("axis", "AXIS", "alpha_c", "kind", "exchange", "alpha_l", "spinodals", "eps_g_lin", "errors",
               "reasons")
 
@@ -252,9 +254,11 @@ class PhaseDiagramResult:
         return self.lines.omega
 
     def to_dict(self) -> dict[str, Any]:
-        """The record that ``attnphase phase-diagram --json`` prints (less its ``files``)."""
+        """The record that ``attnphase phase-diagram --json`` prints (less its ``files``): the
+        lines (:data:`PHASE_KEYS`), then ``success`` and ``message``."""
         d = self.lines.to_dict()
-        return jsonable({self.axis if k == "AXIS" else k: d[self.axis if k == "AXIS" else k] for k in PHASE_KEYS})
+        lines = {self.axis if k == "AXIS" else k: d[self.axis if k == "AXIS" else k] for k in PHASE_KEYS}
+        return jsonable({**lines, "success": self.success, "message": self.message})
 
     def to_frame(self, which: str = "lines") -> pd.DataFrame:
         """``"lines"``: one row per value of the axis (``phase_lines.csv``: ``alpha_c`` and its error,

@@ -11,8 +11,12 @@ import sys
 from pathlib import Path
 
 from attnphase.cli.common import (
+    OUTPUT,
+    SOLVER,
+    TRAINING,
     add_model_flags,
     alpha_grid,
+    flag_group,
     print_record,
     save_figure,
     spec_from_args,
@@ -32,27 +36,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--d", type=str, default="300", help="dimension (default 300)")
     p.add_argument("--seeds", type=str, default="8", help="random starts per point (default 8)")
     p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
-    st = training("basins")
-    p.add_argument("--optimizer", type=str, default=st["optimizer"],
-                   help=f"gd, momentum (gd with heavy ball 0.9) or adam (default {st['optimizer']})")
-    p.add_argument("--lr", type=str, default=None, help="step size (default "
-                   + ", ".join(f"{number_text(v)} {k}" for k, v in DEFAULT_LR.items()) + "; momentum as gd)")
-    p.add_argument("--max-steps", type=str, default=str(st["max_steps"]),
-                   help=f"step cap per run (default {st['max_steps']})")
-    p.add_argument("--tol", type=str, default=number_text(st["tol"]),
-                   help=f"stop a run when ||grad R||/sqrt(d) < tol (default {number_text(st['tol'])})")
     p.add_argument("--init-scale", type=str, default="0.1",
                    help="random start Q0 = INIT_SCALE N(0, I) (default 0.1)")
-    p.add_argument("--dtype", type=str, default=st["dtype"], help=f"float32 or float64 (default {st['dtype']})")
-    p.add_argument("--device", type=str, default=st["device"],
-                   help=f"cpu or cuda (default {st['device']}; cuda: one worker unless --workers says otherwise)")
-    p.add_argument("--no-theory", action="store_true",
-                   help="skip the theory (alpha_c, spinodals, global minimum)")
-    p.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
-                   help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
-    p.add_argument("--store", type=str, default=None, help="results store (default OUT/results.sqlite)")
-    p.add_argument("--out", type=str, default="attnphase-out", help="output folder for figures and CSV")
-    p.add_argument("--json", action="store_true", help="print the map as JSON")
+    st = training("basins")
+    train = flag_group(p, TRAINING)
+    train.add_argument("--optimizer", type=str, default=st["optimizer"],
+                       help=f"gd, momentum (gd with heavy ball 0.9) or adam (default {st['optimizer']})")
+    train.add_argument("--lr", type=str, default=None, help="step size (default "
+                       + ", ".join(f"{number_text(v)} {k}" for k, v in DEFAULT_LR.items()) + "; momentum as gd)")
+    train.add_argument("--max-steps", type=str, default=str(st["max_steps"]),
+                       help=f"step cap per run (default {st['max_steps']})")
+    train.add_argument("--tol", type=str, default=number_text(st["tol"]),
+                       help=f"stop a run when ||grad R||/sqrt(d) < tol (default {number_text(st['tol'])})")
+    train.add_argument("--dtype", type=str, default=st["dtype"], help=f"float32 or float64 (default {st['dtype']})")
+    train.add_argument("--device", type=str, default=st["device"],
+                       help=f"cpu or cuda (default {st['device']}; cuda: one worker unless --workers says otherwise)")
+    solver = flag_group(p, SOLVER)
+    solver.add_argument("--no-theory", action="store_true",
+                        help="skip the theory (alpha_c, spinodals, global minimum)")
+    solver.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                        help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
+    output = flag_group(p, OUTPUT)
+    output.add_argument("--store", type=str, default=None, help="results store (default OUT/results.sqlite)")
+    output.add_argument("--out", type=str, default="attnphase-out", help="output folder for figures and CSV")
+    output.add_argument("--json", action="store_true", help="print the map as JSON")
     add_model_flags(p, omega=False)
     add_backend_flags(p)
     p.set_defaults(func=cmd_basins)

@@ -10,7 +10,16 @@ import sys
 from typing import Any
 
 from attnphase import api
-from attnphase.cli.common import add_model_flags, alpha_grid, print_record, spec_from_args, to_float, to_int
+from attnphase.cli.common import (
+    OUTPUT,
+    add_model_flags,
+    alpha_grid,
+    flag_group,
+    print_record,
+    spec_from_args,
+    to_float,
+    to_int,
+)
 
 
 def cmd_bayes(args: argparse.Namespace) -> int:
@@ -69,5 +78,5 @@ def register(sub: Any) -> None:
     p.add_argument("--gamp-d", default=None, help="also run GAMP on the simulator's data at this d")
     p.add_argument("--gamp-seeds", default="4", help="GAMP datasets per alpha (default 4)")
     p.add_argument("--seed0", default="0", help="first GAMP seed (default 0)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    flag_group(p, OUTPUT).add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bayes)

@@ -23,26 +23,60 @@ from attnphase._progress import ProgressLine
 from attnphase.spec import parse
 from attnphase.spec.parse import parse_range
 from attnphase.spec.problem import ModelSpec, model_parameters
+from attnphase.spec.schema import GROUPS
+
+#: Titles of the argument groups (sections of ``--help``) that the commands share besides the
+#: model's (:data:`attnphase.spec.schema.GROUPS`): settings of the theory's solver, of training,
+#: what is printed or written, and where sweep points run. A command's own flags (``--alpha``,
+#: ``--branch``, ...) stay in argparse's first section, ``options``.
+SOLVER = "solver"
+TRAINING = "training"
+OUTPUT = "output"
+BACKEND = "backend"
+#: the order of the shared groups in ``--help``, whatever the order in which a command adds them
+GROUP_ORDER = (*(title for title, _ in GROUPS.values()), SOLVER, TRAINING, OUTPUT, BACKEND)
+
+
+def flag_group(p: argparse.ArgumentParser, title: str, description: str | None = None) -> argparse._ArgumentGroup:
+    """The argument group of ``p`` titled ``title``, made where ``p`` has none yet. A group of
+    :data:`GROUP_ORDER` is placed before the groups that come after it there (``--help`` shows
+    the groups in the order of ``p``'s list of them); any other group after the existing ones."""
+    groups = p._action_groups
+    for g in groups:
+        if g.title == title:
+            return g
+    new = p.add_argument_group(title, description)
+    if title in GROUP_ORDER:
+        rank = GROUP_ORDER.index(title)
+        later = [i for i, g in enumerate(groups)
+                 if g.title in GROUP_ORDER and GROUP_ORDER.index(g.title) > rank]
+        if later:
+            groups.insert(later[0], groups.pop())
+    return new
 
 
 def add_parameter_flags(p: argparse.ArgumentParser, group: str, omit: tuple[str, ...] = ()) -> None:
-    """One flag per :class:`ModelSpec` field of ``group`` (``model`` or ``value``), except the
-    fields named in ``omit``: text for numbers, matrices and names (parsed by
-    :func:`spec_from_args`), ``store_true`` for booleans."""
+    """One flag per :class:`ModelSpec` field of ``group`` (:data:`~attnphase.spec.schema.GROUPS`),
+    except the fields named in ``omit``, in the argument group of that name: text for numbers,
+    matrices and names (parsed by :func:`spec_from_args`), ``store_true`` for booleans."""
+    title, description = GROUPS[group]
     for prm in model_parameters():
         if prm.group != group or prm.name in omit:
             continue
+        g = flag_group(p, title, description)
         if prm.kind == "bool":
-            p.add_argument(prm.flag, dest=prm.name, action="store_true", help=prm.cli_help)
+            g.add_argument(prm.flag, dest=prm.name, action="store_true", help=prm.cli_help)
         else:
-            p.add_argument(prm.flag, dest=prm.name, type=str, default=prm.text_default,
+            g.add_argument(prm.flag, dest=prm.name, type=str, default=prm.text_default,
                            help=prm.cli_help)
 
 
 def add_model_flags(p: argparse.ArgumentParser, omega: bool = True) -> None:
-    """Model flags used by ``solve``, ``transition``, ``curves``, ``simulate``, ``compare``...
+    """Model flags used by ``solve``, ``transition``, ``curves``, ``simulate``, ``compare``...:
+    the core model, then the mixture and cross-attention extensions, each its own argument group
     (``omega=False``: the command has its own ``--omega``)."""
-    add_parameter_flags(p, "model", omit=() if omega else ("omega",))
+    for group in ("model", "mixture", "cross"):
+        add_parameter_flags(p, group, omit=() if omega else ("omega",))
 
 
 def add_theory_value_flags(p: argparse.ArgumentParser) -> None:

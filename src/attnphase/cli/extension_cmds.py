@@ -14,8 +14,10 @@ from typing import Any
 
 from attnphase.cli.common import (
     COMMAND_KEY,
+    OUTPUT,
     add_model_flags,
     command_record,
+    flag_group,
     json_text,
     print_json,
     progress_printer,
@@ -99,7 +101,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
     p.add_argument("--keep-all", action="store_true",
                    help="use grid points where a start did not hold for the crossing too")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--out", type=str, default=None, help="folder for CSV, JSON, PNG and PDF")
+    output = flag_group(p, OUTPUT)
+    output.add_argument("--json", action="store_true", help="print one JSON object")
+    output.add_argument("--out", type=str, default=None, help="folder for CSV, JSON, PNG and PDF")
     add_train_flags(p, "sim-transition")
     p.set_defaults(func=cmd_sim_transition)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from attnphase._json import jsonable
-from attnphase.cli.common import print_json, save_figure
+from attnphase.cli.common import OUTPUT, flag_group, print_json, save_figure
 
 __all__ = ["register", "cmd_histogram"]
 
@@ -41,10 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="torch device")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: this small model runs fastest on one)")
-    p.add_argument("--out", type=str, default="attnphase-histogram",
-                   help="directory for figures and the full results JSON")
-    p.add_argument("--no-figures", action="store_true", help="do not write figures")
-    p.add_argument("--json", action="store_true", help="print the JSON summary on stdout")
+    output = flag_group(p, OUTPUT)
+    output.add_argument("--out", type=str, default="attnphase-histogram",
+                        help="directory for figures and the full results JSON")
+    output.add_argument("--no-figures", action="store_true", help="do not write figures")
+    output.add_argument("--json", action="store_true", help="print the JSON summary on stdout")
     g = p.add_argument_group("sizes (override the default or --quick configuration)")
     g.add_argument("--L", type=int, default=None, help="sequence length (default 10)")
     g.add_argument("--T", type=int, default=None, help="alphabet size (default 15)")

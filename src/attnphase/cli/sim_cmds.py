@@ -14,10 +14,13 @@ from typing import Any
 from attnphase import api, api_sweeps
 from attnphase.cli.common import (
     COMMAND_KEY,
+    OUTPUT,
+    SOLVER,
     add_model_flags,
     alpha_grid,
     check_out_folder,
     command_record,
+    flag_group,
     json_text,
     print_record,
     progress_printer,
@@ -138,7 +141,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
     p.add_argument("--n-test", type=str, default=None, help="test sequences (default max(n, 1000))")
     add_train_flags(p, "simulate")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    flag_group(p, OUTPUT).add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_simulate)
 
     c = subparsers.add_parser("compare", help="theory curves against simulation points",
@@ -150,11 +153,12 @@ def register(subparsers: Any) -> None:
     c.add_argument("--d", type=str, default="500", help="embedding dimension (default 500)")
     c.add_argument("--seeds", type=str, default="3", help="seeds per alpha (default 3)")
     c.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
-    c.add_argument("--theory-points", type=str, default="12",
-                   help="alpha points on the theory curves (default 12)")
-    c.add_argument("--theory-order", type=str, default=None,
-                   help="integration order of the theory solver (default: its quick preset)")
-    c.add_argument("--out", type=str, default="compare_out", help="output folder")
+    solver = flag_group(c, SOLVER)
+    solver.add_argument("--theory-points", type=str, default="12",
+                        help="alpha points on the theory curves (default 12)")
+    solver.add_argument("--theory-order", type=str, default=None,
+                        help="integration order of the theory solver (default: its quick preset)")
+    flag_group(c, OUTPUT).add_argument("--out", type=str, default="compare_out", help="output folder")
     c.add_argument("--bayes", action="store_true",
                    help="add the Bayes-optimal overlap and test error (attnphase bayes) as theory rows of kind bayes")
     add_train_flags(c, "compare")

@@ -13,8 +13,12 @@ import sys
 from pathlib import Path
 
 from attnphase.cli.common import (
+    BACKEND,
+    OUTPUT,
+    SOLVER,
     add_model_flags,
     alpha_grid,
+    flag_group,
     print_json,
     save_figure,
     spec_from_args,
@@ -61,18 +65,22 @@ def _seconds(text: str) -> float:
 
 
 def add_backend_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int, default=None,
-                   help="local processes (default: every core; 1 runs in-process)")
-    p.add_argument("--scheduler", type=str, default=None,
-                   help="Dask scheduler address tcp://HOST:PORT (instead of the local pool)")
-    p.add_argument("--connect-timeout", type=_seconds, default=5.0,
-                   help="seconds to wait for the Dask scheduler (default 5)")
-    p.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto",
-                   help="progress bar on a terminal, log lines otherwise (default auto)")
-    p.add_argument("--quiet", action="store_true", help="no progress or log lines")
-    p.add_argument("--recompute-stale", action="store_true",
-                   help="recompute the stored points computed by another numerical revision of "
-                        "the code (stale points; otherwise used as they are, with a warning)")
+    """Where the points run and which stored points are recomputed (the ``backend`` argument
+    group), and the progress lines (``output``)."""
+    backend = flag_group(p, BACKEND)
+    backend.add_argument("--workers", type=int, default=None,
+                         help="local processes (default: every core; 1 runs in-process)")
+    backend.add_argument("--scheduler", type=str, default=None,
+                         help="Dask scheduler address tcp://HOST:PORT (instead of the local pool)")
+    backend.add_argument("--connect-timeout", type=_seconds, default=5.0,
+                         help="seconds to wait for the Dask scheduler (default 5)")
+    backend.add_argument("--recompute-stale", action="store_true",
+                         help="recompute the stored points computed by another numerical revision of "
+                              "the code (stale points; otherwise used as they are, with a warning)")
+    output = flag_group(p, OUTPUT)
+    output.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto",
+                        help="progress bar on a terminal, log lines otherwise (default auto)")
+    output.add_argument("--quiet", action="store_true", help="no progress or log lines")
 
 
 def fast_solver() -> list[str]:
@@ -107,19 +115,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--recompute", action="store_true",
                    help="recompute every point of the grid, replacing stored results "
                         "(--recompute-stale: only those of another numerical revision)")
-    r.add_argument("--json", action="store_true", help="print a JSON summary")
+    flag_group(r, OUTPUT).add_argument("--json", action="store_true", help="print a JSON summary")
     add_backend_flags(r)
     r.set_defaults(func=cmd_sweep_run)
 
     e = ssub.add_parser("export", help="export a store to CSV or Parquet")
     e.add_argument("--store", type=str, required=True)
-    e.add_argument("--out", type=str, required=True, help="file.csv or file.parquet")
+    flag_group(e, OUTPUT).add_argument("--out", type=str, required=True, help="file.csv or file.parquet")
     e.add_argument("--kind", type=str, default=None, help="only points of this kind")
     e.set_defaults(func=cmd_sweep_export)
 
     s = ssub.add_parser("status", help="count the stored points by kind and status")
     s.add_argument("--store", type=str, required=True)
-    s.add_argument("--json", action="store_true")
+    flag_group(s, OUTPUT).add_argument("--json", action="store_true", help="print one JSON list")
     s.set_defaults(func=cmd_sweep_status)
 
     k = ssub.add_parser("kinds", help="list point kinds and their parameters")
@@ -140,21 +148,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     ph.add_argument("--d", type=int, default=300, help="dimension of the simulations (default 300)")
     ph.add_argument("--seeds", type=int, default=2, help="seeds per point (default 2)")
     ph.add_argument("--max-steps", type=int, default=None, help="GD step limit of simulations")
-    ph.add_argument("--store", type=str, default=None,
-                    help="results store (default OUT/results.sqlite)")
-    ph.add_argument("--out", type=str, default="attnphase-out", help="output folder")
-    ph.add_argument("--json", action="store_true", help="print the lines as JSON")
-    ph.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
-                    help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
+    output = flag_group(ph, OUTPUT)
+    output.add_argument("--store", type=str, default=None,
+                        help="results store (default OUT/results.sqlite)")
+    output.add_argument("--out", type=str, default="attnphase-out", help="output folder")
+    output.add_argument("--json", action="store_true", help="print the lines as JSON")
+    flag_group(ph, SOLVER).add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                                        help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
     add_model_flags(ph, omega=False)
     add_backend_flags(ph)
     ph.set_defaults(func=cmd_phase_diagram)
 
     dm = sub.add_parser("demo", help="omega=0.3 curves with simulations, phase diagram, "
                                      "HTML report (a few minutes)")
-    dm.add_argument("--out", type=str, default="attnphase-out", help="output folder")
-    dm.add_argument("--store", type=str, default=None,
-                    help="results store (default OUT/results.sqlite)")
+    output = flag_group(dm, OUTPUT)
+    output.add_argument("--out", type=str, default="attnphase-out", help="output folder")
+    output.add_argument("--store", type=str, default=None,
+                        help="results store (default OUT/results.sqlite)")
     dm.add_argument("--only", choices=PARTS, default=None, help="only one part of the demo")
     dm.add_argument("--omega", type=float, default=DemoSettings.omega)
     dm.add_argument("--theory-alpha", type=str, default=DemoSettings.theory_alpha)
@@ -167,8 +177,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help=f"heavy-ball term of the simulations' GD (default {DemoSettings.momentum:g}; "
                          "0: plain GD)")
     dm.add_argument("--phase-omega", type=str, default=DemoSettings.phase_omega)
-    dm.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
-                    help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
+    flag_group(dm, SOLVER).add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                                        help="theory solver setting, e.g. --solver order=10 (see sweep kinds)")
     dm.add_argument("--bayes", action="store_true", help="draw the Bayes-optimal baseline on the curves")
     dm.add_argument("--models", type=str, default="",
                     help=f"further models whose curves the report shows, comma-separated: {', '.join(MODELS)} "

@@ -14,11 +14,14 @@ from typing import Any
 from attnphase import api, api_sweeps
 from attnphase.cli.common import (
     COMMAND_KEY,
+    OUTPUT,
+    SOLVER,
     add_model_flags,
     add_theory_value_flags,
     alpha_grid,
     check_out_folder,
     command_record,
+    flag_group,
     json_text,
     print_record,
     progress_printer,
@@ -52,9 +55,11 @@ def _num(v: float) -> str:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exp)}"
 
 
-def add_solver_flags(p: argparse.ArgumentParser, command: str) -> None:
-    """The solver flags of a theory command. Each defaults to the value of the command's preset
-    (:data:`COMMAND_PRESET`, or the one ``--preset`` names); a flag given explicitly wins."""
+def add_solver_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The solver flags of a theory command, in its ``solver`` argument group. Each defaults to the
+    value of the command's preset (:data:`COMMAND_PRESET`, or the one ``--preset`` names); a flag
+    given explicitly wins."""
+    p = flag_group(parser, SOLVER)
     name = COMMAND_PRESET[command]
     st = SolverSettings.preset(name)
     p.add_argument("--preset", default=name, choices=tuple(SolverSettings.PRESETS),
@@ -321,15 +326,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--branch", default="all",
                    help="semantic, positional, trivial, mixed (rank >= 2: one direction semantic, one positional) or all (default)")
     st = SolverSettings.preset(COMMAND_PRESET["solve"])
-    p.add_argument("--target-error", default=None,
-                   help=f"raise a branch's refinement order (from --refine-order) until the estimated relative "
-                        f"error of what --target-on names is at most this (default {_num(st.target_error)}; 0: one "
-                        "refinement at --refine-order, the fastest)")
-    p.add_argument("--target-on", default=None,
-                   help=f"which estimates --target-error applies to: overlaps (q, m, theta), test_error or all "
-                        f"(default {st.target_on})")
-    p.add_argument("--max-refine-order", default=None,
-                   help=f"highest refinement order for --target-error (default {st.max_refine_order})")
+    solver = flag_group(p, SOLVER)
+    solver.add_argument("--target-error", default=None,
+                        help=f"raise a branch's refinement order (from --refine-order) until the estimated relative "
+                             f"error of what --target-on names is at most this (default {_num(st.target_error)}; 0: one "
+                             "refinement at --refine-order, the fastest)")
+    solver.add_argument("--target-on", default=None,
+                        help=f"which estimates --target-error applies to: overlaps (q, m, theta), test_error or all "
+                             f"(default {st.target_on})")
+    solver.add_argument("--max-refine-order", default=None,
+                        help=f"highest refinement order for --target-error (default {st.max_refine_order})")
     p.add_argument("--stability", action="store_true",
                    help="also the stability of the positional fixed point against theta: F' > 1 a saddle of the "
                         "risk, F' < 1 a minimum along theta (rank 1, tied, causal or cross; docs/cross.md; always on with "
@@ -338,7 +344,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also the jump share of every branch: the fraction of the weights step's stiffness that "
                         "the proximal minimiser's jumps take away; where it is not small, check the branch against "
                         "simulation (docs/model.md (3.5), docs/variants.md; seconds to a minute per branch)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    flag_group(p, OUTPUT).add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("transition", help="alpha_c, alpha_l and spinodals at one omega")
@@ -349,7 +355,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"bracketing grid start:stop:num, searched as given (default: start on "
                         f"{range_text(TRANSITION_GRID)} and widen the range, down to {ALPHA_MIN:g} and up to "
                         f"{ALPHA_MAX:g}, until the training errors cross or there is a reason for no transition)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    flag_group(p, OUTPUT).add_argument("--json", action="store_true", help="print one JSON object")
     # --replicas: independent QMC scrambles, averaged (standard error over them). With the
     # refinement one scramble suffices (the fast preset's): the errors come from the fine rules
     p.set_defaults(func=cmd_transition)
@@ -360,7 +366,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_solver_flags(p, "curves")
     grid = ":".join(f"{v:g}" for v in api_sweeps.CURVES_GRID)
     p.add_argument("--alpha", default=grid, help=f"alpha grid start:stop:num (default {grid})")
-    p.add_argument("--out", default="attnphase-out", help="output folder")
+    flag_group(p, OUTPUT).add_argument("--out", default="attnphase-out", help="output folder")
     p.add_argument("--no-transition", dest="transition", action="store_false",
                    help="skip locating alpha_c and alpha_l")
     p.add_argument("--bayes", action="store_true",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from attnphase.cli.common import add_parameter_flags, to_float, to_int
+from attnphase.cli.common import TRAINING, add_parameter_flags, flag_group, to_float, to_int
 from attnphase.spec.defaults import DEFAULT_LR, number_text, training
 
 if TYPE_CHECKING:
@@ -23,9 +23,11 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
     add_parameter_flags(p, "value")
 
 
-def add_train_flags(p: argparse.ArgumentParser, command: str) -> None:
-    """The training flags of ``command``, each defaulting to the command's training settings
-    (:func:`attnphase.spec.defaults.training`, the defaults of its library function too)."""
+def add_train_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The training flags of ``command``, in the ``training`` argument group, each defaulting to the
+    command's training settings (:func:`attnphase.spec.defaults.training`, the defaults of its
+    library function too)."""
+    p = flag_group(parser, TRAINING)
     st = training(command)
     lr = ", ".join(f"{number_text(v)} {k}" for k, v in DEFAULT_LR.items())
     p.add_argument("--optimizer", type=str, default=st["optimizer"], help=f"gd or adam (default {st['optimizer']})")

@@ -134,7 +134,27 @@ class TrainingBatch:
             "params": params,
             "runs": [r.to_dict() for r in self.runs],
             "summary": self.summary(),
+            "success": self.success,
+            "message": self.message,
         }
+
+    @property
+    def success(self) -> bool:
+        """Every run met the gradient tolerance (stopped with ``stop == "tol"``)."""
+        return all(r.stop == "tol" for r in self.runs)
+
+    @property
+    def message(self) -> str:
+        """One line: the runs counted by how they stopped, and the mean test error."""
+        stops: dict[str, int] = {}
+        for r in self.runs:
+            stops[r.stop] = stops.get(r.stop, 0) + 1
+        seeds = f"seed {self.seeds[0]}" if len(self.seeds) == 1 else f"seeds {self.seeds[0]}..{self.seeds[-1]}"
+        mean = float(np.mean([r.test_error for r in self.runs])) if self.runs else float("nan")
+        return (f"{len(self.runs)} runs at d = {self.d}, alpha = {self.alpha:g} ({seeds}; start "
+                f"{', '.join(self.inits)}): {stops.get('tol', 0)} of {len(self.runs)} met the gradient tolerance"
+                + "".join(f", {k} {v}" for k, v in stops.items() if k != "tol")
+                + f"; mean test error {mean:.6g}")
 
 
 def parse_inits(text: str | Sequence[str]) -> tuple[str, ...]:

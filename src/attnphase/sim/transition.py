@@ -221,7 +221,11 @@ class TransitionPoint:
 
 @dataclass(frozen=True)
 class SimTransition:
-    """Result of :func:`sim_transition`: all grid points, the crossing and what produced them."""
+    """Result of :func:`sim_transition`: all grid points, the crossing and what produced them.
+
+    ``success``: ``alpha_c`` was located (the mean ``Delta`` crosses zero on the usable points)
+    and every run met the gradient tolerance; ``message`` says which of the two failed.
+    """
 
     spec: ModelSpec
     d: int
@@ -238,6 +242,20 @@ class SimTransition:
     @property
     def alpha_c(self) -> float | None:
         return self.crossing.alpha_c
+
+    @property
+    def success(self) -> bool:
+        """``alpha_c`` located and every run converged."""
+        return self.alpha_c is not None and all(p.converged == 1.0 for p in self.points)
+
+    @property
+    def message(self) -> str:
+        """One line: ``alpha_c`` or why there is none, and the runs that did not converge."""
+        runs = 2 * len(self.seeds) * len(self.points)
+        stuck = round(sum((1.0 - p.converged) * 2 * len(self.seeds) for p in self.points))
+        found = (f"alpha_c = {self.alpha_c:.4g} ({self.crossing.reason})" if self.alpha_c is not None
+                 else f"no alpha_c ({self.crossing.reason})")
+        return f"{found}; {runs - stuck} of {runs} runs met the gradient tolerance"
 
     def seed_summary(self) -> dict[str, Any]:
         """Second estimate: the crossing of each seed's own ``Delta`` curve (seeds share the teacher
@@ -268,6 +286,8 @@ class SimTransition:
             "per_seed": self.seed_summary(),
             "points": [p.to_dict() for p in self.points],
             "seconds": self.seconds,
+            "success": self.success,
+            "message": self.message,
         }
 
     def rows(self) -> list[dict[str, Any]]:

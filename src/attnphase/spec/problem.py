@@ -208,28 +208,28 @@ class ModelSpec:
                                group="value")
     # ---- Gaussian-mixture tokens (docs/model.md section 9)
     mixture: int = described(0, "int", "number K of Gaussian-mixture token means (0: none)", minimum=0,
-                           extension=True)
+                           group="mixture", extension=True)
     mixture_sep: float | None = described(
         None, "float", "mean Gram Gmu = sep * (centred simplex of K); K = 2: mu_2 = -mu_1, "
-        "|mu|^2/d = sep", minimum=0.0, extension=True)
+        "|mu|^2/d = sep", minimum=0.0, group="mixture", extension=True)
     mixture_gram: Matrix | None = described(
         None, "matrix", "Gram matrix mu_k.mu_k'/d of the mixture means (replaces the separation)",
-        example="1,-1;-1,1", extension=True)
+        example="1,-1;-1,1", group="mixture", extension=True)
     mixture_align: Matrix | None = described(
         None, "matrix", "teacher alignments kappa_k = mu_k.Q*/d (one value for K = 2: kappa, -kappa)",
-        example="0.5,-0.5", extension=True)
+        example="0.5,-0.5", group="mixture", extension=True)
     mixture_probs: Matrix | None = described(
         None, "matrix", "label probabilities p_k (default uniform)", example="0.5,0.5",
-        extension=True)
+        group="mixture", extension=True)
     # ---- cross-attention (docs/model.md section 10): variants cross, untied-cross
     L_keys: int = described(0, "int", "key tokens L' of cross-attention (0: L' = L)", minimum=0,
-                          extension=True)
+                          group="cross", extension=True)
     key_positions: Matrix | None = described(
         None, "matrix", "cross-attention: Gram matrix Pi' Pi'^T/d of the key embeddings (default: "
-        "the centred simplex)", example="1,-1;-1,1", extension=True)
+        "the centred simplex)", example="1,-1;-1,1", group="cross", extension=True)
     cross_positions: Matrix | None = described(
         None, "matrix", "cross-attention: L x L' Gram Pi Pi'^T/d between query and key embeddings "
-        "(default: 0, keys orthogonal to queries)", example="1,-1;-1,1", extension=True)
+        "(default: 0, keys orthogonal to queries)", example="1,-1;-1,1", group="cross", extension=True)
 
     def __post_init__(self) -> None:
         for name in ("mixture_align", "mixture_probs"):  # (a number or a 1-d sequence: one row)

@@ -19,9 +19,17 @@ from attnphase.spec.parse import KINDS, convert, parse_matrix, to_float, to_int
 #: Key of the :class:`FieldInfo` in a dataclass field's ``metadata``.
 SCHEMA_KEY = "attnphase.schema"
 
-#: Flag groups: ``model`` flags are on every command that builds a model, ``value`` flags
-#: (value matrix, linear baseline) only on the commands that train.
-GROUPS = ("model", "value")
+#: Flag groups, each a titled section of a command's ``--help`` (group: (title, description)):
+#: the core ``model``, and the extensions ``mixture`` (docs/model.md section 9), ``cross``
+#: (section 10) and ``value`` (value matrix and linear baseline, (6.4), (4.3)). The first three
+#: are on every command that builds a model, ``value`` on the commands that train (and
+#: ``--value``, ``--value-gain`` on the theory commands).
+GROUPS: dict[str, tuple[str, str | None]] = {
+    "model": ("model", None),
+    "mixture": ("mixture tokens", "Gaussian-mixture tokens (docs/model.md section 9); off at --mixture 0"),
+    "cross": ("cross-attention", "variants cross and untied-cross only (docs/model.md section 10)"),
+    "value": ("value", "value matrix and linear baseline (docs/model.md (6.4), (4.3))"),
+}
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,7 @@ class FieldInfo:
 
     kind: str
     help: str
+    #: the flag group (:data:`GROUPS`): the section of ``--help`` and which commands have the flag
     group: str = "model"
     choices: tuple[str, ...] = ()
     #: an example value in CLI text (matrices)

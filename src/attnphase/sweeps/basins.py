@@ -44,6 +44,7 @@ class BasinMap:
     ``fractions[state]`` is the fraction of the stored runs reaching ``state``; ``test_error`` and
     ``train_loss`` the means over runs, ``*_se`` their standard errors; ``n_runs`` the runs
     found; ``global_test_error`` / ``global_branch`` the theory's global minimum where computed.
+    ``success``: every point was computed and every run met the gradient tolerance.
     """
 
     omega: tuple[float, ...]
@@ -68,6 +69,20 @@ class BasinMap:
 
         return dataclasses.replace(self, global_test_error=np.asarray(test_error, dtype=float),
                                    global_branch=np.asarray(branch, dtype=object))
+
+    @property
+    def success(self) -> bool:
+        """Every point computed (no stored error, runs found at each) and every run converged."""
+        return not self.errors and bool(np.all(self.n_runs > 0)) and bool(np.all(self.converged == self.n_runs))
+
+    @property
+    def message(self) -> str:
+        """One line: the points computed and the runs that met the gradient tolerance."""
+        points = self.n_runs.size
+        missing = int(np.sum(self.n_runs == 0))
+        runs, met = int(self.n_runs.sum()), int(self.converged.sum())
+        msg = f"{points - missing} of {points} points computed; {met} of {runs} runs met the gradient tolerance"
+        return msg + (f"; {len(self.errors)} points failed (first: {self.errors[0]})" if self.errors else "")
 
     def to_frame(self) -> Any:
         import pandas as pd  # (only when a table is asked for)
@@ -100,7 +115,7 @@ class BasinMap:
         if self.global_test_error is not None and self.global_branch is not None:
             out["global_test_error"] = self.global_test_error.tolist()
             out["global_branch"] = self.global_branch.tolist()
-        return out
+        return {**out, "success": self.success, "message": self.message}
 
 
 def basin_map(
