@@ -67,6 +67,21 @@ def test_a_theory_point_at_its_defaults_equals_attnphase_solve(tmp_path):
     _assert_point_is_solve(stored, ap.solve(1.0, branch="semantic", omega=0.3, progress=False), "semantic")
 
 
+@pytest.mark.slow
+def test_a_transition_point_equals_attnphase_transition(tmp_path):
+    """The ``transition`` kind searches as ``attnphase transition`` without ``--alpha`` does (the
+    range widened from the start grid), at the same settings (a cheap rule: about 20 s)."""
+    st = SolverSettings.preset(SOLVER_PRESET["transition"], order=6, refine_order=8)
+    sweep = SweepSpec("transition", fixed={"omega": 0.3, "solver_order": 6, "solver_refine_order": 8})
+    assert run_sweep(sweep, tmp_path / "store.sqlite", workers=1, progress="none").ok == 1
+    (point,) = sweep.points()
+    with ResultStore(tmp_path / "store.sqlite") as store:
+        stored = store.results([point.key])[point.key]["result"]
+    res = ap.transition(omega=0.3, settings=st, progress=False)
+    assert res.alpha_c is not None and stored["alpha_c"] == res.alpha_c and stored["alpha_l"] == res.alpha_l
+    assert stored["spinodals"] == dict(res.spinodals)
+
+
 @pytest.mark.parametrize("kind", sorted(KIND_PRESET))
 def test_the_theory_kinds_solve_with_the_preset_of_their_command(kind):
     command = KIND_PRESET[kind]
