@@ -96,6 +96,7 @@ def test_default_solve_is_the_cli_default(capsys):
     assert res.success and all(b is not None and b.target_met for b in res.branches.values())
 
 
+@pytest.mark.slow
 def test_transition_to_dict_is_what_the_cli_prints(capsys):
     grid = ["--alpha", "0.8:1.8:4"]
     out, args, kwargs, res = run_cli(["transition", "--omega", "0.3", *grid, "--order", "6", "--refine-order", "7",

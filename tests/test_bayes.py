@@ -228,6 +228,7 @@ def test_demo_bayes_curve(tmp_path, fake_physics):  # noqa: F811
 
 
 # ----------------------------------------------------------------------------- label noise
+@pytest.mark.slow
 def test_noisy_weak_recovery_approaches_the_noiseless_threshold():
     """(8.10): the label noise only removes information, so ``alpha_WR(Delta) > 1/6``, and it falls
     towards ``1/6`` (8.5) as ``Delta -> 0``, by more than the difference of two independent sets of

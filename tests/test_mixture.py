@@ -258,6 +258,7 @@ def _brute_prox(w, T, V, s2, grid=41, newton=30):
     return h[torch.arange(w.shape[0]), best], f[torch.arange(w.shape[0]), best]
 
 
+@pytest.mark.slow
 def test_positional_data_step_is_the_monte_carlo_average():
     """docs/model.md (9.3)-(9.4) near the reference positional fixed point (``theta = s = 0``,
     ``kappa = 0.5``, ``alpha = 1``; paper-convention ``q = 0.0926``, ``m = 0.277``, ``V = 16.9``):

@@ -78,7 +78,8 @@ SIM_SWEEP = SweepSpec("simulation", axes=(("seed", (0, 1)), ("init", ("semantic"
                       fixed={"d": 10, "alpha": 1.5, "train_max_steps": 40})
 
 
-@pytest.mark.parametrize("sweep", [THEORY_SWEEP, SIM_SWEEP], ids=["theory", "simulation"])
+@pytest.mark.parametrize("sweep", [pytest.param(THEORY_SWEEP, marks=pytest.mark.slow), SIM_SWEEP],
+                         ids=["theory", "simulation"])
 def test_sweep_values_identical_across_backends(sweep, tmp_path):
     distributed = pytest.importorskip("distributed")
     serial, pool, dask = tmp_path / "serial.sqlite", tmp_path / "pool.sqlite", tmp_path / "dask.sqlite"
