@@ -442,7 +442,8 @@ def _with_gap(tr: Transition, sem_name: str) -> Transition:
     gap = (f"no transition located: the positional branch ends at alpha = {p:.3g} (its spinodal), below the start "
            f"of the {sem_name} branch at {s:.3g}; between them neither is found, and the global minimum there is on "
            "a branch that is not followed (the trivial one)")
-    return replace(tr, reason=gap + (f". {tr.reason}" if tr.reason else ""),
+    detail = tr.reason.removeprefix("no transition located: ") if tr.reason else None
+    return replace(tr, reason=gap + (f"; {detail}" if detail else ""),
                    notes=tuple(n for n in tr.notes if n != tr.reason))
 
 
