@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from attnphase._extras import require
 from attnphase._progress import Progress, ProgressArg, progress_callback
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
@@ -393,6 +394,8 @@ def simulate(
         validation rejects, bad ``seeds`` or ``threads``, or a problem too large for memory.
     """
     # torch is imported here and not at module level, so that ``import attnphase`` stays cheap
+    # and needs no torch (the sim extra)
+    require("torch", "attnphase.simulate")
     import torch
 
     from attnphase.sim.data import check_memory

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from attnphase._extras import require
 from attnphase._progress import ProgressArg, progress_callback
 from attnphase._revision import numerics_revision
 from attnphase._version import __version__
@@ -274,6 +275,7 @@ def compare(
         One line, before any work: an unknown parameter, a rank above 1, a bad ``d``, ``seeds``
         or training setting, or a problem too large for memory.
     """
+    require("torch", "attnphase.compare")
     import torch
 
     from attnphase import comparison as cmp

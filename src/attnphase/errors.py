@@ -9,8 +9,9 @@ the original (``raise InternalError(...) from exc``); the command line exits wit
 line naming the exception and the command, and the full traceback written to a file
 (:func:`write_traceback`) or, with ``attnphase --debug`` or ``ATTNPHASE_DEBUG=1``, printed. The
 command line also answers an ``OSError`` (a file or folder that cannot be read or written) and a
-``MemoryError`` (a size that passes every check but does not fit) with one line and status 2:
-the user changes the input or the machine, not the program.
+``MemoryError`` (a size that passes every check but does not fit) and a missing optional
+dependency (:class:`~attnphase._extras.MissingExtraError`, which names the extra to install) with
+one line and status 2: the user changes the input or the machine, not the program.
 
 How the two are told apart (:func:`is_input_error`): a ``ValueError`` is invalid input when a
 ``raise`` statement in attnphase's own code raised it, that is when the innermost frame of its
@@ -30,7 +31,8 @@ In the library, :func:`internal_errors` wraps the public entry points (``attnpha
 ``transition``, ``simulate``, ``bayes``): a deliberate ``ValueError`` passes unchanged, and so do
 a ``TypeError`` (a call with wrong argument types is the caller's), an ``OSError`` (files and
 the environment), a ``MemoryError`` (a size that does not fit), a warning raised as an error (the
-caller's warning filter) and :class:`InternalError` itself; any other exception becomes an
+caller's warning filter), a :class:`~attnphase._extras.MissingExtraError` (an optional dependency
+that is not installed: the message names the extra) and :class:`InternalError` itself; any other exception becomes an
 :class:`InternalError`. This module imports only the standard library (the package's import
 stays cheap).
 """
@@ -48,6 +50,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import CodeType, TracebackType
 from typing import Any, TypeVar
+
+from attnphase._extras import MissingExtraError
 
 __all__ = [
     "DEBUG_ENV",
@@ -76,7 +80,7 @@ _PACKAGE = __name__.split(".")[0]
 #: bytecode instructions of a ``raise`` statement (``raise X``, ``raise X from Y``, bare ``raise``)
 _RAISE_OPS = frozenset({"RAISE_VARARGS", "RERAISE"})
 #: exceptions that :func:`internal_errors` passes through unchanged (besides deliberate input checks)
-_CALLERS = (TypeError, OSError, MemoryError, Warning)
+_CALLERS = (TypeError, OSError, MemoryError, Warning, MissingExtraError)
 
 
 class InternalError(RuntimeError):
@@ -136,8 +140,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def internal_errors(func: F) -> F:
     """Decorate a public entry point: an exception out of it that is neither invalid input
-    (:func:`is_input_error`) nor the caller's (a ``TypeError``, ``OSError``, ``MemoryError`` or
-    a warning raised as an error) is raised as :class:`InternalError` from the original."""
+    (:func:`is_input_error`) nor the caller's (a ``TypeError``, ``OSError``, ``MemoryError``, a
+    missing extra or a warning raised as an error) is raised as :class:`InternalError` from the original."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

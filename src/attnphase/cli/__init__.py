@@ -6,7 +6,8 @@ Each command lives in one function of one module below; a module exposes
 (``attnphase COMMAND: error: ...``); a failure inside the program (:mod:`attnphase.errors`)
 with status 3, a single line naming the exception and the file that holds its traceback
 (``attnphase --debug COMMAND ...`` or ``ATTNPHASE_DEBUG=1`` prints the traceback instead);
-an interruption with status 130.
+a missing optional dependency with status 2 and one line naming the extra to install
+(:mod:`attnphase._extras`); an interruption with status 130.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from attnphase._extras import MissingExtraError
 from attnphase.errors import (
     EXIT_INPUT,
     EXIT_INTERNAL,
@@ -80,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         return _input_error(args, str(exc) or exc.__class__.__name__)
     except OSError as exc:  # an output folder or store that cannot be written, a missing input file
+        return _input_error(args, str(exc))
+    except MissingExtraError as exc:  # an optional dependency that is not installed (names the extra)
         return _input_error(args, str(exc))
     except MemoryError as exc:  # sizes that pass every check but do not fit
         return _input_error(args, f"out of memory ({str(exc).splitlines()[0] if str(exc) else 'MemoryError'})")

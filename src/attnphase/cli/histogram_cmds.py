@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
+from attnphase._extras import require
 from attnphase._json import jsonable
 from attnphase.cli.common import OUTPUT, flag_group, print_json, save_figure
 
@@ -73,6 +74,7 @@ def _pick(value: _T | None, default: _T) -> _T:
 
 def cmd_histogram(args: argparse.Namespace) -> int:
     """Run the counting experiment; write figures and results to ``--out``."""
+    require("torch", "attnphase histogram")
     import torch
 
     from attnphase.histogram import FULL, QUICK, DataConfig, run_experiment

@@ -5,13 +5,18 @@ its token occurs. A one-layer transformer whose attention sees only positions, o
 identities, or both (:mod:`attnphase.histogram.model`) is trained in the restricted forms
 and then continued without the restriction (:mod:`attnphase.histogram.train`), the
 algorithmic illustration of the positional/semantic dichotomy of docs/model.md section 5.
-See ``docs/histogram.md``.
+See ``docs/histogram.md``. Needs torch (the ``sim`` extra): importing the package without it
+raises :class:`attnphase._extras.MissingExtraError`, one line that names the extra.
 """
 
 from __future__ import annotations
 
-from attnphase.histogram.data import DataConfig, HistogramData, count_labels, make_dataset
-from attnphase.histogram.experiment import (
+from attnphase._extras import require
+
+require("torch", "the histogram task (attnphase.histogram)")
+
+from attnphase.histogram.data import DataConfig, HistogramData, count_labels, make_dataset  # noqa: E402
+from attnphase.histogram.experiment import (  # noqa: E402
     FULL,
     QUICK,
     AttentionExamples,
@@ -19,7 +24,7 @@ from attnphase.histogram.experiment import (
     ExperimentResult,
     run_experiment,
 )
-from attnphase.histogram.model import (
+from attnphase.histogram.model import (  # noqa: E402
     ATTENTIONS,
     HistogramTransformer,
     ModelConfig,
@@ -27,7 +32,7 @@ from attnphase.histogram.model import (
     build_model,
     to_unrestricted,
 )
-from attnphase.histogram.train import (
+from attnphase.histogram.train import (  # noqa: E402
     ContinuationConfig,
     ContinuationResult,
     TrainConfig,

@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from attnphase._extras import require
 from attnphase._progress import ProgressLine, in_notebook, notebook_tqdm
 from attnphase._version import __version__
 from attnphase.sweeps.canonical import canonical_json, to_json
@@ -280,6 +281,7 @@ def check_scheduler_address(address: str) -> None:
 def connect_dask(address: str, timeout_s: float = 5.0) -> Any:
     """A ``distributed.Client`` connected to ``address``; ``ValueError`` if unreachable."""
     check_scheduler_address(address)
+    require("distributed", "a sweep on a Dask scheduler")
     from distributed import Client
 
     try:

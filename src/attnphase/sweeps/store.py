@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnphase._extras import require
 from attnphase._version import __version__
 
 if TYPE_CHECKING:
@@ -467,5 +468,6 @@ def export_store(store: str | Path, out: str | Path, kind: str | None = None) ->
                 types = {type(v) for v in df[c] if v is not None and v == v}
                 if len(types) > 1:
                     df[c] = df[c].map(lambda v: None if v is None else str(v))
+        require("pyarrow", "a .parquet export")
         df.to_parquet(out, index=False)
     return len(df)
