@@ -37,16 +37,17 @@ def test_theory_imports_no_optional_dependency():
         from contextlib import redirect_stdout
         import attnphase, attnphase.theory
         after_import = sorted(m for m in sys.modules if m.split(".")[0] in {OPTIONAL!r})
-        res = attnphase.solve(1.0, omega=0.3, settings="fast", progress=None)
-        with redirect_stdout(io.StringIO()):
+        stdout = io.StringIO()
+        with redirect_stdout(stdout):
             from attnphase.cli import main
-            rc = main(["solve", "--alpha", "1", "--omega", "0.3", "--preset", "fast", "--json"])
+            rc = main(["solve", "--alpha", "1", "--omega", "0.3", "--preset", "fast", "--branch", "positional",
+                       "--json"])
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in {OPTIONAL!r})
         print(json.dumps({{"after_import": after_import, "loaded": loaded, "rc": rc,
-                          "solved": bool(res.to_dict())}}))
+                          "solve": json.loads(stdout.getvalue())}}))
     """)
     assert out["after_import"] == []
-    assert out["rc"] == 0 and out["solved"]
+    assert out["rc"] == 0 and out["solve"]
     assert out["loaded"] == []
 
 
