@@ -31,10 +31,11 @@ In the library, :func:`internal_errors` wraps the public entry points (``attnpha
 ``transition``, ``simulate``, ``bayes``): a deliberate ``ValueError`` passes unchanged, and so do
 a ``TypeError`` (a call with wrong argument types is the caller's), an ``OSError`` (files and
 the environment), a ``MemoryError`` (a size that does not fit), a warning raised as an error (the
-caller's warning filter), a :class:`~attnphase._extras.MissingExtraError` (an optional dependency
-that is not installed: the message names the extra) and :class:`InternalError` itself; any other exception becomes an
-:class:`InternalError`. This module imports only the standard library (the package's import
-stays cheap).
+caller's warning filter), a :class:`~attnphase._extras.MissingExtraError` (an optional
+dependency that is not installed: the message names the extra) and :class:`InternalError`
+itself; any other exception becomes an :class:`InternalError`. This module imports only the
+standard library and :mod:`attnphase._extras`, which imports only the standard library too (the
+package's import stays cheap).
 """
 
 from __future__ import annotations
