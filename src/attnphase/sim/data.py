@@ -43,8 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attnphase.spec.attention import score_mask
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.geometries import score_mask
 
 #: Sequences drawn per random chunk (part of the reproducibility contract: do not change lightly).
 CHUNK = 256
@@ -120,13 +120,13 @@ def positional_embeddings(G: np.ndarray, d: int) -> np.ndarray:
 
 def cross_mask(spec: ModelSpec, device: torch.device | str = "cpu") -> torch.Tensor:
     """The scores a token attends to in cross-attention, ``(L + L', L + L')`` booleans: a query the
-    keys, a key itself (docs/model.md (10.2); :func:`attnphase.theory.geometries.score_mask`)."""
+    keys, a key itself (docs/model.md (10.2); :func:`attnphase.spec.attention.score_mask`)."""
     return torch.as_tensor(score_mask(spec.variant, spec.tokens, spec.L_keys), device=device)
 
 
 def causal_mask(L: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """The causal mask, ``(L, L)`` booleans: token ``l`` attends to ``k <= l`` (docs/model.md (6.2);
-    :func:`attnphase.theory.geometries.score_mask`)."""
+    :func:`attnphase.spec.attention.score_mask`)."""
     return torch.as_tensor(score_mask("causal", L), device=device)
 
 

@@ -52,15 +52,16 @@ from typing import cast
 import torch
 
 from attnphase.sim.data import causal_mask, cross_mask, masked_softmax
+from attnphase.spec.attention import attention_model
 from attnphase.spec.problem import ModelSpec
 
 
 def is_untied(spec: ModelSpec) -> bool:
-    return spec.variant in ("untied", "untied-causal", "untied-cross")
+    return not attention_model(spec.variant).tied
 
 
 def is_causal(spec: ModelSpec) -> bool:
-    return spec.variant in ("causal", "untied-causal")
+    return attention_model(spec.variant).causal
 
 
 def n_columns(spec: ModelSpec) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from attnphase.spec import attention as _attention
 from attnphase.spec.parse import Matrix, parse_matrix, parse_range
 from attnphase.spec.schema import Parameter, described, parameters
 
@@ -23,11 +24,12 @@ __all__ = [
     "model_parameters", "parse_matrix", "parse_range", "token_covariance",
 ]
 
-#: Student attention variants known to the theory and the simulator (see ``theory.channels``).
-VARIANTS = ("tied", "untied", "causal", "untied-causal", "cross", "untied-cross")
+#: Student attention variants: the names of the registry of attention models
+#: (:data:`attnphase.spec.attention.MODELS`).
+VARIANTS = _attention.names()
 #: The cross-attention variants (``docs/model.md`` section 10): queries from ``x``, keys and values
 #: from a second sequence ``x'`` of ``L_keys`` tokens.
-CROSS_VARIANTS = ("cross", "untied-cross")
+CROSS_VARIANTS = tuple(n for n, m in _attention.MODELS.items() if m.cross)
 VALUES = ("identity", "lowrank", "full", "gain")
 
 #: Largest ``L``, ``rank`` and ``teacher_rank``: the ``L x L`` matrices are built and checked when

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnphase.spec.attention import attention_model
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import native
 from attnphase.theory.geometries import score_form, score_mask, written_out
@@ -46,7 +47,7 @@ class AttentionMap:
     @property
     def blocks(self) -> int:
         """Fields per student direction: 1 (tied: ``h_l = Q^T x_l``), 2 (untied: query and key)."""
-        return 2 if self.name.startswith("untied") else 1
+        return attention_model(self.name).weight_matrices
 
     @property
     def rank(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnphase.spec.attention import names
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import BranchPoint
 from attnphase.theory.channels import AttentionMap, ProxResult, escape_saddles, prox_batch
@@ -48,7 +49,7 @@ def fine_copies(amap: AttentionMap, branch: str) -> str:
 #: (docs/solver.md)
 REFERENCE_TEACHER_SCALE = 1.4
 #: the attention variants measured to gain from it at ``L = 2``, rank 1
-SCALED_VARIANTS = ("tied", "causal", "untied", "untied-causal")
+SCALED_VARIANTS = names("scaled-fine-rules")
 
 
 def teacher_scale_for(spec: ModelSpec, settings: SolverSettings, branch: str | None = None) -> float:
@@ -84,7 +85,7 @@ def _two_tokens_rank_one(spec: ModelSpec) -> bool:
 #: the attention variants measured to gain from the mirror pairing at ``L = 2``, rank 1 and
 #: uncorrelated tokens (untied: the semantic error grows 1.5x; ``L = 3``, rank 2 and correlated
 #: tokens: no gain or a loss; docs/solver.md)
-MIRRORED_VARIANTS = ("tied", "causal")
+MIRRORED_VARIANTS = names("mirror")
 
 
 def mirror_for(spec: ModelSpec, settings: SolverSettings) -> bool:

@@ -18,31 +18,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnphase.spec.attention import attention_model, score_mask
+
+__all__ = ["Geometry", "score_form", "score_mask"]
+
 
 def score_form(variant: str, rank: int) -> np.ndarray:
     """``M`` of the scores ``s_lj = h_l^T M h_j``: ``I_r`` (tied keys and queries), or
     ``[[0, I_r], [0, 0]]`` on fields ``h_l = (hQ_l, hK_l)`` (untied: ``s = hQ hK^T``; docs/model.md (1.3), (6.1))."""
-    if variant.startswith("untied"):
+    if not attention_model(variant).tied:
         M = np.zeros((2 * rank, 2 * rank))
         M[:rank, rank:] = np.eye(rank)
         return M
     return np.eye(rank)
-
-
-def score_mask(variant: str, L: int, keys: int = 0) -> np.ndarray:
-    """The scores a token attends to, ``(L, L)`` booleans: all, or ``j <= l`` (causal; docs/model.md (6.2));
-    cross-attention (``keys`` of the ``L`` tokens are keys, the rest queries; docs/model.md (10.2)):
-    a query attends to the keys only, a key to itself only."""
-    if variant in ("causal", "untied-causal"):
-        return np.tril(np.ones((L, L), dtype=np.bool_))
-    if variant in ("cross", "untied-cross"):
-        if not 0 < keys < L:
-            raise ValueError(f"cross-attention needs 0 < keys < L, got keys={keys}, L={L}")
-        mask = np.zeros((L, L), dtype=np.bool_)
-        mask[: L - keys, L - keys:] = True
-        mask[L - keys:, L - keys:] = np.eye(keys, dtype=np.bool_)
-        return mask
-    return np.ones((L, L), dtype=np.bool_)
 
 
 @dataclass(frozen=True)
@@ -65,7 +53,7 @@ class Geometry:
     @property
     def field_dim(self) -> int:
         """Fields per token ``F``: ``r``, or ``2 r`` for untied keys and queries."""
-        return 2 * self.rank if self.variant.startswith("untied") else self.rank
+        return attention_model(self.variant).weight_matrices * self.rank
 
     @property
     def M(self) -> np.ndarray:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnphase.spec.attention import names
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import solve_point
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
@@ -67,7 +68,7 @@ class ThetaStability:
 
 
 #: the students whose theta block is one number at rank 1 (one student matrix; the untied students have two)
-STABILITY_VARIANTS = ("tied", "causal", "cross")
+STABILITY_VARIANTS = names("stability")
 
 
 def check_stability(spec: ModelSpec) -> None:
