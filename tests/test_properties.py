@@ -32,6 +32,7 @@ from hypothesis.control import currently_in_test_context
 from attnphase.cli import main
 from attnphase.spec import ModelSpec
 from attnphase.spec.parse import INT_LIMIT, MAX_RANGE, parse_matrix, parse_range, to_float, to_int
+from attnphase.spec.problem import VARIANTS
 from attnphase.sweeps.grid import sweep_from_args
 
 #: examples per property in the default run and in ``-m slow``
@@ -231,7 +232,7 @@ def test_model_spec_is_valid_or_refused_in_one_line(kw):
     assert np.all(np.isfinite(A)) and np.all(A >= 0) and np.allclose(A.sum(1), 1.0)
     assert np.all(np.isfinite(G)) and np.allclose(np.diag(G), 1.0)
     assert np.all(np.isfinite(C)) and np.linalg.eigvalsh(C).min() > 0
-    assert spec.variant in ("tied", "untied", "causal", "untied-causal")
+    assert spec.variant in VARIANTS
     assert ModelSpec(**spec.to_dict()) == spec  # the record rebuilds the same spec
 
 
