@@ -357,7 +357,7 @@ def test_collapse_to_zero_weights_is_not_a_branch():
 
 
 def test_damped_step_through_the_pole_of_v_stays_valid():
-    from attnphase.theory.fixed_point import _valid_step
+    from attnphase.theory.newton import valid_step as _valid_step
 
     x = np.array([0.02, 0.0, 0.0, 14.6, 0.0])  # (q, m_1, m_2, V, theta), L = 2, r = r* = 1
     fx = np.array([0.05, 0.0, 0.0, -13.8, 0.0])  # F(x): V past the pole

@@ -44,21 +44,6 @@ from attnphase.theory.transition_search import (
 from attnphase.theory.transition_search import (
     TransitionSearch as _TransitionSearch,
 )
-from attnphase.theory.transition_search import (
-    _falls as _falls,
-)
-from attnphase.theory.transition_search import (
-    _refined_se as _refined_se,
-)
-from attnphase.theory.transition_search import (
-    _root_error as _root_error,
-)
-from attnphase.theory.transition_search import (
-    _spinodal_below as _spinodal_below,
-)
-from attnphase.theory.transition_search import (
-    _theta_error as _theta_error,
-)
 
 
 @dataclass(frozen=True)
