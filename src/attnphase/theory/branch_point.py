@@ -1,4 +1,7 @@
-"""One point of a branch (:class:`BranchPoint`: the order parameters at one ``alpha``, docs/model.md (5.1)), the branches a model has and where each starts, and a solved fixed point turned into a point."""
+"""One point of a branch (:class:`BranchPoint`: the order parameters at one ``alpha``, docs/model.md
+(5.1)), the branches a model has and where each starts, and a solved fixed point turned into a
+point.
+"""
 
 from __future__ import annotations
 

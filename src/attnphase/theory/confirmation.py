@@ -1,4 +1,6 @@
-"""What a refined point says about its branch (docs/solver.md): whether it is refined, confirmed, left its branch or is absent on the fine rules, and the overlap it leaves unresolved."""
+"""What a refined point says about its branch (docs/solver.md): whether it is refined, confirmed,
+left its branch or is absent on the fine rules, and the overlap it leaves unresolved.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The root finders of the fixed point (docs/model.md (4.1)): quasi-Newton steps with Broyden updates and a backtracking line search in relative units, and Anderson mixing of the damped iteration, with the checks of an admissible iterate they share with :func:`~attnphase.theory.fixed_point.solve_fixed_point`."""
+"""The root finders of the fixed point (docs/model.md (7.2)): quasi-Newton steps with Broyden
+updates and a backtracking line search in relative units, and Anderson mixing of the damped
+iteration, with the checks of an admissible iterate they share with
+:func:`~attnphase.theory.fixed_point.solve_fixed_point`.
+"""
 
 from __future__ import annotations
 

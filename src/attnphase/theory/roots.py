@@ -1,4 +1,7 @@
-"""Root finders on one variable (``alpha``) whose function may be absent (``None``: the branch does not exist there): bisection and the Illinois variant of regula falsi, used by the transition search (:mod:`~attnphase.theory.transition`) and the optimal value gain (:mod:`~attnphase.theory.value`)."""
+"""Root finders on one variable (``alpha``) whose function may be absent (``None``: the branch does
+not exist there): bisection and the Illinois variant of regula falsi, used by the transition search
+(:mod:`~attnphase.theory.transition`) and the optimal value gain (:mod:`~attnphase.theory.value`).
+"""
 
 from __future__ import annotations
 

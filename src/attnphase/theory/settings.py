@@ -1,4 +1,6 @@
-"""The settings of the theory solver: :class:`SolverSettings` (integration rule, iteration, damping, refinement and error target), its presets and the error estimates an error target applies to."""
+"""The settings of the theory solver: :class:`SolverSettings` (integration rule, iteration, damping,
+refinement and error target), its presets and the error estimates an error target applies to.
+"""
 
 from __future__ import annotations
 

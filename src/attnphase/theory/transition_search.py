@@ -1,4 +1,7 @@
-"""The search behind :func:`~attnphase.theory.transition.find_transition`: the state of one search on a grid of ``alpha`` (the two branches, their spinodals, the crossing of the training errors and of the test errors) and its tuning constants."""
+"""The search behind :func:`~attnphase.theory.transition.find_transition`: the state of one search
+on a grid of ``alpha`` (the two branches, their spinodals, the crossing of the training errors and
+of the test errors) and its tuning constants.
+"""
 
 from __future__ import annotations
 
