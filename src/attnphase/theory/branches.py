@@ -18,20 +18,17 @@ from typing import Any
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha
-from attnphase.theory.branch_point import (
-    BRANCHES as BRANCHES,
-)
+from attnphase.spec.problem import positional_axis as positional_axis
+from attnphase.theory.branch_point import BRANCHES as BRANCHES
 from attnphase.theory.branch_point import (
     DRAFT_TEST_LOG2 as DRAFT_TEST_LOG2,
 )
+from attnphase.theory.branch_point import DRAFT_TEST_ORDER as DRAFT_TEST_ORDER
 from attnphase.theory.branch_point import (
-    DRAFT_TEST_ORDER as DRAFT_TEST_ORDER,
-)
-from attnphase.theory.branch_point import (
-    BranchPoint as BranchPoint,
-)
-from attnphase.theory.branch_point import (
-    branches_for as branches_for,
+    BranchPoint,
+    branches_for,
+    start_point,
+    to_point,
 )
 from attnphase.theory.branch_point import (
     overlap_fields as overlap_fields,
@@ -39,17 +36,13 @@ from attnphase.theory.branch_point import (
 from attnphase.theory.branch_point import (
     semantic_side as semantic_side,
 )
-from attnphase.theory.branch_point import (
-    start_point as start_point,
-)
-from attnphase.theory.branch_point import (
-    to_point as to_point,
-)
+from attnphase.theory.channels import AttentionMap as AttentionMap
 from attnphase.theory.classification import CLASSIFY_TOL, MIXED
 from attnphase.theory.classification import classify as classify
 from attnphase.theory.classification import has_mixed as has_mixed
 from attnphase.theory.continuation import ArclengthResult, arclength, parabola
 from attnphase.theory.estimates import linear_response_estimate
+from attnphase.theory.fixed_point import FixedPointResult as FixedPointResult
 from attnphase.theory.fixed_point import (
     SolverSettings,
     is_valid,
@@ -57,6 +50,7 @@ from attnphase.theory.fixed_point import (
     solve_fixed_point,
 )
 from attnphase.theory.saddle import DataStep, OrderParams
+from attnphase.theory.saddle import Saddle as Saddle
 from attnphase.theory.saddle import check_response as check_response
 
 

@@ -27,28 +27,19 @@ from attnphase.theory.channels import AttentionMap
 from attnphase.theory.newton import (
     Anderson as _Anderson,
 )
-from attnphase.theory.newton import (
-    QuasiNewtonResult as QuasiNewtonResult,
-)
+from attnphase.theory.newton import QuasiNewtonResult, is_valid, quasi_newton, warm_starts
 from attnphase.theory.newton import (
     RelativeUnits as RelativeUnits,
-)
-from attnphase.theory.newton import (
-    is_valid as is_valid,
-)
-from attnphase.theory.newton import (
-    quasi_newton as quasi_newton,
 )
 from attnphase.theory.newton import (
     rel_change as _rel_change,
 )
 from attnphase.theory.newton import (
-    warm_starts as warm_starts,
-)
-from attnphase.theory.newton import (
     zero_floor as _zero_floor,
 )
 from attnphase.theory.quadrature import make_rule
+from attnphase.theory.saddle import ONE_START as ONE_START
+from attnphase.theory.saddle import RESPONSES as RESPONSES
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 from attnphase.theory.settings import (
     FAST as FAST,
@@ -59,9 +50,7 @@ from attnphase.theory.settings import (
 from attnphase.theory.settings import (
     TARGET_ON as TARGET_ON,
 )
-from attnphase.theory.settings import (
-    SolverSettings as SolverSettings,
-)
+from attnphase.theory.settings import SolverSettings
 
 log = logging.getLogger(__name__)
 

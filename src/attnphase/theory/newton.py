@@ -20,9 +20,7 @@ from attnphase.theory.settings import (
 from attnphase.theory.settings import (
     TARGET_ON as TARGET_ON,
 )
-from attnphase.theory.settings import (
-    SolverSettings as SolverSettings,
-)
+from attnphase.theory.settings import SolverSettings
 
 
 def zero_floor(x: np.ndarray) -> float:

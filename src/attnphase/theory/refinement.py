@@ -30,23 +30,13 @@ from attnphase.theory.branches import (
 )
 from attnphase.theory.channels import ProxResult
 from attnphase.theory.confirmation import (
-    DEFINING_OVERLAPS as DEFINING_OVERLAPS,
+    DEFINING_OVERLAPS,
+    RESOLVE_SE,
+    fine_absence,
+    is_confirmed,
+    is_refined,
 )
-from attnphase.theory.confirmation import (
-    RESOLVE_SE as RESOLVE_SE,
-)
-from attnphase.theory.confirmation import (
-    fine_absence as fine_absence,
-)
-from attnphase.theory.confirmation import (
-    is_confirmed as is_confirmed,
-)
-from attnphase.theory.confirmation import (
-    is_refined as is_refined,
-)
-from attnphase.theory.confirmation import (
-    left_branch as left_branch,
-)
+from attnphase.theory.confirmation import left_branch as left_branch
 from attnphase.theory.confirmation import (
     settled_unresolved as settled_unresolved,
 )

@@ -21,11 +21,20 @@ import numpy as np
 from attnphase.spec.defaults import SOLVER_PRESET
 from attnphase.spec.problem import ModelSpec, check_alpha
 from attnphase.theory.bracket import continue_branch, start_grid, widen_range
+from attnphase.theory.branches import CLASSIFY_TOL as CLASSIFY_TOL
 from attnphase.theory.branches import BranchPoint, follow_branch, semantic_side
+from attnphase.theory.branches import solve_point as solve_point
 from attnphase.theory.fixed_point import SolverSettings
+from attnphase.theory.refinement import RESOLVE_SE as RESOLVE_SE
+from attnphase.theory.refinement import fine_absence as fine_absence
+from attnphase.theory.refinement import is_confirmed as is_confirmed
+from attnphase.theory.refinement import mark_unresolved as mark_unresolved
+from attnphase.theory.refinement import mid_rule_walker as mid_rule_walker
+from attnphase.theory.refinement import refine_point as refine_point
 from attnphase.theory.roots import (
     illinois_root as illinois_root,
 )
+from attnphase.theory.saddle import linear_test_error as linear_test_error
 from attnphase.theory.transition_search import (
     GLOBAL_MARGIN as GLOBAL_MARGIN,
 )
