@@ -53,7 +53,7 @@ class BayesResult:
         The model, the grid, the quadrature, GAMP's settings and the versions.
     success : bool
         Every overlap's quadrature error estimate is at most
-        ``attnphase.results.BAYES_OVERLAP_TARGET`` (``BAYES_NOISY_OVERLAP_TARGET`` with label
+        ``attnphase.results_bayes.BAYES_OVERLAP_TARGET`` (``BAYES_NOISY_OVERLAP_TARGET`` with label
         noise) and every GAMP run converged.
     message : str
         The thresholds, GAMP's convergence and any overlap short of its precision, in one line
