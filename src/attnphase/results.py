@@ -23,22 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 from attnphase._json import jsonable
 from attnphase._revision import numerics_revision
-from attnphase.results_bayes import (
-    BAYES_NOISY_OVERLAP_TARGET as BAYES_NOISY_OVERLAP_TARGET,
-)
-from attnphase.results_bayes import (
-    BAYES_OVERLAP_TARGET as BAYES_OVERLAP_TARGET,
-)
+from attnphase.results_bayes import BAYES_NOISY_OVERLAP_TARGET as BAYES_NOISY_OVERLAP_TARGET
+from attnphase.results_bayes import BAYES_OVERLAP_TARGET as BAYES_OVERLAP_TARGET
 from attnphase.results_bayes import BayesResult
+from attnphase.results_records import WALL_TIME_KEYS as WALL_TIME_KEYS
 from attnphase.results_records import (
-    WALL_TIME_KEYS as WALL_TIME_KEYS,
-)
-from attnphase.results_records import ReadOnlyDict, RecordComparison, compare_records, frozen
-from attnphase.results_records import (
-    fmt_g as _g,
-)
-from attnphase.results_records import (
-    one_line as _line,
+    ReadOnlyDict,
+    RecordComparison,
+    compare_records,
+    fmt_g,
+    frozen,
+    one_line,
 )
 from attnphase.results_simulation import SimulationResult
 from attnphase.spec.problem import ModelSpec
@@ -212,10 +207,10 @@ class BranchResult:
         return ", ".join(parts)
 
     def __repr__(self) -> str:
-        gain = "" if self.gain is None else f", gain = {_g(self.gain)}"
+        gain = "" if self.gain is None else f", gain = {fmt_g(self.gain)}"
         return (f"BranchResult({self.branch!r}, alpha={self.alpha:g})\n"
-                f"  q = {_g(self.q)}, m = {_g(self.m)}, theta = {_g(self.theta)}, V = {_g(self.V)}{gain}\n"
-                f"  train_loss = {_g(self.train_loss)}, test_error = {_g(self.test_error)}\n"
+                f"  q = {fmt_g(self.q)}, m = {fmt_g(self.m)}, theta = {fmt_g(self.theta)}, V = {fmt_g(self.V)}{gain}\n"
+                f"  train_loss = {fmt_g(self.train_loss)}, test_error = {fmt_g(self.test_error)}\n"
                 f"  status: {self.status()}")
 
     @property
@@ -319,14 +314,14 @@ class SolveResult:
 
     def __repr__(self) -> str:
         rows = [f"SolveResult(alpha={self.alpha:g}, omega={self.spec.omega:g}, success={self.success})",
-                f"  message: {_line(self.message)}",
-                f"  global_minimum: {self.global_minimum}, linear_test_error = {_g(self.linear_test_error)}"]
+                f"  message: {one_line(self.message)}",
+                f"  global_minimum: {self.global_minimum}, linear_test_error = {fmt_g(self.linear_test_error)}"]
         for b, r in self.branches.items():
             if r is None:
-                rows.append(f"  {b}: absent ({_line(self.absent.get(b, ''), 120)})")
+                rows.append(f"  {b}: absent ({one_line(self.absent.get(b, ''), 120)})")
             else:
-                rows.append(f"  {b}: q = {_g(r.q, '.5g')}, m = {_g(r.m, '.5g')}, theta = {_g(r.theta, '.5g')}, "
-                            f"train_loss = {_g(r.train_loss, '.6g')}, test_error = {_g(r.test_error, '.6g')}; "
+                rows.append(f"  {b}: q = {fmt_g(r.q, '.5g')}, m = {fmt_g(r.m, '.5g')}, theta = {fmt_g(r.theta, '.5g')}, "
+                            f"train_loss = {fmt_g(r.train_loss, '.6g')}, test_error = {fmt_g(r.test_error, '.6g')}; "
                             f"{r.status()}")
         return "\n".join(rows)
 
@@ -456,7 +451,7 @@ class TransitionResult:
     def __repr__(self) -> str:
         def pm(v: float | None, key: str) -> str:
             e = self.errors.get(key)
-            return _g(v, ".4f") + ("" if v is None or e is None else f" +- {e:.4f}")
+            return fmt_g(v, ".4f") + ("" if v is None or e is None else f" +- {e:.4f}")
 
         spin = ", ".join(f"{b} {pm(v, f'spinodal_{b}')}" for b, v in self.spinodals.items())
         return "\n".join([
@@ -464,8 +459,8 @@ class TransitionResult:
             f"  alpha_c = {pm(self.alpha_c, 'alpha_c')}, alpha_l = {pm(self.alpha_l, 'alpha_l')}",
             f"  spinodals: {spin}",
             f"  change: {describe_change(self.kind, self.exchange, self.order_parameter)}",
-            f"  linear_test_error = {_g(self.linear_test_error)}",
-            f"  message: {_line(self.message)}"])
+            f"  linear_test_error = {fmt_g(self.linear_test_error)}",
+            f"  message: {one_line(self.message)}"])
 
 
 def describe_change(kind: str | None, exchange: Sequence[str] | None, order_parameter: Mapping[str, Any]) -> str:

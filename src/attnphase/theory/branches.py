@@ -20,9 +20,7 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec, check_alpha
 from attnphase.spec.problem import positional_axis as positional_axis
 from attnphase.theory.branch_point import BRANCHES as BRANCHES
-from attnphase.theory.branch_point import (
-    DRAFT_TEST_LOG2 as DRAFT_TEST_LOG2,
-)
+from attnphase.theory.branch_point import DRAFT_TEST_LOG2 as DRAFT_TEST_LOG2
 from attnphase.theory.branch_point import DRAFT_TEST_ORDER as DRAFT_TEST_ORDER
 from attnphase.theory.branch_point import (
     BranchPoint,
@@ -30,12 +28,8 @@ from attnphase.theory.branch_point import (
     start_point,
     to_point,
 )
-from attnphase.theory.branch_point import (
-    overlap_fields as overlap_fields,
-)
-from attnphase.theory.branch_point import (
-    semantic_side as semantic_side,
-)
+from attnphase.theory.branch_point import overlap_fields as overlap_fields
+from attnphase.theory.branch_point import semantic_side as semantic_side
 from attnphase.theory.channels import AttentionMap as AttentionMap
 from attnphase.theory.classification import CLASSIFY_TOL, MIXED
 from attnphase.theory.classification import classify as classify

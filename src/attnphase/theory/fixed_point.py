@@ -25,31 +25,22 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.newton import (
-    Anderson as _Anderson,
+    Anderson,
+    QuasiNewtonResult,
+    is_valid,
+    quasi_newton,
+    rel_change,
+    warm_starts,
+    zero_floor,
 )
-from attnphase.theory.newton import QuasiNewtonResult, is_valid, quasi_newton, warm_starts
-from attnphase.theory.newton import (
-    RelativeUnits as RelativeUnits,
-)
-from attnphase.theory.newton import (
-    rel_change as _rel_change,
-)
-from attnphase.theory.newton import (
-    zero_floor as _zero_floor,
-)
+from attnphase.theory.newton import RelativeUnits as RelativeUnits
 from attnphase.theory.quadrature import make_rule
 from attnphase.theory.saddle import ONE_START as ONE_START
 from attnphase.theory.saddle import RESPONSES as RESPONSES
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
-from attnphase.theory.settings import (
-    FAST as FAST,
-)
-from attnphase.theory.settings import (
-    TARGET_KEYS as TARGET_KEYS,
-)
-from attnphase.theory.settings import (
-    TARGET_ON as TARGET_ON,
-)
+from attnphase.theory.settings import FAST as FAST
+from attnphase.theory.settings import TARGET_KEYS as TARGET_KEYS
+from attnphase.theory.settings import TARGET_ON as TARGET_ON
 from attnphase.theory.settings import SolverSettings
 
 log = logging.getLogger(__name__)
@@ -87,7 +78,7 @@ COLLAPSED_Q = 1e-9
 
 def _lead_sign(res: np.ndarray, x: np.ndarray) -> tuple[int, int]:
     """Index and sign of the largest relative change ``res`` at ``x``."""
-    rr = res / np.maximum(np.abs(x), _zero_floor(x))
+    rr = res / np.maximum(np.abs(x), zero_floor(x))
     i = int(np.argmax(np.abs(rr)))
     return i, int(np.sign(rr[i]))
 
@@ -136,7 +127,7 @@ def solve_fixed_point(
                     iterations=qn.evals, residual=qn.rel, reason="converged", seconds=time.perf_counter() - t0,
                     history=[qn.rel], jacobian=qn.J,
                 )
-    acc = _Anderson(settings, L, F, rs)
+    acc = Anderson(settings, L, F, rs)
     history: list[float] = []
     ds: DataStep | None = None
     beta = 1.0 - settings.damping
@@ -163,7 +154,7 @@ def solve_fixed_point(
             reason = "non-finite update (the map diverged)"
             break
         res = fx - x
-        rel = _rel_change(fx, x, op.natural_scale())
+        rel = rel_change(fx, x, op.natural_scale())
         history.append(rel)
         if on_iteration is not None:
             on_iteration(it, rel)

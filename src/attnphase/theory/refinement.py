@@ -37,12 +37,8 @@ from attnphase.theory.confirmation import (
     is_refined,
 )
 from attnphase.theory.confirmation import left_branch as left_branch
-from attnphase.theory.confirmation import (
-    settled_unresolved as settled_unresolved,
-)
-from attnphase.theory.confirmation import (
-    unresolved_overlap as unresolved_overlap,
-)
+from attnphase.theory.confirmation import settled_unresolved as settled_unresolved
+from attnphase.theory.confirmation import unresolved_overlap as unresolved_overlap
 from attnphase.theory.estimates import user_errors
 from attnphase.theory.fine_rules import fine_union, nested_first
 from attnphase.theory.fixed_point import (

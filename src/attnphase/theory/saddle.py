@@ -37,13 +37,11 @@ from attnphase.theory.generalization import (
     error_sum,
     error_sum_numpy,
 )
-from attnphase.theory.generalization import (
-    linear_test_error as linear_test_error,
-)
+from attnphase.theory.generalization import linear_test_error as linear_test_error
 from attnphase.theory.matrices import (
-    rmul as _rmul,
+    rmul,
+    sym_sqrt,
 )
-from attnphase.theory.matrices import sym_sqrt
 from attnphase.theory.mixture import Mixture
 from attnphase.theory.mixture import mixture_linear_test_error as mixture_linear_test_error
 from attnphase.theory.mixture import mixture_test_error as mixture_test_error
@@ -149,8 +147,8 @@ class Saddle:
         qs, qis, qinv, R, Rs = self.field_maps(op)
         # (as one (N L) x F product each: the stacked form ``xi @ qs`` loops over the nodes)
         x2 = xi.reshape(-1, xi.shape[-1])
-        w = op.m[None, :self.L] + _rmul(x2, qs).reshape(xi.shape)
-        hstar = (_rmul(x2, qis @ op.theta) + _rmul(eta.reshape(-1, eta.shape[-1]), Rs)).reshape(eta.shape)
+        w = op.m[None, :self.L] + rmul(x2, qs).reshape(xi.shape)
+        hstar = (rmul(x2, qis @ op.theta) + rmul(eta.reshape(-1, eta.shape[-1]), Rs)).reshape(eta.shape)
         if self.mixture is not None:  # label-dependent means (docs/model.md (9.3))
             if not own or self.labels is None:
                 raise RuntimeError("mixture fields are defined on the saddle's own nodes")  # (an internal invariant)

@@ -31,27 +31,15 @@ from attnphase.theory.refinement import is_confirmed as is_confirmed
 from attnphase.theory.refinement import mark_unresolved as mark_unresolved
 from attnphase.theory.refinement import mid_rule_walker as mid_rule_walker
 from attnphase.theory.refinement import refine_point as refine_point
-from attnphase.theory.roots import (
-    illinois_root as illinois_root,
-)
+from attnphase.theory.roots import illinois_root as illinois_root
 from attnphase.theory.saddle import linear_test_error as linear_test_error
+from attnphase.theory.transition_search import GLOBAL_MARGIN as GLOBAL_MARGIN
+from attnphase.theory.transition_search import PROBE_REFINE_EVALS as PROBE_REFINE_EVALS
+from attnphase.theory.transition_search import SCAN_STEPS as SCAN_STEPS
+from attnphase.theory.transition_search import SPINODAL_PROBE_ITER as SPINODAL_PROBE_ITER
+from attnphase.theory.transition_search import SPINODAL_XTOL as SPINODAL_XTOL
 from attnphase.theory.transition_search import (
-    GLOBAL_MARGIN as GLOBAL_MARGIN,
-)
-from attnphase.theory.transition_search import (
-    PROBE_REFINE_EVALS as PROBE_REFINE_EVALS,
-)
-from attnphase.theory.transition_search import (
-    SCAN_STEPS as SCAN_STEPS,
-)
-from attnphase.theory.transition_search import (
-    SPINODAL_PROBE_ITER as SPINODAL_PROBE_ITER,
-)
-from attnphase.theory.transition_search import (
-    SPINODAL_XTOL as SPINODAL_XTOL,
-)
-from attnphase.theory.transition_search import (
-    TransitionSearch as _TransitionSearch,
+    TransitionSearch,
 )
 
 
@@ -246,7 +234,7 @@ def _search_grid(spec: ModelSpec, settings: SolverSettings, grid: np.ndarray, xt
     (``sem``, ``pos``; changed in place where the fine rules do not confirm an inner end);
     ``refined``: points refined by an earlier search with the same coarse points, reused. Returns
     the transition and the refined points."""
-    search = _TransitionSearch(spec, settings, grid, xtol)
+    search = TransitionSearch(spec, settings, grid, xtol)
     if refined:
         search.refined.update(refined)
     search.check_inner_ends(sem, pos)
