@@ -4,7 +4,7 @@ left its branch or is absent on the fine rules, and the overlap it leaves unreso
 
 from __future__ import annotations
 
-from attnphase.theory.branches import (
+from attnphase.theory.branch_point import (
     BranchPoint,
 )
 from attnphase.theory.classification import MIXED

@@ -11,9 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
-from attnphase.theory.settings import FAST as FAST
-from attnphase.theory.settings import TARGET_KEYS as TARGET_KEYS
-from attnphase.theory.settings import TARGET_ON as TARGET_ON
 from attnphase.theory.settings import SolverSettings
 
 

@@ -13,9 +13,6 @@ import numpy as np
 from attnphase.theory.channels import (
     ProxResult,
 )
-from attnphase.theory.matrices import (
-    sym_sqrt as sym_sqrt,
-)
 
 
 @dataclass(frozen=True)

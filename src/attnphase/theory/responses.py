@@ -5,18 +5,6 @@
 from __future__ import annotations
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.matrices import (
-    sym_sqrt as sym_sqrt,
-)
-from attnphase.theory.order_params import (
-    DataStep as DataStep,
-)
-from attnphase.theory.order_params import (
-    Hats as Hats,
-)
-from attnphase.theory.order_params import (
-    OrderParams as OrderParams,
-)
 
 #: which minimum of the proximal problem a node takes and how it responds (docs/model.md (3.3),
 #: (3.6), (3.7)): the global minimiser with the Stein form (jumps included); the global minimiser

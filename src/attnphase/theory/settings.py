@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from attnphase.theory.saddle import ONE_START, RESPONSES
+from attnphase.theory.responses import ONE_START, RESPONSES
 
 #: which error estimates ``SolverSettings.target_error`` applies to (``target_on``): the test
 #: error's, the summary overlaps' (``q``, ``m``, ``theta`` in user units) or both, as the

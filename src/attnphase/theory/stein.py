@@ -14,12 +14,6 @@ from attnphase.theory.channels import (
 from attnphase.theory.matrices import (
     f64,
 )
-from attnphase.theory.order_params import DataStep as DataStep
-from attnphase.theory.order_params import Hats as Hats
-from attnphase.theory.order_params import OrderParams as OrderParams
-from attnphase.theory.responses import ONE_START as ONE_START
-from attnphase.theory.responses import RESPONSES as RESPONSES
-from attnphase.theory.responses import check_response as check_response
 
 
 def mirror_pairs(xi: np.ndarray, eta: np.ndarray, cm: np.ndarray,
