@@ -98,7 +98,6 @@ def build_test_rule(sd: SaddleView, log2_n: int) -> Rule | None:
     return sobol_gaussian(sd.dim, log2_n, n_xi)
 
 
-@one_blas_thread
 def error_sum(sd: SaddleView, op: OrderParams, order: int = 10, log2_n: int | None = None) -> float:
     """``eps_g = E[ell(w; T(h*))]`` (docs/model.md (4.2)) with a product Gauss-Hermite rule
     (more than 6 dimensions: :meth:`Saddle.test_rule`, of ``4 * 2^log2_n`` nodes if given).

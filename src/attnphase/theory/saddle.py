@@ -567,6 +567,7 @@ class Saddle:
         """The rule :meth:`test_rule` returns, built anew (:func:`~attnphase.theory.generalization.build_test_rule`)."""
         return build_test_rule(self, log2_n)
 
+    @one_blas_thread
     def test_error(self, op: OrderParams, order: int = 10, log2_n: int | None = None) -> float:
         """``eps_g = E[ell(w; T(h*))]`` (docs/model.md (4.2)) with a product Gauss-Hermite rule
         (more than 6 dimensions: :meth:`test_rule`, of ``4 * 2^log2_n`` nodes if given).
