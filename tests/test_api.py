@@ -214,6 +214,7 @@ def test_the_top_level_names_are_the_api_and_importing_it_is_cheap():
             "print([m for m in ('torch', 'numba', 'matplotlib', 'dask', 'scipy.stats', 'pandas') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     names, heavy = (ast.literal_eval(line) for line in out.splitlines())
-    assert set(names) - set(ap.__all__) <= {"api", "api_sweeps", "errors", "results", "results_sweeps", "spec", "theory"}
+    assert set(names) - set(ap.__all__) <= {"api", "api_sweeps", "errors", "results", "results_bayes", "results_records",
+                                            "results_simulation", "results_sweeps", "spec", "theory"}
     assert all(isinstance(getattr(ap, n), types.ModuleType) for n in set(names) - set(ap.__all__))
     assert heavy == []

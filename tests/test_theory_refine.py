@@ -14,8 +14,8 @@ from attnphase.theory.fine_rules import FINE_COPIES, mirror_for, teacher_scale_f
 from attnphase.theory.fixed_point import make_saddle, solve_fixed_point
 from attnphase.theory.quadrature import Rule
 from attnphase.theory.refinement import refine_point
+from attnphase.theory.roots import illinois_root
 from attnphase.theory.saddle import Saddle
-from attnphase.theory.transition import illinois_root
 
 COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
                         refine_order=8, refine_replicas=2)
@@ -823,15 +823,15 @@ def test_mirror_pairing_is_used_where_it_was_measured_to_help():
 def test_spinodal_bisection_reports_the_bracket_midpoint_without_rounding_noise():
     """The midpoint of the final bracket prints as the number it stands for (0.675, not
     0.6749999999999999), within the bracket that bisection leaves."""
-    from attnphase.theory.transition import _bisect, _bisect_bracket, _midpoint
+    from attnphase.theory.roots import bisect, bisect_bracket, midpoint
 
     def exists(a: float) -> float | None:
         return 1.0 if a > 0.66 else None
 
     below = 0.7 - 0.05  # (a grid value minus the grid step, as the spinodal search makes it: 0.6499999999999999)
-    lo, hi = _bisect_bracket(exists, 0.7, below, 1.0, 0.06)
-    x = _bisect(exists, 0.7, below, 1.0, 0.06)
-    assert 0.5 * (lo + hi) != 0.675 and x == 0.675 == _midpoint(lo, hi) and min(lo, hi) < x < max(lo, hi)
+    lo, hi = bisect_bracket(exists, 0.7, below, 1.0, 0.06)
+    x = bisect(exists, 0.7, below, 1.0, 0.06)
+    assert 0.5 * (lo + hi) != 0.675 and x == 0.675 == midpoint(lo, hi) and min(lo, hi) < x < max(lo, hi)
 
 
 

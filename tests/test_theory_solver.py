@@ -357,16 +357,16 @@ def test_collapse_to_zero_weights_is_not_a_branch():
 
 
 def test_damped_step_through_the_pole_of_v_stays_valid():
-    from attnphase.theory.fixed_point import _valid_step
+    from attnphase.theory.newton import valid_step
 
     x = np.array([0.02, 0.0, 0.0, 14.6, 0.0])  # (q, m_1, m_2, V, theta), L = 2, r = r* = 1
     fx = np.array([0.05, 0.0, 0.0, -13.8, 0.0])  # F(x): V past the pole
-    out = _valid_step(x, fx, 0.3, 2, 1, 1)
+    out = valid_step(x, fx, 0.3, 2, 1, 1)
     assert out[0] == pytest.approx(0.7 * 0.02 + 0.3 * 0.05)
     assert out[3] == pytest.approx(1.0 / (0.7 / 14.6 + 0.3 / -13.8))  # larger V, towards the pole
     assert out[3] > x[3]
     fx2 = np.array([0.05, 0.0, 0.0, -1.0, 0.0])  # V^-1 crosses zero: shorter steps in V
-    out2 = _valid_step(x, fx2, 0.3, 2, 1, 1)
+    out2 = valid_step(x, fx2, 0.3, 2, 1, 1)
     assert out2[3] > 0 and out2[3] == pytest.approx(x[3] + 0.1 * (fx2[3] - x[3]))
 
 

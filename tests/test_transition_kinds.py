@@ -14,7 +14,8 @@ from attnphase.cli import main
 from attnphase.results import describe_change
 from attnphase.theory import SolverSettings
 from attnphase.theory.branches import BranchPoint
-from attnphase.theory.transition import SCAN_STEPS, _TransitionSearch, combine_transitions
+from attnphase.theory.transition import combine_transitions
+from attnphase.theory.transition_search import SCAN_STEPS, TransitionSearch
 
 CHEAP = SolverSettings.preset("fast", order=6, refine_order=8)
 
@@ -24,10 +25,10 @@ def _point(branch: str, alpha: float, theta: float, rel: float | None) -> Branch
     return BranchPoint(branch, alpha, True, "ok", theta=theta, train_loss=1e-3, diagnostics=diag)
 
 
-def _search(monkeypatch, theta: float, rel: float | None, diff=None) -> _TransitionSearch:
+def _search(monkeypatch, theta: float, rel: float | None, diff=None) -> TransitionSearch:
     """A search at rank 2 whose solves return a mixed point with |theta| = ``theta`` (relative
     error ``rel``) and whose refined training-error difference at ``a`` is ``diff(a)``."""
-    search = _TransitionSearch(ModelSpec(omega=0.3, rank=2), CHEAP, np.array([0.6, 0.8, 1.0]), 5e-3)
+    search = TransitionSearch(ModelSpec(omega=0.3, rank=2), CHEAP, np.array([0.6, 0.8, 1.0]), 5e-3)
     monkeypatch.setattr(search, "solve_at", lambda a, branch, near, s=None: _point(branch, a, theta, rel))
     monkeypatch.setattr(search, "fine", lambda p: p)
     if diff is not None:

@@ -160,7 +160,7 @@ def check_holes(res: SolveResult, step: float = 0.1, settings: Any = "fast") -> 
     """The branches ``res`` calls absent that continuation finds: each absent branch is solved at
     ``alpha (1 -+ step)`` and, where it exists there, continued to ``alpha``
     (:func:`attnphase.theory.follow_branch`); a point reached there that the fine rules confirm
-    (:func:`attnphase.theory.refinement.is_confirmed`) is a hole of the single solve."""
+    (:func:`attnphase.theory.confirmation.is_confirmed`) is a hole of the single solve."""
     from attnphase.api import solver_settings
     from attnphase.theory import follow_branch
     from attnphase.theory.refinement import is_confirmed, refine_point

@@ -38,7 +38,7 @@ def theory_rows(spec: ModelSpec, alphas: Sequence[float], order: int | None = No
     """Theory rows (:data:`COLUMNS`): every branch but the trivial one (``mixed`` too at rank >= 2)
     followed in ``alpha``, then the linear baseline at each ``alpha``.
 
-    The solver runs with its quick preset ``attnphase.theory.fixed_point.FAST`` (as ``curves``);
+    The solver runs with its quick preset ``attnphase.theory.settings.FAST`` (as ``curves``);
     ``order`` overrides the integration order of that preset.
     """
     settings = theory_settings(order)

@@ -17,59 +17,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NoReturn
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from attnphase._json import jsonable
 from attnphase._revision import numerics_revision
+from attnphase.results_bayes import BAYES_NOISY_OVERLAP_TARGET as BAYES_NOISY_OVERLAP_TARGET
+from attnphase.results_bayes import BAYES_OVERLAP_TARGET as BAYES_OVERLAP_TARGET
+from attnphase.results_bayes import BayesResult
+from attnphase.results_records import WALL_TIME_KEYS as WALL_TIME_KEYS
+from attnphase.results_records import (
+    ReadOnlyDict,
+    RecordComparison,
+    compare_records,
+    fmt_g,
+    frozen,
+    one_line,
+)
+from attnphase.results_simulation import SimulationResult
 from attnphase.spec.problem import ModelSpec
 
 if TYPE_CHECKING:
-    import pandas as pd
 
-    from attnphase.sim.simulate import RunResult
     from attnphase.theory import BranchPoint, SolverSettings
 
 __all__ = ["ERROR_ESTIMATE_KEYS", "BayesResult", "BranchResult", "ReadOnlyDict", "RecordComparison",
            "SimulationResult", "SolveResult", "TransitionResult", "compare_records"]
-
-
-class ReadOnlyDict(dict):  # type: ignore[type-arg]
-    """A ``dict`` that refuses changes (``TypeError``): what the results hold where a record is a
-    mapping. It is a ``dict`` for everything that reads (``isinstance``, ``json``, pandas, its
-    ``repr``), unlike :class:`types.MappingProxyType`; ``dict(x)`` is a changeable copy."""
-
-    __slots__ = ()
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise TypeError("a result's record is read-only; dict(record) is a copy that can be changed")
-
-    __setitem__ = __delitem__ = __ior__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
-
-    def __reduce__(self) -> tuple[Any, ...]:  # (pickle and copy rebuild it whole, not item by item)
-        return (type(self), (dict(self),))
-
-
-def frozen(obj: Any) -> Any:
-    """A read-only copy of a JSON-like record: mappings become :class:`ReadOnlyDict` (keys as
-    strings), lists, tuples and arrays tuples, numpy scalars Python numbers."""
-    if isinstance(obj, Mapping):
-        return ReadOnlyDict({str(k): frozen(v) for k, v in obj.items()})
-    if isinstance(obj, np.ndarray):
-        return frozen(obj.tolist())
-    if isinstance(obj, (list, tuple)):
-        return tuple(frozen(v) for v in obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    return obj
 
 
 #: the per-branch values of ``attnphase solve --json`` (``BranchPoint.summary()``), in its order
@@ -89,18 +63,6 @@ def error_estimate_record(est: Mapping[str, Any] | None, names: Sequence[str]) -
     if est is not None:
         out.update({k: math.nan if v is None else v for k, v in est.items()})
     return frozen(out)  # type: ignore[no-any-return]
-
-
-def _g(v: float | None, fmt: str = ".6g") -> str:
-    """A number for a ``repr``: ``none`` for ``None``, ``0`` for an exact zero."""
-    if v is None:
-        return "none"
-    return "0" if v == 0 else format(v, fmt)
-
-
-def _line(text: str, width: int = 200) -> str:
-    """``text`` cut to ``width`` characters (a ``repr`` shows the start of a long message)."""
-    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _kept_coarse(refined: Mapping[str, Any] | None) -> bool:
@@ -245,10 +207,10 @@ class BranchResult:
         return ", ".join(parts)
 
     def __repr__(self) -> str:
-        gain = "" if self.gain is None else f", gain = {_g(self.gain)}"
+        gain = "" if self.gain is None else f", gain = {fmt_g(self.gain)}"
         return (f"BranchResult({self.branch!r}, alpha={self.alpha:g})\n"
-                f"  q = {_g(self.q)}, m = {_g(self.m)}, theta = {_g(self.theta)}, V = {_g(self.V)}{gain}\n"
-                f"  train_loss = {_g(self.train_loss)}, test_error = {_g(self.test_error)}\n"
+                f"  q = {fmt_g(self.q)}, m = {fmt_g(self.m)}, theta = {fmt_g(self.theta)}, V = {fmt_g(self.V)}{gain}\n"
+                f"  train_loss = {fmt_g(self.train_loss)}, test_error = {fmt_g(self.test_error)}\n"
                 f"  status: {self.status()}")
 
     @property
@@ -352,14 +314,14 @@ class SolveResult:
 
     def __repr__(self) -> str:
         rows = [f"SolveResult(alpha={self.alpha:g}, omega={self.spec.omega:g}, success={self.success})",
-                f"  message: {_line(self.message)}",
-                f"  global_minimum: {self.global_minimum}, linear_test_error = {_g(self.linear_test_error)}"]
+                f"  message: {one_line(self.message)}",
+                f"  global_minimum: {self.global_minimum}, linear_test_error = {fmt_g(self.linear_test_error)}"]
         for b, r in self.branches.items():
             if r is None:
-                rows.append(f"  {b}: absent ({_line(self.absent.get(b, ''), 120)})")
+                rows.append(f"  {b}: absent ({one_line(self.absent.get(b, ''), 120)})")
             else:
-                rows.append(f"  {b}: q = {_g(r.q, '.5g')}, m = {_g(r.m, '.5g')}, theta = {_g(r.theta, '.5g')}, "
-                            f"train_loss = {_g(r.train_loss, '.6g')}, test_error = {_g(r.test_error, '.6g')}; "
+                rows.append(f"  {b}: q = {fmt_g(r.q, '.5g')}, m = {fmt_g(r.m, '.5g')}, theta = {fmt_g(r.theta, '.5g')}, "
+                            f"train_loss = {fmt_g(r.train_loss, '.6g')}, test_error = {fmt_g(r.test_error, '.6g')}; "
                             f"{r.status()}")
         return "\n".join(rows)
 
@@ -489,7 +451,7 @@ class TransitionResult:
     def __repr__(self) -> str:
         def pm(v: float | None, key: str) -> str:
             e = self.errors.get(key)
-            return _g(v, ".4f") + ("" if v is None or e is None else f" +- {e:.4f}")
+            return fmt_g(v, ".4f") + ("" if v is None or e is None else f" +- {e:.4f}")
 
         spin = ", ".join(f"{b} {pm(v, f'spinodal_{b}')}" for b, v in self.spinodals.items())
         return "\n".join([
@@ -497,8 +459,8 @@ class TransitionResult:
             f"  alpha_c = {pm(self.alpha_c, 'alpha_c')}, alpha_l = {pm(self.alpha_l, 'alpha_l')}",
             f"  spinodals: {spin}",
             f"  change: {describe_change(self.kind, self.exchange, self.order_parameter)}",
-            f"  linear_test_error = {_g(self.linear_test_error)}",
-            f"  message: {_line(self.message)}"])
+            f"  linear_test_error = {fmt_g(self.linear_test_error)}",
+            f"  message: {one_line(self.message)}"])
 
 
 def describe_change(kind: str | None, exchange: Sequence[str] | None, order_parameter: Mapping[str, Any]) -> str:
@@ -516,279 +478,3 @@ def describe_change(kind: str | None, exchange: Sequence[str] | None, order_para
     return f"{head} (a bifurcation: |{name}| grows from 0; {val} at alpha_c)"
 
 
-@dataclass(frozen=True, repr=False)
-class SimulationResult:
-    """Finite-``d`` training runs at one ``alpha`` (:func:`attnphase.simulate`).
-
-    Attributes
-    ----------
-    spec : ModelSpec
-        The model.
-    d : int
-        The embedding dimension.
-    alpha : float
-        The sample complexity.
-    n : int
-        Training samples per seed, ``round(alpha d)``.
-    n_test : int
-        Test samples per seed.
-    seeds : tuple of int
-        The seeds, one teacher, training and test set each.
-    inits : tuple of str
-        The starts.
-    train : mapping
-        The training settings (``lr`` resolved).
-    runs : tuple of RunResult
-        One record per seed and start (``m``, ``theta``, ``q`` in user units, docs/model.md
-        (1.5); ``train_loss`` the empirical risk per dimension, docs/model.md (1.4);
-        ``test_error`` and ``linear_test_error`` on fresh samples, docs/model.md (4.2), (4.3)).
-    summary : mapping
-        Mean and standard deviation over the runs, all and per start.
-    batch_seconds : float
-        The wall-clock time of the batched training.
-    params : mapping
-        The model, the training settings, the seeds and the versions.
-    success : bool
-        Every run met the gradient tolerance.
-    message : str
-        How the runs stopped and their mean test error, in one line a person can read.
-    """
-
-    spec: ModelSpec
-    d: int
-    alpha: float
-    n: int
-    n_test: int
-    seeds: tuple[int, ...]
-    inits: tuple[str, ...]
-    train: Mapping[str, Any]
-    runs: tuple[RunResult, ...] = field(repr=False)
-    summary: Mapping[str, Any] = field(repr=False)
-    batch_seconds: float
-    params: Mapping[str, Any] = field(repr=False)
-    success: bool
-    message: str
-
-    @classmethod
-    def from_simulation(cls, res: Any) -> SimulationResult:
-        """The user's view of the simulator's record (:class:`attnphase.sim.TrainingBatch`), its
-        ``success`` and ``message`` included."""
-        rec = res.to_dict()
-        runs = tuple(res.runs)
-        return cls(
-            spec=res.spec, d=res.d, alpha=res.alpha, n=res.n, n_test=res.n_test, seeds=tuple(res.seeds),
-            inits=tuple(res.inits), train=frozen(rec["params"]["train"]), runs=runs,
-            summary=frozen(rec["summary"]), batch_seconds=res.batch_seconds, params=frozen(rec["params"]),
-            success=bool(res.success), message=str(res.message),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record that ``attnphase simulate --json`` prints."""
-        return {"params": jsonable(self.params), "runs": [jsonable(frozen(r.to_dict())) for r in self.runs],
-                "summary": jsonable(self.summary), "success": self.success, "message": self.message}
-
-    def __repr__(self) -> str:
-        mean = self.summary.get("mean", {})
-        keys = [k for k in ("test_error", "train_loss", "m", "theta") if k in mean]
-        return "\n".join([
-            f"SimulationResult(d={self.d}, alpha={self.alpha:g}, omega={self.spec.omega:g}, runs={len(self.runs)}, "
-            f"success={self.success})",
-            "  mean over runs: " + ", ".join(f"{k} = {_g(mean[k])}" for k in keys),
-            f"  batch_seconds = {self.batch_seconds:.3g}",
-            f"  message: {_line(self.message)}"])
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per run: ``d``, ``alpha``, ``n`` and the run's record (the overlap matrices
-        left out; they are in :meth:`to_dict`)."""
-        import pandas as pd  # (pandas costs ~0.3 s to import: only where a frame is asked for)
-
-        cols = [f.name for f in fields(self.runs[0])] if self.runs else []
-        rows = [{"d": self.d, "alpha": self.alpha, "n": self.n,
-                 **{c: getattr(r, c) for c in cols if c != "overlaps"}} for r in self.runs]
-        return pd.DataFrame(rows)
-
-
-#: keys of the JSON records that hold wall-clock times: they differ from run to run and are left
-#: out of :func:`compare_records`
-WALL_TIME_KEYS = frozenset({"seconds", "batch_seconds", "elapsed_s"})
-
-
-@dataclass(frozen=True)
-class RecordComparison:
-    """The numbers of two JSON records compared leaf by leaf (:func:`compare_records`).
-
-    ``compared``: how many numbers (and booleans) were compared; ``differing``: how many differ by
-    more than ``rtol``; ``largest``: the largest relative difference ``|a - b| / max(|a|, |b|)``
-    (``inf`` where a number is missing on one side or a boolean differs) and ``where`` its path.
-    ``success``: no number differs by more than ``rtol``; ``message``: one line.
-    """
-
-    compared: int
-    differing: int
-    largest: float
-    where: str | None
-    rtol: float
-    success: bool
-    message: str
-
-
-def compare_records(old: Any, new: Any, rtol: float = 1e-9,
-                    skip: frozenset[str] = WALL_TIME_KEYS) -> RecordComparison:
-    """Compare every number (and boolean) of the JSON record ``old`` with the one at the same path
-    of ``new``: relative difference ``|a - b| / max(|a|, |b|)`` (0 for equal values), a number
-    on one side only counts as an infinite difference, and so does a boolean that differs or that
-    ``new`` lacks. Strings (versions, reasons, kernel names), the keys in ``skip`` (wall-clock
-    times) and a boolean that only ``new`` has (a flag added to the records since ``old`` was
-    written, such as ``success``: it summarises numbers that are compared) are not compared."""
-    diffs: list[tuple[float, str, Any, Any]] = []
-    count = 0
-
-    def number(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-    def walk(a: Any, b: Any, path: str) -> None:
-        nonlocal count
-        if isinstance(a, Mapping) or isinstance(b, Mapping):
-            am = a if isinstance(a, Mapping) else {}
-            bm = b if isinstance(b, Mapping) else {}
-            for k in dict.fromkeys([*am, *bm]):
-                if k not in skip:
-                    walk(am.get(k), bm.get(k), f"{path}.{k}" if path else str(k))
-            return
-        if isinstance(a, list) or isinstance(b, list):
-            al = a if isinstance(a, list) else []
-            bl = b if isinstance(b, list) else []
-            for i in range(max(len(al), len(bl))):
-                walk(al[i] if i < len(al) else None, bl[i] if i < len(bl) else None, f"{path}[{i}]")
-            return
-        if a is None and isinstance(b, bool):
-            return
-        if number(a) and number(b):
-            count += 1
-            if a != b:
-                rel = abs(a - b) / max(abs(a), abs(b))
-                if rel > 0:
-                    diffs.append((rel, path, a, b))
-        elif number(a) or number(b) or isinstance(a, bool) or isinstance(b, bool):
-            count += 1
-            if a != b or type(a) is not type(b):
-                diffs.append((math.inf, path, a, b))
-
-    walk(old, new, "")
-    bad = [d for d in diffs if d[0] > rtol]
-    largest, where, a, b = max(diffs, key=lambda d: d[0]) if diffs else (0.0, None, None, None)
-    if bad:
-        msg = (f"{len(bad)} of {count} numbers differ by more than {rtol:g} relative; largest difference "
-               f"{largest:.3g} at {where} ({a!r} recorded, {b!r} now)")
-    else:
-        msg = f"all {count} numbers agree to {rtol:g} relative" + (
-            f" (largest difference {largest:.3g} at {where})" if diffs else " (bit for bit)")
-    return RecordComparison(compared=count, differing=len(bad), largest=float(largest), where=where,
-                            rtol=rtol, success=not bad, message=msg)
-
-
-#: the largest quadrature error estimate of a Bayes-optimal overlap that :class:`BayesResult` counts as a success
-BAYES_OVERLAP_TARGET = 1e-6
-#: the same with label noise (Monte-Carlo outer average)
-BAYES_NOISY_OVERLAP_TARGET = 2e-2
-
-
-@dataclass(frozen=True, repr=False)
-class BayesResult:
-    """The Bayes-optimal baseline (:func:`attnphase.bayes`, docs/model.md section 8).
-
-    Attributes
-    ----------
-    spec : ModelSpec
-        The model.
-    noise : float
-        The label noise ``Delta`` (docs/model.md (8.10); 0: noiseless).
-    points : tuple of mapping
-        Per ``alpha`` the state-evolution fixed point reached from the uninformed start, as
-        records with ``alpha``, ``overlap`` (``x = q / rho``, equal to ``theta = Qhat^T Q* / d``
-        of the Bayes estimate in user units, docs/model.md (1.5)), ``q`` and ``V`` (paper
-        convention), ``test_error`` (docs/model.md (8.8), the units of every test error of the
-        package) and their quadrature error estimates, and every fixed point found
-        (``fixed_points``).
-    thresholds : mapping
-        ``alpha_WR``, ``alpha_IT``, ``alpha_PR`` with their precision (docs/model.md (8.5),
-        (8.6)); with label noise ``alpha_WR`` and its error, ``alpha_IT = alpha_PR = None``
-        (8.10).
-    linear_test_error : float
-        The dense linear baseline (docs/model.md (4.3)), equal to the Bayes-optimal error below
-        ``alpha_WR``.
-    gamp : tuple of mapping
-        GAMP at finite ``d`` on the simulator's data (docs/model.md (8.9)), one record per
-        ``alpha`` (empty unless asked for).
-    params : mapping
-        The model, the grid, the quadrature, GAMP's settings and the versions.
-    success : bool
-        Every overlap's quadrature error estimate is at most
-        ``attnphase.results.BAYES_OVERLAP_TARGET`` (``BAYES_NOISY_OVERLAP_TARGET`` with label
-        noise) and every GAMP run converged.
-    message : str
-        The thresholds, GAMP's convergence and any overlap short of its precision, in one line
-        a person can read.
-    """
-
-    spec: ModelSpec
-    noise: float
-    points: tuple[Mapping[str, Any], ...]
-    thresholds: Mapping[str, Any]
-    linear_test_error: float
-    gamp: tuple[Mapping[str, Any], ...]
-    params: Mapping[str, Any] = field(repr=False)
-    success: bool
-    message: str
-
-    @property
-    def alphas(self) -> tuple[float, ...]:
-        return tuple(float(p["alpha"]) for p in self.points)
-
-    @property
-    def overlaps(self) -> tuple[float, ...]:
-        return tuple(float(p["overlap"]) for p in self.points)
-
-    @property
-    def test_errors(self) -> tuple[float, ...]:
-        return tuple(float(p["test_error"]) for p in self.points)
-
-    def __repr__(self) -> str:
-        thr = ", ".join(f"{k} = {_g(self.thresholds.get(k))}" for k in ("alpha_WR", "alpha_IT", "alpha_PR"))
-        a = self.alphas
-        grid = f"{len(a)} alpha values" + (f" in [{min(a):g}, {max(a):g}]" if a else "")
-        return "\n".join([
-            f"BayesResult(L={self.spec.L}, omega={self.spec.omega:g}, noise={self.noise:g}, success={self.success})",
-            f"  thresholds: {thr}",
-            f"  points: {grid}; linear_test_error = {_g(self.linear_test_error)}; GAMP: {len(self.gamp)} alpha values",
-            f"  message: {_line(self.message)}"])
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record that ``attnphase bayes --json`` prints."""
-        return jsonable({"params": self.params, "thresholds": self.thresholds, "points": self.points,
-                         "linear_test_error": self.linear_test_error, "gamp": self.gamp,
-                         "success": self.success, "message": self.message})
-
-    @classmethod
-    def from_points(cls, spec: ModelSpec, noise: float, points: list[dict[str, Any]], thresholds: Mapping[str, Any],
-                    linear_test_error: float, gamp: list[dict[str, Any]], params: Mapping[str, Any]) -> BayesResult:
-        """Gather what :func:`attnphase.bayes` computed."""
-        bad_gamp = [g for g in gamp if g["converged"] < len(g["runs"])]
-        target = BAYES_OVERLAP_TARGET if noise == 0 else BAYES_NOISY_OVERLAP_TARGET
-        bad_points = [p for p in points if not p["overlap_error"] <= target]
-        t = thresholds
-        if t.get("alpha_PR") is None:  # label noise: no perfect recovery
-            msg = (f"L = {spec.L}, noise {noise:g}: alpha_WR = {t['alpha_WR']:.6g}, no perfect recovery; "
-                   f"{len(points)} alpha values")
-        else:
-            msg = (f"L = {spec.L}: alpha_WR = {t['alpha_WR']:.6g}, alpha_IT = {t['alpha_IT']:.6g}, "
-                   f"alpha_PR = {t['alpha_PR']:.6g}; {len(points)} alpha values")
-        if gamp:
-            msg += (f"; GAMP at d = {gamp[0]['d']}: {sum(g['converged'] for g in gamp)} of "
-                    f"{sum(len(g['runs']) for g in gamp)} runs converged")
-        if bad_points:
-            msg += (f"; overlap quadrature error above {target:g} at alpha = "
-                    + ", ".join(f"{p['alpha']:g}" for p in bad_points))
-        return cls(spec=spec, noise=float(noise), points=frozen(points), thresholds=frozen(dict(thresholds)),
-                   linear_test_error=float(linear_test_error), gamp=frozen(gamp), params=frozen(params),
-                   success=not bad_gamp and not bad_points, message=msg)

@@ -96,7 +96,7 @@ class ArclengthResult:
 
 class _Extended(RelativeUnits):
     """The residual ``G(y, alpha) = (F_alpha(x) - x) / scale`` in the relative units
-    (:class:`~attnphase.theory.fixed_point.RelativeUnits`) of the unknowns that are not zero at
+    (:class:`~attnphase.theory.newton.RelativeUnits`) of the unknowns that are not zero at
     ``x0`` (symmetry zeros stay zero), on one rule; counts the data steps it spends."""
 
     def __init__(self, sd: Saddle, x0: np.ndarray, switch_width: float) -> None:

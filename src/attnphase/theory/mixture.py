@@ -148,7 +148,7 @@ class Mixture:
                    mirror: tuple[np.ndarray, np.ndarray] | None,
                    s_qis: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The Stein sums of docs/model.md (3.3) and (9.4) per label configuration: ``sums`` is
-        :func:`attnphase.theory.saddle.stein_sums`, called on the entries of each configuration;
+        :func:`attnphase.theory.stein.stein_sums`, called on the entries of each configuration;
         returns ``([sum E[g]; s-sums], sum g g^T, sum g eta^T, sum g xi^T)``, the ``s`` rows
         ``sum_n wt_n sum_l 1[c_l = k] E[g_l]``. ``mirror = (cm, B)`` with ``cm = m q^{-1/2}``:
         each configuration's mirror has ``cm + s_{c} q^{-1/2}`` (``s_qis``: the rows

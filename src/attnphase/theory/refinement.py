@@ -29,6 +29,16 @@ from attnphase.theory.branches import (
     solve_point,
 )
 from attnphase.theory.channels import ProxResult
+from attnphase.theory.confirmation import (
+    DEFINING_OVERLAPS,
+    RESOLVE_SE,
+    fine_absence,
+    is_confirmed,
+    is_refined,
+)
+from attnphase.theory.confirmation import left_branch as left_branch
+from attnphase.theory.confirmation import settled_unresolved as settled_unresolved
+from attnphase.theory.confirmation import unresolved_overlap as unresolved_overlap
 from attnphase.theory.estimates import user_errors
 from attnphase.theory.fine_rules import fine_union, nested_first
 from attnphase.theory.fixed_point import (
@@ -132,8 +142,6 @@ def _rule_steps(fine: list[Saddle], op: OrderParams, ds: DataStep, settings: Sol
     return steps, starts, cuts
 
 
-#: the overlaps (user units) that define a branch: it is absent where they are not resolved
-DEFINING_OVERLAPS = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}
 #: how clearly the fixed points of the fine rules, solved from where the refinement's
 #: quasi-Newton stages stopped, must leave the branch's overlap unresolved (relative standard
 #: error above ``UNRESOLVED_MARGIN / RESOLVE_SE``) for the full-solver fallback to be skipped:
@@ -203,7 +211,6 @@ def _test_error_spread(sd: Saddle, op: OrderParams, X: np.ndarray) -> np.ndarray
     kw = {"order": 10 if sd.dim <= 4 else 7, "log2_n": 11}
     base = sd.test_error(op, **kw)
     return np.array([sd.test_error(OrderParams.from_vector(v, L, F, rs), **kw) - base for v in X])
-
 
 
 def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None,
@@ -427,70 +434,6 @@ def _warm_at(qn: Any, x: np.ndarray) -> DataStep | None:
     return qn.ds if qn.full_at is not None and np.array_equal(qn.full_at, x) else None
 
 
-def is_refined(point: BranchPoint) -> bool:
-    """The point was carried to the fine rules (:func:`refine_point` converged on the branch)."""
-    return bool((getattr(point, "diagnostics", None) or {}).get("refined", {}).get("applied"))
-
-
-def left_branch(point: BranchPoint) -> str | None:
-    """The branch that :func:`refine_point` converged to when it left ``point``'s branch
-    (``None`` if it did not leave it or was not run)."""
-    return point.diagnostics.get("refined", {}).get("left_to")
-
-
-#: a branch exists on the fine rules only if the overlap that defines it exceeds this many
-#: standard errors over the fine rules (about the two-sided 95 % t quantile for 4 rules)
-RESOLVE_SE = 3.0
-
-
-def fine_absence(point: BranchPoint) -> str | None:
-    """Why a coarse fixed point is not a fixed point of the branch on the finer rules (``None``
-    if it is, or if it was not refined).
-
-    Either its refinement converged to another branch, or the overlap that defines the branch
-    (``theta`` semantic, ``m`` positional, both mixed) is within ``RESOLVE_SE`` standard errors
-    of zero over the fine rules. Measured at ``omega = 0.3``: followed downward on the 2^8 x 4
-    rule of the transition, the semantic branch does not end but continues to small-``theta``
-    points (``theta = 0.038`` at ``alpha = 0.6``, ``-0.016`` at 0.4; relative errors ~1) whose
-    refinements go to the trivial branch, and the transition reported that tail's end (0.33) as
-    the spinodal; on 2^14 x 4 nodes the branch drops from ``theta = 0.23`` (0.8) to 0.10 (0.75)
-    and 0.018 (0.72), and the small-``theta`` tail ends at 0.69.
-    """
-    to = left_branch(point)
-    if to is not None:
-        n = point.diagnostics["refined"].get("nodes")
-        return f"refined on {n} nodes, the fixed point converges to the {to} branch"
-    why = settled_unresolved(point)
-    if why is not None:
-        return why
-    if not is_refined(point):
-        return None
-    bad = unresolved_overlap(point)
-    if bad is None:
-        return None
-    key, err = bad
-    n = point.diagnostics["refined"].get("replicas")
-    return (f"{key} = {getattr(point, key):.3g} is not resolved from zero on the fine rules "
-            f"(relative standard error {err:.2g} over {n} rules)")
-
-
-def settled_unresolved(point: BranchPoint) -> str | None:
-    """Why the branch is not resolved, where :func:`refine_point` decided it from the fine rules'
-    own fixed points before its fallback (:func:`_rules_unresolve`); ``None`` otherwise."""
-    return (getattr(point, "diagnostics", None) or {}).get("refined", {}).get("unresolved")
-
-
-def unresolved_overlap(point: BranchPoint) -> tuple[str, float] | None:
-    """The overlap that defines ``point``'s branch (``theta`` semantic, ``m`` positional, both
-    mixed) and its relative error estimate, if that is above ``1 / RESOLVE_SE``."""
-    est = point.diagnostics.get("error_estimate") or {}
-    for key in DEFINING_OVERLAPS.get(point.branch, ()):
-        err = est.get(f"{key}_user")
-        if err is not None and err * RESOLVE_SE > 1:
-            return key, float(err)
-    return None
-
-
 #: a quick refinement that moved the overlap defining the branch by more than this fraction of its
 #: coarse value is refined again to the solver's tolerance (:func:`settle_drift`)
 DRIFT_FRACTION = 0.5
@@ -528,7 +471,6 @@ def mark_unresolved(point: BranchPoint) -> BranchPoint:
                    "that rule)")
 
 
-
 #: steps of the continuation of a spinodal search on the rule one order below the fine rules
 MID_STEP = 0.03
 
@@ -540,12 +482,6 @@ def mid_rule_settings(settings: SolverSettings, solver: SolverSettings | None = 
     if not settings.refine_order or settings.method != "qmc" or settings.refine_order - 1 <= settings.order:
         return None
     return replace(solver or settings, order=settings.refine_order - 1, warmup_order=None)
-
-
-def is_confirmed(point: BranchPoint) -> bool:
-    """``point`` was refined (:func:`refine_point` converged on the branch) and the fine rules
-    resolve it (:func:`fine_absence`)."""
-    return is_refined(point) and fine_absence(point) is None
 
 
 def mid_rule_walker(spec: ModelSpec, branch: str, settings: SolverSettings, anchor: BranchPoint,
@@ -580,7 +516,6 @@ def mid_rule_walker(spec: ModelSpec, branch: str, settings: SolverSettings, anch
         return r
 
     return walk
-
 
 
 def refine_followed(spec: ModelSpec, points: Sequence[BranchPoint], settings: SolverSettings) -> list[BranchPoint]:

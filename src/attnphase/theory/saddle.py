@@ -13,13 +13,10 @@ Paper convention inside: ``q = sigma^2 Q^T Q / d``, ``theta = sigma^2 Q^T Q* / d
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory import native
+from attnphase.theory import native as native
 from attnphase.theory.channels import (
     AttentionMap,
     ProxResult,
@@ -27,173 +24,40 @@ from attnphase.theory.channels import (
     default_starts,
     escape_saddles,
     landscape_starts,
-    loss_numpy,
     prox_batch,
     rugged,
     student_map,
     target_map,
 )
-from attnphase.theory.mixture import Mixture, mixture_linear_test_error, mixture_test_error
-from attnphase.theory.quadrature import Rule, check_size, gauss_hermite, key_contrasts, sobol_gaussian
+from attnphase.theory.channels import loss_numpy as loss_numpy
+from attnphase.theory.generalization import (
+    TEST_QMC_LOG2,
+    TEST_QMC_LOG2_NUMPY,
+    build_test_rule,
+    error_sum,
+    error_sum_numpy,
+)
+from attnphase.theory.generalization import linear_test_error as linear_test_error
+from attnphase.theory.matrices import (
+    rmul,
+    sym_sqrt,
+)
+from attnphase.theory.mixture import Mixture
+from attnphase.theory.mixture import mixture_linear_test_error as mixture_linear_test_error
+from attnphase.theory.mixture import mixture_test_error as mixture_test_error
+from attnphase.theory.order_params import DataStep, Hats, OrderParams
+from attnphase.theory.quadrature import Rule
+from attnphase.theory.quadrature import check_size as check_size
+from attnphase.theory.quadrature import gauss_hermite as gauss_hermite
+from attnphase.theory.quadrature import key_contrasts as key_contrasts
+from attnphase.theory.quadrature import sobol_gaussian as sobol_gaussian
+from attnphase.theory.responses import ONE_START, check_response
+from attnphase.theory.responses import RESPONSES as RESPONSES
+from attnphase.theory.stein import mirror_pairs, second_minimum, stein_sums
 from attnphase.theory.threads import one_blas_thread
-
-
-def sym_sqrt(a: np.ndarray, inverse: bool = False, floor: float = 0.0) -> np.ndarray:
-    """Symmetric square root (or inverse square root) of a symmetric PSD matrix."""
-    evals, evecs = np.linalg.eigh(0.5 * (a + a.T))
-    evals = np.maximum(evals, floor)
-    if inverse:
-        with np.errstate(divide="ignore"):
-            d = np.where(evals > 0, 1.0 / np.sqrt(np.where(evals > 0, evals, 1.0)), 0.0)
-    else:
-        d = np.sqrt(evals)
-    return (evecs * d) @ evecs.T
-
-
-def _rmul(a: np.ndarray, M: np.ndarray) -> np.ndarray:
-    """``a @ M`` for a tall ``a``; with one inner dimension (rank 1) as a broadcast product, the
-    same numbers (one product per entry) 14x faster (0.06 against 0.8 ms at 262144 rows)."""
-    return a * M[0] if M.shape[0] == 1 else a @ M
-
-
-def _f64(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous float64 array (what the numba kernels take)."""
-    return np.ascontiguousarray(a, dtype=np.float64)
-
-
-@dataclass(frozen=True)
-class OrderParams:
-    """Order parameters ``(q, m, V, theta)`` in paper convention (docs/model.md (1.5))."""
-
-    q: np.ndarray
-    m: np.ndarray
-    V: np.ndarray
-    theta: np.ndarray
-
-    def replace(self, **kw: np.ndarray) -> OrderParams:
-        return dataclasses.replace(self, **kw)
-
-    def to_vector(self) -> np.ndarray:
-        iu = np.triu_indices(self.q.shape[0])
-        return np.concatenate([self.q[iu], self.m.ravel(), self.V[iu], self.theta.ravel()])
-
-    @staticmethod
-    def from_vector(x: np.ndarray, L: int, F: int, rs: int) -> OrderParams:
-        iu = np.triu_indices(F)
-        nt = len(iu[0])
-        # (the rows of m from the length: L, or L + K with the mixture's s rows, docs/model.md (9.3))
-        rows, extra = divmod(x.size - 2 * nt - F * rs, F)
-        if extra or rows < L:
-            raise ValueError(f"order-parameter vector of length {x.size} does not fit L={L}, F={F}, r*={rs}")
-        L = rows
-
-        def symm(v: np.ndarray) -> np.ndarray:
-            a = np.zeros((F, F))
-            a[iu] = v
-            return a + np.triu(a, 1).T
-
-        q = symm(x[:nt])
-        m = x[nt : nt + L * F].reshape(L, F)
-        V = symm(x[nt + L * F : 2 * nt + L * F])
-        theta = x[2 * nt + L * F :].reshape(F, rs)
-        return OrderParams(q, m, V, theta)
-
-    def natural_scale(self) -> np.ndarray:
-        """Scale of each entry of :meth:`to_vector` for relative changes: ``sqrt(|a_ii a_jj|)``
-        for the entries of ``q`` and ``V`` (an off-diagonal entry is measured against the
-        diagonal, not against itself: it is small in the canonical gauge of rank >= 2), zero
-        for ``m`` and ``theta`` (their own size is the scale)."""
-        iu = np.triu_indices(self.q.shape[0])
-
-        def mat(a: np.ndarray) -> np.ndarray:
-            d = np.abs(np.diag(a))
-            with np.errstate(over="ignore"):  # (a diverging solve, stopped by its caller)
-                return np.sqrt(np.outer(d, d))[iu]
-
-        return np.concatenate([mat(self.q), np.zeros(self.m.size), mat(self.V), np.zeros(self.theta.size)])
-
-    def names(self) -> list[str]:
-        F = self.q.shape[0]
-        L = self.m.shape[0]
-        rs = self.theta.shape[1]
-        iu = np.triu_indices(F)
-        s = "" if F == 1 else None
-        out = [f"q{'' if s == '' else f'[{i},{j}]'}" for i, j in zip(*iu, strict=True)]
-        out += [f"m[{l}{'' if s == '' else f',{a}'}]" for l in range(L) for a in range(F)]
-        out += [f"V{'' if s == '' else f'[{i},{j}]'}" for i, j in zip(*iu, strict=True)]
-        out += [f"theta{'' if F * rs == 1 else f'[{a},{b}]'}" for a in range(F) for b in range(rs)]
-        return out
-
-
-@dataclass(frozen=True)
-class Hats:
-    """Conjugate order parameters ``(q_hat, m_hat, V_hat, theta_hat)``."""
-
-    q_hat: np.ndarray
-    m_hat: np.ndarray
-    V_hat: np.ndarray
-    theta_hat: np.ndarray
-
-
-@dataclass(frozen=True)
-class DataStep:
-    """Result of one data step: conjugates, mean proximal value ``E[M]`` and the prox solution."""
-
-    hats: Hats
-    mean_M: float
-    prox: ProxResult
-    w: np.ndarray
-    T: np.ndarray
-    #: the lowest local minimum distinct from the global one at each node (:func:`second_minimum`,
-    #: in the coordinates of ``prox.h``): the soft split's second minimum and a warm start
-    second: np.ndarray
-
-
-#: which minimum of the proximal problem a node takes and how it responds (docs/model.md (3.3),
-#: (3.6), (3.7)): the global minimiser with the Stein form (jumps included); the global minimiser
-#: followed locally; the minimum reached from the teacher's fields at the student's norm (the
-#: state gradient descent from the semantic start holds); the minimum reached from the student's
-#: positional means (the state gradient descent from the positional start holds)
-RESPONSES = ("global", "local", "semantic-start", "positional-start")
-
-#: the one-start selections of docs/model.md (3.7) and the branch each describes
-ONE_START = {"semantic-start": "semantic", "positional-start": "positional"}
-
-
-def check_response(spec: ModelSpec, response: str, branches: tuple[str, ...] = ()) -> None:
-    """Refuse (``ValueError``, one line) a ``response`` that does not cover the model ``spec`` or
-    one of the ``branches`` asked for: every response but the global one covers uncorrelated
-    tokens (docs/model.md (3.6)); a one-start selection (:data:`ONE_START`) the tied and causal
-    students of rank 1 without a mixture, and only the branch its start describes (3.7). Called
-    before any work, so that a command refuses at once rather than after its first solves."""
-    if response not in RESPONSES:
-        raise ValueError(f"unknown response {response!r}; choose from {', '.join(RESPONSES)}")
-    if response != "global" and not spec.uncorrelated:
-        raise ValueError(f"the {response} response covers uncorrelated tokens (no --token-corr)")
-    if response not in ONE_START:
-        return
-    if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in ("tied", "causal") or spec.mixture:
-        raise ValueError(f"the {response} response covers the tied and causal students of rank 1 (r = r* = 1) "
-                         "without a mixture")
-    own = ONE_START[response]
-    others = [b for b in branches if b != own]
-    if others:
-        raise ValueError(f"the {response} response describes the {own} branch only (docs/model.md (3.7)), "
-                         f"not the {', '.join(others)} one{'s' if len(others) > 1 else ''} asked for here: "
-                         f"give the {own} branch alone (--branch {own})")
-
 
 #: the step of the local response's central differences in the prior means (fields of order one)
 LOCAL_EPS = 1e-4
-
-#: log2 of the base sample of the test error's Sobol rule above 6 dimensions (``4 * 2^16`` nodes;
-#: at the semantic start of ``L = 3, r = 2``, untied ``r = 2`` and ``L = 4`` within 3e-4 relative
-#: of ``4 * 2^18`` nodes, 0.05-0.07 s in the compiled sum); in the numpy sum (untied
-#: cross-attention, and tied cross-attention in its reduced noises) ``4 * 2^14`` nodes (0.07 s at
-#: ``L = L' = 2``; at the semantic and positional starts within 2e-4 relative of ``4 * 2^16``
-#: nodes over four scrambles)
-TEST_QMC_LOG2 = 16
-TEST_QMC_LOG2_NUMPY = 14
 
 
 class Saddle:
@@ -283,8 +147,8 @@ class Saddle:
         qs, qis, qinv, R, Rs = self.field_maps(op)
         # (as one (N L) x F product each: the stacked form ``xi @ qs`` loops over the nodes)
         x2 = xi.reshape(-1, xi.shape[-1])
-        w = op.m[None, :self.L] + _rmul(x2, qs).reshape(xi.shape)
-        hstar = (_rmul(x2, qis @ op.theta) + _rmul(eta.reshape(-1, eta.shape[-1]), Rs)).reshape(eta.shape)
+        w = op.m[None, :self.L] + rmul(x2, qs).reshape(xi.shape)
+        hstar = (rmul(x2, qis @ op.theta) + rmul(eta.reshape(-1, eta.shape[-1]), Rs)).reshape(eta.shape)
         if self.mixture is not None:  # label-dependent means (docs/model.md (9.3))
             if not own or self.labels is None:
                 raise RuntimeError("mixture fields are defined on the saddle's own nodes")  # (an internal invariant)
@@ -700,14 +564,8 @@ class Saddle:
         return self._test_rules[log2_n]
 
     def _build_test_rule(self, log2_n: int) -> Rule | None:
-        """The rule :meth:`test_rule` returns, built anew."""
-        if self.dim <= 6:
-            return None
-        n_xi = self.L * self.F
-        if self.spec.variant == "cross":
-            basis = key_contrasts(self.L, self.spec.L_keys, self.F, self.rs)
-            return sobol_gaussian(self.dim, log2_n, n_xi, copies="none", basis=basis)
-        return sobol_gaussian(self.dim, log2_n, n_xi)
+        """The rule :meth:`test_rule` returns, built anew (:func:`~attnphase.theory.generalization.build_test_rule`)."""
+        return build_test_rule(self, log2_n)
 
     @one_blas_thread
     def test_error(self, op: OrderParams, order: int = 10, log2_n: int | None = None) -> float:
@@ -719,175 +577,13 @@ class Saddle:
         numpy form :meth:`test_error_numpy` (the compiled sum knows neither the gain nor the cross
         mask of the teacher).
         """
-        qs, qis, _, _, Rs = self.field_maps(op)
-        if self.mixture is not None:  # docs/model.md (9.5) (identity value only: Mixture.from_spec)
-            return mixture_test_error(self.spec, self.amap, self.mixture, op.m, qs, qis @ op.theta, Rs, order)
-        if self.gain != 1.0 or self.spec.is_cross:
-            return self.test_error_numpy(op, order, TEST_QMC_LOG2_NUMPY if log2_n is None else log2_n)
-        args = (_f64(op.m), _f64(qs), _f64(qis @ op.theta), _f64(Rs),
-                _f64(np.eye(self.L) if self.mix is None else self.mix), _f64(self.amap.M),
-                np.ascontiguousarray(self.amap.mask), float(self.spec.omega), _f64(self.spec.A_array),
-                bool(self.spec.causal_target), _f64(self.C))
-        if self.dim <= 6:  # (the product rule's nodes are decoded in the kernel, not stored)
-            check_size(order**self.dim, f"a Gauss-Hermite rule of order {order} in {self.dim} dimensions")
-            t, wt = np.polynomial.hermite_e.hermegauss(order)
-            X, W, n = np.empty((0, self.dim)), np.empty(0), order**self.dim
-        else:
-            rule = self.test_rule(TEST_QMC_LOG2 if log2_n is None else log2_n)
-            assert rule is not None
-            t, wt = np.zeros(1), np.ones(1)
-            X, W, n = _f64(rule.x), _f64(rule.w), rule.size
-        wt = wt / wt.sum()
-        n_chunks = native.chunks(n)
-        lib = native.common()
-        if lib is None:
-            from attnphase.theory.jit import test_loss_sum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
-
-            return float(test_loss_sum_kernel(X, W, t, wt, *args, n_chunks))
-        m, qs_, B, Rs_, mix, M, mask, omega, A, causal, C = args
-        mask = np.ascontiguousarray(mask, dtype=np.uint8)
-        P = native.ptr
-        return float(lib.test_loss_sum(X.shape[0], P(X), P(W), t.size, P(t), P(wt), self.L, self.F, self.rs, P(m),
-                                       P(qs_), P(B), P(Rs_), P(mix), P(M), P(mask), omega, P(A), int(causal), P(C),
-                                       n_chunks, native.threads_for(n, 1024)))
+        return error_sum(self, op, order, log2_n)
 
     def test_error_numpy(self, op: OrderParams, order: int = 10, log2_n: int = TEST_QMC_LOG2_NUMPY) -> float:
         """The same sum as :meth:`test_error` with the nodes stored and the fields, maps and loss
         in numpy (``fields``, ``target_map``, ``loss_numpy``): the reference the kernel is tested
         and benchmarked against (the Sobol rule above 6 dimensions: ``4 * 2^log2_n`` nodes,
         :meth:`test_rule`)."""
-        if self.mixture is not None:
-            return self.test_error(op, order)
-        rule = self.test_rule(log2_n) or gauss_hermite(self.dim, order)
-        n_xi = self.L * self.F
-        xi = rule.x[:, :n_xi].reshape(rule.size, self.L, self.F)
-        eta = rule.x[:, n_xi:].reshape(rule.size, self.L, self.rs)
-        w, hstar, *_ = self.fields(op, xi, eta)
-        return float(rule.w @ loss_numpy(w, self.target(hstar), self.C, self.amap))
+        return error_sum_numpy(self, op, order, log2_n)
 
 
-def mirror_pairs(xi: np.ndarray, eta: np.ndarray, cm: np.ndarray,
-                 B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The mirror noises ``xi' = -xi - 2 cm``, ``eta' = eta + 2 (xi + cm) B`` of the nodes
-    ``(xi, eta)`` (N x L x F, N x L x r*) and the mirror's share ``s = r / (1 + r)``,
-    ``r = phi(xi', eta') / phi(xi, eta)`` (:meth:`Saddle.mirror_map` gives ``cm``, ``B``)."""
-    xi2 = -xi - 2.0 * cm[None]
-    eta2 = eta + 2.0 * ((xi + cm[None]) @ B)
-    # log r = (|z|^2 - |z'|^2) / 2, the share expit(log r)
-    lr = 0.5 * (np.einsum("nla,nla->n", xi, xi) + np.einsum("nla,nla->n", eta, eta)
-                - np.einsum("nla,nla->n", xi2, xi2) - np.einsum("nla,nla->n", eta2, eta2))
-    return xi2, eta2, 0.5 * (1.0 + np.tanh(0.5 * lr))
-
-
-def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1: np.ndarray, M2: np.ndarray,
-               tau: float, Vinv: np.ndarray, xi: np.ndarray, eta: np.ndarray, compiled: bool = True,
-               mirror: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The node sums of the Stein forms of docs/model.md (3.3) (before the factor ``alpha`` and the
-    maps ``R^{-1/2}``, ``q^{-1/2}``): with ``g_k = (h_k - w) V^{-1}`` at the global and second
-    minimum and the split ``p = expit((M2 - M1) / tau)`` (``p = 1`` for ``tau = 0``), returns
-    ``sum_n wt_n E_p[g]`` (L x F), ``sum_n wt_n sum_l E_p[g_l g_l^T]`` (F x F),
-    ``sum_n wt_n sum_l E_p[g_l eta_l^T]`` (F x r*) and ``sum_n wt_n sum_l E_p[g_l xi_l^T]`` (F x F),
-    ``E_p[f] = p f(g1) + (1 - p) f(g2)``. ``compiled``: one numba pass over the nodes
-    (``jit.stein_sums_kernel`` or its C twin, :mod:`attnphase.theory.native`; parallel, fixed chunks); otherwise numpy (the reference it is tested
-    against; 2x the time of the whole warm-started data step at 65536 nodes, rank 2).
-    ``mirror = (cm, B)`` (:meth:`Saddle.mirror_map`): every node is paired with its mirror
-    (:func:`mirror_pairs`), whose minima are ``-h_k`` and whose ``g`` is ``-g``: each sum is
-    ``sum_n wt_n ((1 - s_n) f(node) + s_n f(mirror))``."""
-    N = w.shape[0]
-    if compiled:
-        L, F = w.shape[1:]
-        R = eta.shape[2]
-        C = native.chunks(N)
-        out_m, out_q = np.zeros((C, L, F)), np.zeros((C, F, F))
-        out_th, out_v = np.zeros((C, F, R)), np.zeros((C, F, F))
-        cm, B = (np.zeros((L, F)), np.zeros((F, R))) if mirror is None else mirror
-        args = [_f64(a) for a in (wt, w, h1, h2, M1, M2)] + [float(tau), _f64(Vinv), _f64(xi), _f64(eta),
-                                                            mirror is not None, _f64(cm), _f64(B)]
-        lib = native.common()
-        if lib is None:
-            from attnphase.theory.jit import stein_sums_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
-
-            stein_sums_kernel(*args, out_m, out_q, out_th, out_v)  # type: ignore[call-arg]  # (a list unpacked into typed parameters)
-        else:
-            lib.stein_sums(N, L, F, R, *(native.ptr(a) if isinstance(a, np.ndarray) else a for a in args),
-                           *(native.ptr(a) for a in (out_m, out_q, out_th, out_v)), C, native.threads_for(N, 4096))
-        return out_m.sum(axis=0), out_q.sum(axis=0), out_th.sum(axis=0), out_v.sum(axis=0)
-    if tau > 0:
-        with np.errstate(over="ignore"):
-            p = 1.0 / (1.0 + np.exp(-(M2 - M1) / tau))
-    else:
-        p = np.ones(N)
-    fm = np.ones(N)
-    if mirror is not None:  # (the noises each g multiplies: the node's and its mirror's, g -> -g there)
-        xi2, eta2, s = mirror_pairs(xi, eta, *mirror)
-        fm = 1.0 - 2.0 * s
-        xi = (1.0 - s)[:, None, None] * xi - s[:, None, None] * xi2
-        eta = (1.0 - s)[:, None, None] * eta - s[:, None, None] * eta2
-    g1 = (h1 - w) @ Vinv
-    g2 = (h2 - w) @ Vinv
-    wt1 = wt * p
-    wt2 = wt * (1.0 - p)
-    split = np.flatnonzero(wt2 > 0)  # the few nodes within ~tau of a switch
-
-    def E(spec: str, *arrs: np.ndarray, f: np.ndarray | None = None) -> np.ndarray:
-        u1, u2 = (wt1, wt2) if f is None else (wt1 * f, wt2 * f)
-        first = np.einsum(spec, u1, g1, *arrs)
-        if split.size == 0:
-            return first
-        return first + np.einsum(spec, u2[split], g2[split], *(x[split] for x in arrs))
-
-    q = np.einsum("n,nla,nlb->ab", wt1, g1, g1)
-    if split.size:
-        q = q + np.einsum("n,nla,nlb->ab", wt2[split], g2[split], g2[split])
-    return E("n,nla->la", f=fm), q, E("n,nla,nlb->ab", eta), E("n,nla,nlb->ab", xi)
-
-
-def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray, np.ndarray]:
-    """The lowest local minimum distinct from the global one at each node (``h``, value).
-
-    Nodes with a single minimum get the global one back (value ``+inf``).
-    """
-    N, S = prox.candidate_values.shape
-    n = prox.h[0].size
-    h2 = np.empty((N, n))
-    v2 = np.empty(N)
-    best = np.ascontiguousarray(prox.h, dtype=np.float64).reshape(N, n)
-    cand = np.ascontiguousarray(prox.candidates, dtype=np.float64).reshape(N, S, n)
-    vals = np.ascontiguousarray(prox.candidate_values, dtype=np.float64)
-    lib = native.common()
-    if lib is None:
-        from attnphase.theory.jit import second_minimum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
-
-        second_minimum_kernel(best, cand, vals, float(distinct), h2, v2)
-    else:
-        lib.second_minimum_kernel(N, S, n, *(native.ptr(a) for a in (best, cand, vals)), float(distinct),
-                                  native.ptr(h2), native.ptr(v2), native.threads_for(N, 16384))
-    h2 = h2.reshape(prox.h.shape)
-    return h2, v2
-
-
-@one_blas_thread
-def linear_test_error(spec: ModelSpec, order: int = 24) -> float:
-    """Linear positional baseline ``eps_g_lin = 1/2 E tr((T - ET) C (T - ET)^T)`` (docs/model.md (4.3)).
-
-    ``B = E[T]`` is the population least-squares mixing; ``T`` depends only on the teacher
-    fields ``h* ~ N(0, sigma^2 I)`` (``L * r*`` dimensions).
-    """
-    mixture = Mixture.from_spec(spec)
-    if mixture is not None:  # docs/model.md (9.5)
-        return mixture_linear_test_error(spec, mixture, order)
-    L = spec.tokens
-    dim = L * spec.teacher_rank
-    if dim <= 6:
-        rule = gauss_hermite(dim, order if dim <= 4 else 10)
-    else:
-        from attnphase.theory.quadrature import sobol_gaussian
-
-        rule = sobol_gaussian(dim, 16, 0, seed=0)
-    # teacher fields h*_l ~ N(0, C_lk I) across positions (C = sigma^2 I: i.i.d.)
-    hstar = np.einsum("lk,nka->nla", sym_sqrt(spec.C_array), rule.x.reshape(rule.size, L, spec.teacher_rank))
-    T = target_map(hstar, spec)
-    ET = np.einsum("n,nlk->lk", rule.w, T)
-    D = T - ET[None]
-    C = spec.C_array
-    return float(rule.w @ (0.5 * np.einsum("nlj,jk,nlk->n", D, C, D)))

@@ -32,9 +32,9 @@ from attnphase.spec.problem import ModelSpec, check_alpha
 from attnphase.theory.branches import BranchPoint, solve_point
 from attnphase.theory.fine_rules import fine_union
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
+from attnphase.theory.roots import illinois_root
 from attnphase.theory.saddle import DataStep, Saddle
 from attnphase.theory.target import solve_refined
-from attnphase.theory.transition import illinois_root
 
 #: the coarse secant search stops when the gain changes by less than this (absolute)
 GAIN_TOL = 1e-5
@@ -235,7 +235,7 @@ def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSe
     """``alpha_c`` with the trainable gain: the training-error difference (semantic minus
     positional, each branch at its optimal gain, :func:`solve_gain`) on the grid ``alphas``, then
     at most ``max_iter`` steps of Illinois regula falsi inside the first bracket where it changes
-    sign (:func:`attnphase.theory.transition.illinois_root`, unpadded; a point where a branch fails is
+    sign (:func:`attnphase.theory.roots.illinois_root`, unpadded; a point where a branch fails is
     taken as the bracket's upper side), refined points throughout; the root is the zero of the line through the two evaluations nearest it, its
     error the difference's standard error there over that line's slope. ``optimise=False``: the
     same search at the fixed gain of ``spec`` (the identity value's ``alpha_c`` for comparison).

@@ -1,0 +1,199 @@
+"""One point of a branch (:class:`BranchPoint`: the order parameters at one ``alpha``, docs/model.md
+(5.1)), the branches a model has and where each starts, and a solved fixed point turned into a
+point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from attnphase.spec.problem import ModelSpec, positional_axis
+from attnphase.theory.channels import AttentionMap
+from attnphase.theory.classification import MIXED, classify, has_mixed
+from attnphase.theory.fixed_point import (
+    FixedPointResult,
+)
+from attnphase.theory.saddle import DataStep, OrderParams, Saddle
+
+BRANCHES = ("semantic", "positional", "trivial")
+
+
+def branches_for(spec: ModelSpec) -> tuple[str, ...]:
+    """The branches the solver looks for: :data:`BRANCHES`, and :data:`MIXED` at student rank
+    ``r >= 2`` (tied, causal or untied attention)."""
+    return (*BRANCHES, MIXED) if has_mixed(spec) else BRANCHES
+
+
+def semantic_side(spec: ModelSpec) -> str:
+    """The branch that plays the semantic role in transitions and curves: ``semantic``, or
+    ``mixed`` at rank ``r >= 2`` (see :func:`attnphase.theory.transition.find_transition`)."""
+    return MIXED if has_mixed(spec) else "semantic"
+
+
+def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
+    """The recommended start of ``branch`` (docs/model.md (5.1); paper convention), tuned at
+    ``L = 2``, ``r = 1``, ``sigma = 0.5``, ``lambda = 0.01`` and generalised to any ``L, r, r*``;
+    ``F`` fields per token.
+
+    ``mixed`` (rank >= 2): the first student direction semantic, the second positional."""
+    L, rs = spec.tokens, spec.teacher_rank
+    G = spec.G_array
+    pos = G @ positional_axis(spec)  # (G[:, 0]; cross-attention: docs/model.md (10.4))
+    s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
+    if branch == MIXED and F >= 2:
+        # each block of fields (tied: Q; untied: Q and K): axis 0 semantic, the query's axis 1
+        # positional (field index block * r + axis)
+        r = AttentionMap.from_spec(spec).rank
+        m = np.zeros((L, F))
+        m[:, 1] = 0.2 * pos
+        theta = np.zeros((F, rs))
+        qd = np.full(F, 0.02 * s2)
+        for b in range(0, F, r):
+            theta[b, 0] = 0.35 * s2
+            qd[b] = 0.9 * s2
+        return OrderParams(np.diag(qd), m, 14.6 * np.eye(F), theta)
+    if branch == "positional":
+        q0, m0, V0, t0 = 0.02, 0.2, 14.6, 0.0
+    elif branch == "semantic":
+        q0, m0, V0, t0 = 0.9, 0.0, 14.6, 0.35
+    elif branch == "trivial":
+        q0, m0, V0, t0 = 0.02, 0.0, 14.6, 0.0
+    else:
+        raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))} or all")
+    q = q0 * s2 * np.eye(F)
+    m = np.zeros((L, F))
+    m[:, 0] = m0 * pos
+    theta = np.zeros((F, rs))
+    for a in range(F):
+        theta[a, a % rs] = t0 * s2
+    return OrderParams(q, m, V0 * np.eye(F), theta)
+
+
+#: the private fields of :class:`BranchPoint` that hold the solver's state
+_SOLVER_STATE = ("_op", "_jacobian", "_data", "_fine")
+
+
+@dataclass(frozen=True)
+class BranchPoint:
+    """One fixed point of one branch at one ``alpha``, in user units (docs/model.md (1.5):
+    ``q = Q.Q/d``, ``theta = Q*.Q/d``, ``m = pi_1.Q/d``; ``V`` in paper convention), with the
+    training error ``train_loss`` ((4.1)) and the test error ``test_error`` ((4.2)). Matrices for
+    ``r > 1`` are in ``q_matrix`` etc. ``exists``: the solve converged on this branch (``reason``
+    says why not otherwise); ``diagnostics``: how it was solved, refined and its error estimate.
+    Built complete: it is never changed after construction."""
+
+    branch: str
+    alpha: float
+    exists: bool
+    reason: str
+    q: float = math.nan
+    m: float = math.nan
+    theta: float = math.nan
+    V: float = math.nan
+    train_loss: float = math.nan
+    test_error: float = math.nan
+    converged: bool = False
+    iterations: int = 0
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    q_matrix: tuple = ()
+    m_matrix: tuple = ()
+    theta_matrix: tuple = ()
+    # The solver's state at the point, kept for warm starts of nearby solves (not part of the
+    # result: left out of repr, comparisons and to_dict).
+    #: the order parameters in paper convention
+    _op: OrderParams | None = field(default=None, repr=False, compare=False)
+    #: Jacobian of the fixed-point residual at the solution (relative units)
+    _jacobian: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: the data step at the solution (its minimisers warm-start a nearby solve on the same rule)
+    _data: DataStep | None = field(default=None, repr=False, compare=False)
+    #: a refined point's fine rules: ``(union saddle, number of rules, its full data step at the
+    #: point)``, whose minima a refinement from here to finer rules of the same scrambles reuses
+    #: (:func:`attnphase.theory.fine_rules.nested_first`)
+    _fine: tuple[Saddle, int, DataStep] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def order_params(self) -> OrderParams | None:
+        """The fixed point's order parameters in paper convention (``None`` where the branch is absent)."""
+        return self._op
+
+    def to_dict(self) -> dict[str, Any]:
+        """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state."""
+        d = asdict(replace(self, _op=None, _jacobian=None, _data=None, _fine=None))
+        for key in _SOLVER_STATE:
+            del d[key]
+        return d
+
+    def summary(self) -> dict[str, Any]:
+        """The fields of the CLI JSON schema."""
+        keys = ("q", "m", "theta", "V", "train_loss", "test_error", "converged", "iterations")
+        return {k: getattr(self, k) for k in keys}
+
+
+#: product Gauss-Hermite order of the test error of a point that is an intermediate result (a
+#: coarse point about to be refined, a step of a continuation ramp): at dimension 6 the default
+#: order 10 (10^6 nodes, ~0.9 s) cost 10-15 % of a rank-2 solve; order 6 (~0.04 s) is within
+#: ~2e-3 (relative) and is replaced by the default-order value wherever such a point is returned
+DRAFT_TEST_ORDER = 6
+
+
+def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedPointResult,
+             draft: bool = False) -> BranchPoint:
+    """The :class:`BranchPoint` of a fixed-point solve ``res`` on the rule of ``sd``, started on
+    ``branch``: it exists if the solve converged and the fixed point is classified as that branch
+    (:func:`classify`). ``draft``: the test error on the cheap ``DRAFT_TEST_ORDER`` rule."""
+    op = res.op
+    s2 = sd.s2
+    found = classify(op, float(np.sqrt(s2)), has_mixed(spec))
+    exists = res.converged and found == branch
+    if not res.converged:
+        reason = f"solver did not converge: {res.reason} (last relative change {res.residual:.2e})"
+    elif found != branch:
+        reason = f"the {branch} start converged to the {found} branch: no {branch} fixed point here"
+    else:
+        reason = "ok"
+    train = -sd.free_energy(op, res.data)
+    test = sd.test_error(op, order=DRAFT_TEST_ORDER, log2_n=DRAFT_TEST_LOG2) if draft else sd.test_error(op)
+    diag = {
+        "residual": res.residual,
+        "seconds": res.seconds,
+        "solver_reason": res.reason,
+        "quadrature": {"method": sd.rule.method, "order": sd.rule.order, "nodes": sd.rule.size},
+        "prox_max_grad": float(np.max(res.data.prox.grad_norm)),
+        "classified_as": found,
+        "V_hat": res.data.hats.V_hat.tolist(),
+        "q_hat": res.data.hats.q_hat.tolist(),
+        "m_hat": res.data.hats.m_hat.tolist(),
+        "theta_hat": res.data.hats.theta_hat.tolist(),
+        **({"draft_test_error": True} if draft else {}),
+    }
+    return BranchPoint(
+        branch=branch,
+        alpha=float(alpha),
+        exists=bool(exists),
+        reason=reason,
+        train_loss=float(train),
+        test_error=float(test),
+        converged=bool(res.converged),
+        iterations=int(res.iterations),
+        diagnostics=diag,
+        _jacobian=res.jacobian,
+        _data=res.data,
+        **overlap_fields(sd, op),
+    )
+
+
+def overlap_fields(sd: Saddle, op: OrderParams) -> dict[str, Any]:
+    """The :class:`BranchPoint` fields that come from the order parameters (user units)."""
+    qu, mu, tu = sd.user_units(op)
+    q, m, theta = sd.user_scalars(op)
+    return {"q": float(q), "m": float(m), "theta": float(theta), "V": float(op.V[0, 0]),
+            "q_matrix": tuple(map(tuple, qu.tolist())), "m_matrix": tuple(map(tuple, mu.tolist())),
+            "theta_matrix": tuple(map(tuple, tu.tolist())), "_op": op}
+
+
+#: log2 of the Sobol base sample of a draft's test error above 6 dimensions (``Saddle.test_rule``)
+DRAFT_TEST_LOG2 = 11
