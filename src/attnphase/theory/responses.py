@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from attnphase.spec.attention import names
 from attnphase.spec.problem import ModelSpec
 
 #: which minimum of the proximal problem a node takes and how it responds (docs/model.md (3.3),
@@ -30,8 +31,9 @@ def check_response(spec: ModelSpec, response: str, branches: tuple[str, ...] = (
         raise ValueError(f"the {response} response covers uncorrelated tokens (no --token-corr)")
     if response not in ONE_START:
         return
-    if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in ("tied", "causal") or spec.mixture:
-        raise ValueError(f"the {response} response covers the tied and causal students of rank 1 (r = r* = 1) "
+    if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in names("one-start") or spec.mixture:
+        covered = " and ".join(names("one-start"))
+        raise ValueError(f"the {response} response covers the {covered} students of rank 1 (r = r* = 1) "
                          "without a mixture")
     own = ONE_START[response]
     others = [b for b in branches if b != own]
