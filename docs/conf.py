@@ -152,6 +152,13 @@ html_show_sourcelink = False
 # -- generated sources --------------------------------------------------------------------------
 
 
+def _write_if_changed(dst: Path, text: str) -> None:
+    """Write ``text`` to ``dst`` unless it holds it already (keeps incremental builds)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if not dst.exists() or dst.read_text() != text:
+        dst.write_text(text)
+
+
 def _copy_if_changed(src: Path, dst: Path) -> None:
     """Copy ``src`` to ``dst`` unless ``dst`` already has its bytes (keeps incremental builds)."""
     if dst.exists() and dst.read_bytes() == src.read_bytes():
@@ -220,9 +227,7 @@ def write_cli_reference() -> None:
         else:
             os.environ["COLUMNS"] = old
     text = "\n".join(lines)
-    dst = DOCS / "cli-reference.md"
-    if not dst.exists() or dst.read_text() != text:
-        dst.write_text(text)
+    _write_if_changed(DOCS / "cli-reference.md", text)
 
 
 def _cell(text: str) -> str:
@@ -265,10 +270,7 @@ def write_model_fields() -> None:
             what += f" (flag `{p.flag}`)"
         lines.append(f"| `{p.name}` | {p.kind} | {default} | {allowed} | {what} |")
     text = "\n".join(lines) + "\n"
-    dst = DOCS / "_generated" / "modelspec-fields.md"
-    dst.parent.mkdir(exist_ok=True)
-    if not dst.exists() or dst.read_text() != text:
-        dst.write_text(text)
+    _write_if_changed(DOCS / "_generated" / "modelspec-fields.md", text)
 
 
 def write_attention_models() -> None:
@@ -286,10 +288,7 @@ def write_attention_models() -> None:
         cover = " | ".join("yes" if m.covers(part) else "" for part in SUPPORTS)
         lines.append(f"| `{m.name}` | `{m.score_form}` | {m.mask} | {cover} | {_cell(m.description)} |")
     text = "\n".join(lines) + "\n"
-    dst = DOCS / "_generated" / "attention-models.md"
-    dst.parent.mkdir(exist_ok=True)
-    if not dst.exists() or dst.read_text() != text:
-        dst.write_text(text)
+    _write_if_changed(DOCS / "_generated" / "attention-models.md", text)
 
 
 copy_examples()
