@@ -32,7 +32,7 @@ from attnphase.results_sweeps import (
     curves_message,
     phase_message,
 )
-from attnphase.spec.defaults import TRAINING
+from attnphase.spec.defaults import PHASE_ALPHAS, PHASE_OMEGAS, TRAINING
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
     SolverSettings,
@@ -59,11 +59,6 @@ COMPARE_GRID = (0.1, 2.0, 12)
 #: ``compare`` command; :data:`attnphase.spec.defaults.TRAINING`)
 COMPARE_TRAINING: Mapping[str, Any] = TRAINING["compare"]
 
-#: ``phase_diagram``'s ``omega`` grid when none is given (``--omega 0:0.45:10``)
-PHASE_OMEGAS = (0.0, 0.45, 10)
-
-#: ``phase_diagram``'s ``alpha`` grid of the simulation heat maps when none is given (``--alpha 0.05:2:30``)
-PHASE_ALPHAS = (0.05, 2.0, 30)
 
 
 def _grid(values: float | Sequence[float] | np.ndarray | None, default: tuple[float, float, int],

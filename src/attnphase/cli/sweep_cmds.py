@@ -26,6 +26,7 @@ from attnphase.cli.common import (
 )
 from attnphase.report.demo_settings import MODELS, PARTS, DemoSettings
 from attnphase.spec import ModelSpec
+from attnphase.spec.defaults import PHASE_ALPHAS, PHASE_OMEGAS, range_text
 from attnphase.spec.parse import parse_range
 
 
@@ -140,10 +141,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "--omega 0.3); with --simulate, heat maps of finite-d training. Stored and "
                                     "resumable.")
     ph.add_argument("--omega", type=str, default=None,
-                    help="omega grid (default 0:0.45:10); with a --sigma or --lam range, the one fixed omega "
+                    help=f"omega grid (default {range_text(PHASE_OMEGAS)}); with a --sigma or --lam range, the one fixed omega "
                          f"(default {ModelSpec().omega:g})")
-    ph.add_argument("--alpha", type=str, default="0.05:2:30",
-                    help="alpha grid of the simulation heat maps (default 0.05:2:30)")
+    ph.add_argument("--alpha", type=str, default=range_text(PHASE_ALPHAS),
+                    help=f"alpha grid of the simulation heat maps (default {range_text(PHASE_ALPHAS)})")
     ph.add_argument("--simulate", action="store_true", help="add simulation heat maps")
     ph.add_argument("--d", type=int, default=300, help="dimension of the simulations (default 300)")
     ph.add_argument("--seeds", type=int, default=2, help="seeds per point (default 2)")
@@ -338,7 +339,7 @@ def phase_axis(args: argparse.Namespace) -> tuple[str, tuple[float, ...], tuple[
     if len(several) > 1:
         raise ValueError("phase-diagram runs along one parameter: give a range to --omega, --sigma or --lam, not several")
     if not several:
-        omegas = parse_range(args.omega or "0:0.45:10", "--omega")
+        omegas = parse_range(args.omega or range_text(PHASE_OMEGAS), "--omega")
         return "omega", omegas, omegas
     axis = several[0]
     omegas = parse_range(args.omega, "--omega") if args.omega else (ModelSpec().omega,)

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from attnphase.api_sweeps import PHASE_OMEGAS
-from attnphase.spec.defaults import TRAINING, TRANSITION_GRID, range_text
+from attnphase.spec.defaults import PHASE_OMEGAS, TRAINING, TRANSITION_GRID, range_text
 from attnphase.spec.problem import parse_range
 
 PARTS = ("curves", "phase")

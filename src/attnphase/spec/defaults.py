@@ -45,6 +45,12 @@ ONE_START_SETTINGS: Mapping[str, Any] = MappingProxyType(
 #: (:mod:`attnphase.theory.bracket`)
 TRANSITION_GRID: tuple[float, float, int] = (0.2, 2.4, 12)
 
+#: The phase diagram's ``omega`` grid when none is given (``--omega 0:0.45:10``)
+PHASE_OMEGAS = (0.0, 0.45, 10)
+
+#: The phase diagram's ``alpha`` grid of the simulation heat maps when none is given (``--alpha 0.05:2:30``)
+PHASE_ALPHAS = (0.05, 2.0, 30)
+
 #: The training settings of ``TrainSettings()`` (:class:`attnphase.sim.train.TrainSettings`):
 #: those of the ``simulation`` sweep kind and of the simulator's functions given no settings.
 #: ``lr`` ``None``: the optimiser's own step (:data:`DEFAULT_LR`).
