@@ -45,14 +45,16 @@ through the same batched objective for every case; :func:`objective` chooses.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import cast
 
+import numpy as np
 import torch
 
-from attnphase.sim.data import causal_mask, cross_mask, masked_softmax
-from attnphase.spec.attention import attention_model
+from attnphase.sim.data import masked_softmax
+from attnphase.spec.attention import attention_model, score_mask
 from attnphase.spec.problem import ModelSpec
 
 
@@ -62,6 +64,20 @@ def is_untied(spec: ModelSpec) -> bool:
 
 def is_causal(spec: ModelSpec) -> bool:
     return attention_model(spec.variant).causal
+
+
+def student_mask(spec: ModelSpec, device: torch.device | str = "cpu") -> torch.Tensor | None:
+    """The scores the student attends to, ``(L, L)`` booleans, from the registry's mask
+    (:func:`attnphase.spec.attention.score_mask`; for cross-attention over the ``L + L'`` tokens);
+    ``None`` where every score is kept."""
+    if not attention_model(spec.variant).masked:
+        return None
+    return torch.as_tensor(_mask(spec.variant, spec.tokens, spec.L_keys if spec.is_cross else 0), device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _mask(variant: str, tokens: int, keys: int) -> np.ndarray:
+    return score_mask(variant, tokens, keys)
 
 
 def n_columns(spec: ModelSpec) -> int:
@@ -112,11 +128,10 @@ def scores(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
 
 
 def attention(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
-    """Student attention ``S = softmax(scores)`` (masked for the causal variants; for cross-attention
-    over the ``L + L'`` tokens, a query attending to the keys, a key to itself: docs/model.md (10.5))."""
-    mask = (cross_mask(spec, H.device) if spec.is_cross
-            else causal_mask(spec.tokens, H.device) if is_causal(spec) else None)
-    return masked_softmax(scores(spec, H), mask)
+    """Student attention ``S = softmax(scores)``, masked by the model's mask (:func:`student_mask`;
+    for cross-attention over the ``L + L'`` tokens, a query attending to the keys, a key to itself:
+    docs/model.md (10.5))."""
+    return masked_softmax(scores(spec, H), student_mask(spec, H.device))
 
 
 def gram_loss(
