@@ -101,12 +101,16 @@ def model_spec(spec: ModelSpec | None = None, **model: Any) -> ModelSpec:
 
 def check_theory_value(spec: ModelSpec) -> None:
     """``ValueError`` (one line) unless the theory covers ``spec``'s value: ``identity`` or ``gain``
-    (docs/model.md (6.4)), ``value_gain`` only with ``gain``."""
+    (docs/model.md (6.4)), ``value_gain`` only with ``gain``; and its heads and attention maps
+    (:func:`attnphase.theory.channels.check_attention_covered`)."""
     if spec.value not in ("identity", "gain"):
         raise ValueError(f"the theory covers value = identity and gain only, got {spec.value} (lowrank and full do "
                          "not enter at leading order, docs/model.md (6.4)); use the simulator")
     if spec.value_gain is not None and spec.value != "gain":
         raise ValueError(f"value_gain is the gain of value = gain; got value = {spec.value}")
+    from attnphase.theory.channels import check_attention_covered
+
+    check_attention_covered(spec)
 
 
 def solver_settings(settings: SolverSettings | str | None, command: str) -> SolverSettings:

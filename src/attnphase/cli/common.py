@@ -73,9 +73,9 @@ def add_parameter_flags(p: argparse.ArgumentParser, group: str, omit: tuple[str,
 
 def add_model_flags(p: argparse.ArgumentParser, omega: bool = True) -> None:
     """Model flags used by ``solve``, ``transition``, ``curves``, ``simulate``, ``compare``...:
-    the core model, then the mixture and cross-attention extensions, each its own argument group
+    the core model, then the mixture, cross-attention and attention-map extensions, each its own argument group
     (``omega=False``: the command has its own ``--omega``)."""
-    for group in ("model", "mixture", "cross"):
+    for group in ("model", "mixture", "cross", "attention"):
         add_parameter_flags(p, group, omit=() if omega else ("omega",))
 
 

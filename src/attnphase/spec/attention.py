@@ -17,7 +17,11 @@ Support flags (the parts of the package that cover a model):
 * ``one-start``: the one-start selections (``--response semantic-start / positional-start``,
   docs/model.md (3.7));
 * ``mirror``: the fine rules pair nodes with their mirrors (the scatter of the jumping conjugates);
-* ``scaled-fine-rules``: the fine rules are drawn at the teacher's scale (two tokens, rank 1).
+* ``scaled-fine-rules``: the fine rules are drawn at the teacher's scale (two tokens, rank 1);
+* ``multi-head``: the student may have several heads (``heads > 1``, docs/model.md section 11).
+
+:data:`ACTIVATIONS` is the registry of attention maps (softmax, sigmoid, ReLU, linear), for the
+student and the teacher; :func:`activation` looks one up.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ MASKS: Mapping[str, Mask] = MappingProxyType({k.name: k for k in (
 )})
 
 #: the parts of the package that may cover a model (module docstring)
-SUPPORTS = ("theory", "simulator", "stability", "one-start", "mirror", "scaled-fine-rules")
+SUPPORTS = ("theory", "simulator", "stability", "one-start", "mirror", "scaled-fine-rules", "multi-head")
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ def _model(name: str, tied: bool, mask: str, supports: str, description: str, co
 
 #: The registry: every attention model of the student, by name.
 MODELS: Mapping[str, AttentionModel] = MappingProxyType({m.name: m for m in (
-    _model("tied", True, "full", "theory simulator stability one-start mirror scaled-fine-rules",
+    _model("tied", True, "full", "theory simulator stability one-start mirror scaled-fine-rules multi-head",
            "the paper's student: softmax(x Q Q^T x^T / d) x", Conformance(alpha=1.5),
            ((2, 1, 0), (3, 1, 0), (4, 1, 0), (5, 1, 0), (2, 2, 0), (3, 2, 0))),
     _model("untied", False, "full", "theory simulator scaled-fine-rules",
@@ -176,6 +180,54 @@ MODELS: Mapping[str, AttentionModel] = MappingProxyType({m.name: m for m in (
            f"tied, a causal sliding window of width {WINDOW}: each token attends to itself and the "
            f"{WINDOW - 1} before it (the same as causal at L = 2)", Conformance(alpha=2.0, changes=MappingProxyType({"L": 3}))),
 )})
+
+
+@dataclass(frozen=True)
+class Activation:
+    """An attention map: how a row of scores ``s_l`` (the masked ones excluded) becomes the
+    attention weights ``S_l`` (docs/model.md (11.2)), what covers it as the student's map and as
+    the teacher's, and where the conformance check compares theory and training."""
+
+    name: str
+    formula: str
+    description: str
+    supports: frozenset[str]
+    conformance: Conformance
+
+    def covers(self, part: str) -> bool:
+        """Whether ``part`` (``"theory"``, ``"simulator"``) covers this map."""
+        return part in self.supports
+
+
+#: the attention maps, by name (docs/model.md (11.2)): the paper's row softmax and three
+#: element-wise maps used in practice in its place. ``sigmoid`` has the bias ``-log L`` that keeps
+#: the row sums near one at small scores (``L / (L + 1)`` at ``s = 0``, 1/2 at ``L = 1``); ``relu``
+#: and ``linear`` are divided by ``L``.
+ACTIVATIONS: Mapping[str, Activation] = MappingProxyType({a.name: a for a in (
+    Activation("softmax", "exp(s_lj) / sum_k exp(s_lk)", "the row softmax (the paper's)",
+               frozenset({"theory", "simulator"}), Conformance(alpha=1.5)),
+    Activation("sigmoid", "1 / (1 + exp(log L - s_lj))", "element-wise sigmoid with the bias -log L",
+               frozenset({"simulator"}), Conformance(alpha=1.5)),
+    Activation("relu", "max(s_lj, 0) / L", "element-wise ReLU divided by L",
+               frozenset({"simulator"}), Conformance(alpha=1.5)),
+    Activation("linear", "s_lj / L", "the scores themselves divided by L",
+               frozenset({"simulator"}), Conformance(alpha=1.5)),
+)})
+
+#: the head gains ``v_h`` of a multi-head student: fixed at ``1 / H`` or trained (the theory
+#: minimises the training error over them, docs/model.md (11.1))
+HEAD_GAINS = ("fixed", "trained")
+
+#: the most heads a student has
+MAX_HEADS = 8
+
+
+def activation(name: str) -> Activation:
+    """The registered attention map ``name`` (``ValueError`` naming the known ones otherwise)."""
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}") from None
 
 
 def attention_model(name: str) -> AttentionModel:

@@ -21,13 +21,15 @@ SCHEMA_KEY = "attnphase.schema"
 
 #: Flag groups, each a titled section of a command's ``--help`` (group: (title, description)):
 #: the core ``model``, and the extensions ``mixture`` (docs/model.md section 9), ``cross``
-#: (section 10) and ``value`` (value matrix and linear baseline, (6.4), (4.3)). The first three
-#: are on every command that builds a model, ``value`` on the commands that train (and
+#: (section 10), ``attention`` (heads and attention maps, section 11) and ``value`` (value matrix
+#: and linear baseline, (6.4), (4.3)). All but ``value`` are on every command that builds a model, ``value`` on the commands that train (and
 #: ``--value``, ``--value-gain`` on the theory commands).
 GROUPS: dict[str, tuple[str, str | None]] = {
     "model": ("model", None),
     "mixture": ("mixture tokens", "Gaussian-mixture tokens (docs/model.md section 9); off at --mixture 0"),
     "cross": ("cross-attention", "variants cross and untied-cross only (docs/model.md section 10)"),
+    "attention": ("attention heads and maps", "several heads and other attention maps than the softmax "
+                  "(docs/model.md section 11)"),
     "value": ("value", "value matrix and linear baseline (docs/model.md (6.4), (4.3))"),
 }
 
