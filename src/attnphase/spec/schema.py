@@ -146,6 +146,8 @@ class Parameter:
             return to_int(text, label)
         if self.kind == "matrix":
             return parse_matrix(str(text), label)
+        if self.kind == "floats":
+            return convert("floats", text, label)
         return text
 
     def coerce(self, value: Any) -> Any:

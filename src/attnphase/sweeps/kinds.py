@@ -171,7 +171,10 @@ def point_solver_settings(kind: str, params: Mapping[str, Any]) -> Any:
 
 
 def _coerce(p: Param, v: Any) -> Any:
-    """``v`` converted to the type of ``p`` (``ValueError`` if impossible)."""
+    """``v`` converted to the type of ``p`` (``ValueError`` if impossible); ``p``'s text for
+    ``None`` (``Param.none``, e.g. ``"auto"``) is ``None``."""
+    if p.none is not None and isinstance(v, str) and v.strip().lower() == p.none:
+        v = None
     if v is None:
         if p.default is None or p.none is not None:
             return None
