@@ -2,7 +2,9 @@
 
 Each parses its flags, calls :func:`attnphase.solve` / :func:`attnphase.transition` /
 :func:`attnphase.curves` and prints or writes the result; the solver flags start from a named preset
-(``--preset``, :meth:`attnphase.SolverSettings.preset`).
+(``--preset``, :meth:`attnphase.SolverSettings.preset`), the common settings as flags of their own
+and every setting as ``--solver NAME=VALUE``, all made from the schema of
+:class:`~attnphase.SolverSettings` (:func:`add_solver_flags`).
 """
 
 from __future__ import annotations
