@@ -15,10 +15,9 @@ from attnphase.spec.schema import GROUPS
 
 #: The flags that belong to a shared group wherever a command has them.
 OUTPUT_FLAGS = {"--json", "--out", "--quiet", "--progress", "--no-figures"}
-SOLVER_FLAGS = {"--preset", "--method", "--order", "--noise-tol", "--max-iter", "--refine-order", "--teacher-scale",
-                "--mirror", "--response", "--replicas", "--target-error", "--target-on", "--max-refine-order",
+SOLVER_FLAGS = {"--preset", "--order", "--refine-order", "--response", "--replicas", "--target-error",
                 "--solver", "--theory-order", "--theory-points", "--no-theory"}
-TRAINING_FLAGS = {"--optimizer", "--lr", "--momentum", "--dtype", "--threads"}
+TRAINING_FLAGS = {"--optimizer", "--lr", "--momentum", "--dtype", "--threads", "--train"}
 BACKEND_FLAGS = {"--workers", "--scheduler", "--connect-timeout", "--recompute-stale"}
 CORE = ("omega", "sigma", "lam", "L", "rank", "teacher_rank")
 #: The commands whose ``--omega`` is their own (a grid), not the model's.

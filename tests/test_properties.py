@@ -258,9 +258,9 @@ SOLVE_FLAGS = {
                                     "1,2;3,4", "1,0;0,1;0,0"]),
     "--seed": st.sampled_from(["0", "3", "-1", "99999999999999999999999", "1.5", "x"]),
     "--tol": st.sampled_from(["1e-6", "0", "-1", "nan", "1e400", "2"]),
-    "--max-iter": st.sampled_from(["50", "0", "-1", "x"]),
     "--branch": st.sampled_from(["semantic", "positional", "trivial", "x", "", "mixed"]),
-    "--method": st.sampled_from(["qmc", "x", ""]),
+    "--solver": st.sampled_from(["max_iter=50", "max_iter=0", "max_iter=-1", "max_iter=x", "method=qmc",
+                                 "method=x", "method=", "bogus=1", "x"]),
 }
 
 

@@ -17,7 +17,7 @@ from attnphase.theory.refinement import refine_point
 from attnphase.theory.roots import illinois_root
 from attnphase.theory.saddle import Saddle
 
-COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
+COARSE = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
                         refine_order=8, refine_replicas=2)
 
 
@@ -62,7 +62,7 @@ def test_refined_point_is_the_fine_rule_fixed_point(branch):
 
 def test_refine_off_and_absent_points_pass_through():
     spec = ModelSpec(omega=0.3)
-    p = solve_point(spec, 1.5, "semantic", SolverSettings(order=6, n_replicas=1, warmup_order=None, tol=1e-6,
+    p = solve_point(spec, 1.5, "semantic", SolverSettings(order=6, replicas=1, warmup_order=None, tol=1e-6,
                                                          noise_tol=1e-4), error_estimate=False)
     assert refine_point(spec, p, SolverSettings(order=6)) is p  # refine_order = 0: off
 
@@ -120,7 +120,7 @@ def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monk
 
     monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
     monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
-    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    s = SolverSettings(order=7, replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     p = solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
     assert p.exists and not p.diagnostics["refined"]["applied"]
     assert "did not converge" in p.diagnostics["refined"]["reason"]
@@ -139,7 +139,7 @@ def test_curve_points_are_refined_when_the_solver_asks():
     from attnphase.sweeps.kinds import _curve_compute, _curve_normalize
 
     params = _curve_normalize({"omega": 0.3, "alphas": "1.2,1.4", "branch": "positional", "solver_order": 6,
-                               "solver_warmup_order": 6, "solver_n_replicas": 1, "solver_tol": 1e-6,
+                               "solver_warmup_order": 6, "solver_replicas": 1, "solver_tol": 1e-6,
                                "solver_noise_tol": 1e-4, "solver_refine_order": 7, "solver_refine_replicas": 2})
     result, diag = _curve_compute(params)
     assert result["exists"] == [True, True]
@@ -151,7 +151,7 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
     each solved from scratch (a linear-response step with the solve's Broyden Jacobian was up to
     9x off at L = 3)."""
     spec = ModelSpec(omega=0.3)
-    s = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
+    s = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
                        refine_order=8, refine_replicas=3)
     coarse = solve_point(spec, 1.5, "semantic", s, error_estimate=False)
     ref = refine_point(spec, coarse, s, tol=1e-6)
@@ -303,7 +303,7 @@ def test_rank_two_semantic_point_refines():
     """Rank 2: in the canonical gauge the coarse fixed point refines (it did not when the
     iterates drifted along the rotation orbit) and the error estimate is finite."""
     spec = ModelSpec(omega=0.3, rank=2)
-    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
+    s = SolverSettings(order=8, replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
     coarse = solve_point(spec, 1.5, "semantic", s, error_estimate=False)
     assert coarse.exists and coarse.converged
     ref = refine_point(spec, coarse, s, tol=1e-6)
@@ -322,7 +322,7 @@ def test_target_error_raises_the_refinement_order_until_met():
     from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3)
-    base = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
+    base = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
     easy = solve_refined(spec, 1.5, "semantic", replace(base, target_error=0.5))
     assert easy.diagnostics["target"]["met"] and [h["order"] for h in easy.diagnostics["target"]["history"]] == [8]
     hard = solve_refined(spec, 1.5, "semantic", replace(base, target_error=1e-9, max_refine_order=9))
@@ -343,7 +343,7 @@ def test_target_on_the_overlaps_takes_their_largest_estimate():
     from attnphase.theory.target import solve_refined, target_estimate
 
     spec = ModelSpec(omega=0.3)
-    base = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
+    base = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
     plain = solve_refined(spec, 1.5, "positional", base)
     est = plain.diagnostics["error_estimate"]
     over = max(est["q_user"], est["m_user"], est["theta_user"])
@@ -403,7 +403,7 @@ def test_returned_points_carry_the_default_order_test_error():
     from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3)
-    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    s = SolverSettings(order=7, replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     p = solve_refined(spec, 1.5, "positional", s)
     sd = make_saddle(spec, 1.5, s)
     assert p.diagnostics["refined"]["applied"] and "draft_test_error" not in p.diagnostics
@@ -424,7 +424,7 @@ def test_rank_two_mixed_point_refines_on_one_net_with_its_symmetry_zeros():
     axes) are imposed by the gauge, so they stay exact in the refined point."""
     assert FINE_COPIES["mixed"] == "none"
     spec = ModelSpec(omega=0.3, rank=2)
-    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
+    s = SolverSettings(order=8, replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
     coarse = solve_point(spec, 1.5, "mixed", s, error_estimate=False)
     assert coarse.exists and coarse.converged
     ref = refine_point(spec, coarse, s, tol=1e-6)
@@ -441,7 +441,7 @@ def test_untied_rank_two_point_refines_on_the_symmetrised_fine_rules():
     with the branch's own flip only, this refinement stops at the evaluation budget (seen, with
     the semantic and mixed ones at the defaults)."""
     spec = ModelSpec(omega=0.3, rank=2, variant="untied")
-    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=10, refine_replicas=2)
+    s = SolverSettings(order=8, replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=10, refine_replicas=2)
     coarse = solve_point(spec, 1.5, "positional", s, error_estimate=False)
     assert coarse.exists
     ref = refine_point(spec, coarse, s, tol=1e-6)
@@ -469,7 +469,7 @@ def test_single_solve_continues_a_branch_its_start_missed():
     the positional branch exists (it does at 0.8 and 1.2). A single solve (``thorough``) then
     continues the branch from alpha = 0.5 and says so; without it the point is reported absent."""
     spec = ModelSpec(omega=0.3, L=3)
-    s = SolverSettings(order=8, warmup_order=None, n_replicas=1)
+    s = SolverSettings(order=8, warmup_order=None, replicas=1)
     plain = solve_point(spec, 1.0, "positional", s, error_estimate=False)
     assert not plain.exists and "trivial" in plain.reason
     p = solve_point(spec, 1.0, "positional", s, error_estimate=False, thorough=True)
@@ -575,7 +575,7 @@ def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(
     monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
     orig = refinement._rules_unresolve
     monkeypatch.setattr(refinement, "_rules_unresolve", lambda *a, **k: seen.append(orig(*a, **k)) or seen[-1])
-    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    s = SolverSettings(order=7, replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     r = solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
     assert seen == [None] and r.exists and "fallback" in r.diagnostics["refined"]
 
@@ -771,7 +771,7 @@ def test_failed_semantic_refinement_still_falls_back_to_the_full_solver(monkeypa
 
     monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
     monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
-    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    s = SolverSettings(order=7, replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     p = solve_refined(ModelSpec(omega=0.3), 1.5, "semantic", s)
     assert not p.diagnostics["refined"]["applied"]
     assert p.diagnostics["refined"]["fallback"].startswith("full solver from the coarse point: max_iter reached")
@@ -788,7 +788,7 @@ def test_teacher_scale_is_used_where_it_was_measured_to_help():
         assert teacher_scale_for(ModelSpec(omega=0.3, **kw), auto) == 1.0
     assert teacher_scale_for(ModelSpec(omega=0.3), SolverSettings(fine_teacher_scale=1.0)) == 1.0
     assert teacher_scale_for(ModelSpec(omega=0.3, L=3), SolverSettings(fine_teacher_scale=1.3)) == 1.3
-    with pytest.raises(ValueError, match="teacher-scale"):
+    with pytest.raises(ValueError, match="fine_teacher_scale"):
         SolverSettings(fine_teacher_scale=0.5)
     coarse = solve_point(ModelSpec(omega=0.3), 1.5, "semantic", COARSE, error_estimate=False)
     assert refine_point(ModelSpec(omega=0.3), coarse, COARSE).diagnostics["refined"]["teacher_scale"] == 1.4
@@ -810,7 +810,7 @@ def test_mirror_pairing_is_used_where_it_was_measured_to_help():
     assert not mirror_for(ModelSpec(omega=0.3), SolverSettings(mirror=False))
     assert mirror_for(ModelSpec(omega=0.3, L=3), SolverSettings(mirror=True))
     for flag, want in (("auto", None), ("on", True), ("off", False)):
-        args = build_parser().parse_args(["solve", "--alpha", "1", "--omega", "0.3", "--mirror", flag])
+        args = build_parser().parse_args(["solve", "--alpha", "1", "--omega", "0.3", "--solver", f"mirror={flag}"])
         assert settings_from_args(args).mirror is want
     spec = ModelSpec(omega=0.3)
     assert not make_saddle(spec, 1.5, auto).mirror

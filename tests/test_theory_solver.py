@@ -14,7 +14,7 @@ from attnphase.cli import main
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import SolverSettings, find_transition, linear_test_error, solve_point
 
-FAST = SolverSettings(order=8, n_replicas=1, warmup_order=None)
+FAST = SolverSettings(order=8, replicas=1, warmup_order=None)
 
 
 def test_positional_branch_converges_with_diagnostics():
@@ -79,7 +79,7 @@ def test_ridgeless_trivial_branch_is_reached_by_continuation_in_lambda():
 
 
 def test_non_convergence_is_reported_not_hidden():
-    p = solve_point(ModelSpec(), 1.0164, "positional", SolverSettings(order=8, n_replicas=1, max_iter=3,
+    p = solve_point(ModelSpec(), 1.0164, "positional", SolverSettings(order=8, replicas=1, max_iter=3,
                                                                        warmup_order=None))
     assert not p.converged and not p.exists
     assert "did not converge" in p.reason
@@ -145,13 +145,13 @@ def test_cli_seed_gives_independent_rules_that_agree_within_their_estimates(caps
         ["solve", "--alpha", "1", "--branch", "nope"],
         ["solve", "--alpha", "1", "--replicas", "0"],
         ["solve", "--alpha", "1", "--refine-order", "30"],
-        ["solve", "--alpha", "1", "--teacher-scale", "0.5"],
-        ["solve", "--alpha", "1", "--teacher-scale", "nan"],
-        ["solve", "--alpha", "1", "--target-error", "1e-3", "--target-on", "theta"],
+        ["solve", "--alpha", "1", "--solver", "fine_teacher_scale=0.5"],
+        ["solve", "--alpha", "1", "--solver", "fine_teacher_scale=nan"],
+        ["solve", "--alpha", "1", "--target-error", "1e-3", "--solver", "target_on=theta"],
         ["solve", "--alpha", "1", "--seed", "-1"],
         ["transition", "--omega", "0.3", "--seed", "1.5"],
-        ["transition", "--omega", "0.3", "--teacher-scale", "x"],
-        ["solve", "--alpha", "1", "--method", "gh", "--order", "60", "--refine-order", "0"],
+        ["transition", "--omega", "0.3", "--solver", "fine_teacher_scale=x"],
+        ["solve", "--alpha", "1", "--solver", "method=gh", "--order", "60", "--refine-order", "0"],
         ["transition", "--omega", "x"],
         ["curves", "--alpha", "2:1:0"],
         ["curves", "--alpha", "0.5:1:2", "--out", "/dev/null/x"],  # (an output folder that cannot be made)
@@ -176,7 +176,7 @@ def test_sanity_anchor_reference_case():
     assert p.test_error == pytest.approx(0.00337, rel=0.025)
     assert p.train_loss == pytest.approx(0.00219, rel=0.025)
     # measured: alpha_c = 1.2766, alpha_l = 1.4859 at order 10 (order 8: 1.336, 1.530)
-    tr = find_transition(spec, np.linspace(0.8, 1.8, 6), SolverSettings(order=10, n_replicas=1, tol=1e-6,
+    tr = find_transition(spec, np.linspace(0.8, 1.8, 6), SolverSettings(order=10, replicas=1, tol=1e-6,
                                                                         noise_tol=1e-4))
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55
@@ -398,7 +398,7 @@ def test_transition_with_a_positional_branch_absent_at_the_grid_start():
     pos = [BranchPoint("positional", 1.0, False, "absent")] + [
         BranchPoint("positional", a, True, "ok", q=0.2, m=0.25, theta=0.0, V=10.0, train_loss=0.003,
                     test_error=0.004, converged=True) for a in g[1:]]
-    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, n_replicas=1),
+    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, replicas=1),
                          branches=(sem, pos))
     assert tr.spinodals["positional"] is None
     assert any("not found at the grid start" in n and "1.5, 2" in n for n in tr.notes)
@@ -415,7 +415,7 @@ def test_alpha_l_note_where_no_branch_is_found_below():
         BranchPoint("semantic", a, True, "ok", q=0.8, m=0.0, theta=0.9, V=20.0, train_loss=0.0005,
                     test_error=0.0006, converged=True) for a in g[1:]]
     pos = [BranchPoint("positional", a, False, "absent") for a in g]
-    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, n_replicas=1),
+    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, replicas=1),
                          branches=(sem, pos))
     assert tr.alpha_l is None
     assert any("beats the linear baseline from alpha = 1.5" in n for n in tr.notes)

@@ -34,7 +34,8 @@ TRAINING = "training"
 OUTPUT = "output"
 BACKEND = "backend"
 #: the order of the shared groups in ``--help``, whatever the order in which a command adds them
-GROUP_ORDER = (*(title for title, _ in GROUPS.values()), SOLVER, TRAINING, OUTPUT, BACKEND)
+#: (the schema's groups, :data:`~attnphase.spec.schema.GROUPS`, hold ``solver`` and ``training`` too)
+GROUP_ORDER = tuple(dict.fromkeys((*(title for title, _ in GROUPS.values()), SOLVER, TRAINING, OUTPUT, BACKEND)))
 
 
 def flag_group(p: argparse.ArgumentParser, title: str, description: str | None = None) -> argparse._ArgumentGroup:

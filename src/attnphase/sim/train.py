@@ -33,78 +33,15 @@ import torch
 
 from attnphase.sim.data import STREAM_INIT, Dataset, generator
 from attnphase.sim.models import Batch, is_untied, n_columns, objective
-from attnphase.spec.defaults import DEFAULT_LR, TRAIN_SETTINGS
 from attnphase.spec.problem import ModelSpec, positional_axis
+from attnphase.spec.training import OPTIMIZERS as OPTIMIZERS  # (re-exported: attnphase.sim)
+from attnphase.spec.training import TrainSettings
 
 log = logging.getLogger(__name__)
 
 INITS = ("semantic", "positional", "random")
-OPTIMIZERS = ("gd", "adam")
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: steps between two calls of :func:`train`'s ``progress``
 PROGRESS_EVERY = 50
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """Optimiser settings (defaults: :data:`attnphase.spec.defaults.TRAIN_SETTINGS`; docs/simulation.md).
-
-    ``lr`` ``None`` means 0.15 for GD (on the summed loss ``R``) and 0.01 for Adam. ``momentum`` is
-    an
-    optional heavy-ball term for GD (0 = plain GD, the reference). ``grad``: ``auto`` (analytic for
-    the
-    identity value), ``analytic`` or ``autograd``.
-    """
-
-    optimizer: str = TRAIN_SETTINGS["optimizer"]
-    lr: float | None = TRAIN_SETTINGS["lr"]
-    max_steps: int = TRAIN_SETTINGS["max_steps"]
-    tol: float = TRAIN_SETTINGS["tol"]
-    momentum: float = TRAIN_SETTINGS["momentum"]
-    betas: tuple[float, float] = TRAIN_SETTINGS["betas"]
-    eps: float = TRAIN_SETTINGS["eps"]
-    grad: str = TRAIN_SETTINGS["grad"]
-    dtype: str = TRAIN_SETTINGS["dtype"]
-    device: str = TRAIN_SETTINGS["device"]
-    log_every: int = TRAIN_SETTINGS["log_every"]
-
-    def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            choices = ", ".join(OPTIMIZERS)
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose from {choices}")
-        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        steps = self.max_steps
-        if isinstance(steps, bool) or int(steps) != steps or steps < 0:
-            raise ValueError(f"max_steps must be an integer >= 0, got {self.max_steps}")
-        if not (math.isfinite(self.tol) and self.tol >= 0):
-            raise ValueError(f"tol must be >= 0, got {self.tol}")
-        if not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"momentum must lie in [0, 1), got {self.momentum}")
-        if self.grad not in ("auto", "analytic", "autograd"):
-            raise ValueError(f"unknown gradient mode {self.grad!r}; choose auto/analytic/autograd")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r}; choose float32 or float64")
-        check_device(self.device)
-
-    @property
-    def learning_rate(self) -> float:
-        return DEFAULT_LR[self.optimizer] if self.lr is None else float(self.lr)
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
-
-
-def check_device(device: str) -> None:
-    """``ValueError`` for an unknown device or a CUDA request on a machine without CUDA."""
-    if device == "cpu":
-        return
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} requested but CUDA is not available")
-        return
-    raise ValueError(f"unknown device {device!r}; choose cpu or cuda")
 
 
 def stack_batch(datasets: Sequence[Dataset]) -> Batch:
