@@ -424,7 +424,7 @@ def simulate(
             raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
         torch.set_num_threads(threads)
     seed_list = _seed_list(seeds, seed0, "seeds")
-    inits = parse_inits(init)
+    inits = parse_inits(init, spec.heads)
     check_memory(spec, d, [alpha], n_test, len(seed_list), st.dtype)
     res = run_simulation(spec, alpha=alpha, d=d, seeds=seed_list, inits=inits, settings=st, n_test=n_test,
                          progress=progress_callback(progress, "simulate", "runs"))

@@ -41,7 +41,7 @@ __all__ = ["Check", "ConformanceResult", "check_model", "conformance_spec"]
 
 #: the heavy-ball gradient descent the simulator check trains with (the same minima as plain GD,
 #: docs/simulation.md): float64, momentum 0.9, gradient tolerance 1e-6
-TRAINING: Mapping[str, Any] = {"optimizer": "gd", "lr": 0.15, "momentum": 0.9, "tol": 1e-6, "max_steps": 8000,
+TRAINING: Mapping[str, Any] = {"optimizer": "gd", "lr": 0.15, "momentum": 0.9, "tol": 1e-6, "max_steps": 30000,
                                "dtype": "float64"}
 
 #: the reference parameters every conformance point starts from (docs/model.md section 1)

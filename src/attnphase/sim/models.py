@@ -53,7 +53,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from attnphase.sim.data import masked_softmax
+from attnphase.sim.data import attention_map
 from attnphase.spec.attention import attention_model, score_mask
 from attnphase.spec.problem import ModelSpec
 
@@ -80,9 +80,15 @@ def _mask(variant: str, tokens: int, keys: int) -> np.ndarray:
     return score_mask(variant, tokens, keys)
 
 
+def query_columns(spec: ModelSpec) -> int:
+    """Columns of the query ``Q``: the rank ``r``, or one per head (``H`` heads of rank 1,
+    docs/model.md (11.1))."""
+    return spec.rank * spec.heads
+
+
 def n_columns(spec: ModelSpec) -> int:
-    """Columns of ``P`` per run: ``r`` (tied) or ``2r`` (untied ``[Q, K]``)."""
-    return 2 * spec.rank if is_untied(spec) else spec.rank
+    """Columns of ``P`` per run: ``r`` (tied; ``H`` for ``H`` heads) or ``2r`` (untied ``[Q, K]``)."""
+    return 2 * spec.rank if is_untied(spec) else query_columns(spec)
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,18 +126,27 @@ def back_project(X: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
 
 def scores(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
     """Attention scores from fields ``H (..., L, c)``: ``h h^T`` (tied) or ``h_Q h_K^T``
-    (untied)."""
+    (untied); for ``H`` heads, one ``(L, L)`` block per head on a new axis before the last two,
+    ``h_k h_k^T`` (docs/model.md (11.1))."""
     r = spec.rank
     if is_untied(spec):
         return H[..., :r] @ H[..., r:].transpose(-1, -2)
+    if spec.heads > 1:
+        return H.transpose(-1, -2).unsqueeze(-1) * H.transpose(-1, -2).unsqueeze(-2)
     return H @ H.transpose(-1, -2)
 
 
-def attention(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
-    """Student attention ``S = softmax(scores)``, masked by the model's mask (:func:`student_mask`;
+def attention(spec: ModelSpec, H: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
+    """Student attention ``S = phi(scores)``, masked by the model's mask (:func:`student_mask`;
     for cross-attention over the ``L + L'`` tokens, a query attending to the keys, a key to itself:
-    docs/model.md (10.5))."""
-    return masked_softmax(scores(spec, H), student_mask(spec, H.device))
+    docs/model.md (10.5)); ``phi`` the student's activation. With ``H`` heads, ``S = sum_k v_k
+    phi(h_k h_k^T)`` with the gains ``v`` (``gains (..., H)``; default ``1/H``, docs/model.md (11.1))."""
+    S = attention_map(spec.activation, scores(spec, H), student_mask(spec, H.device))
+    if spec.heads == 1:
+        return S
+    if gains is None:
+        return S.mean(dim=-3)
+    return (gains.unsqueeze(-1).unsqueeze(-1) * S).sum(dim=-3)
 
 
 def gram_loss(
@@ -196,8 +211,8 @@ def _fields(spec: ModelSpec, params: dict[str, torch.Tensor], X: torch.Tensor):
 
 def ridge(spec: ModelSpec, params: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(lambda / 2) sum ||param||^2`` per run, shape ``(D, K)`` (the gain ``g`` of a ``gain``
-    value has none)."""
-    total = cast(torch.Tensor, sum((p * p).sum(dim=(-1, -2)) for k, p in params.items() if k != "g"))
+    value and the head gains ``vh`` have none)."""
+    total = cast(torch.Tensor, sum((p * p).sum(dim=(-1, -2)) for k, p in params.items() if k not in ("g", "vh")))
     return 0.5 * spec.lam * total
 
 
@@ -213,10 +228,10 @@ def objective(
     possible).
     """
     if grad == "auto":
-        grad = "analytic" if spec.value == "identity" else "autograd"
+        grad = "analytic" if _analytic_covers(spec) else "autograd"
     if grad == "analytic":
-        if spec.value != "identity":
-            raise ValueError("the analytic gradient covers value='identity' only; use autograd")
+        if not _analytic_covers(spec):
+            raise ValueError("the analytic gradient covers value='identity', one head and the softmax only; use autograd")
         return _analytic(spec, batch, params)
     if grad != "autograd":
         raise ValueError(f"unknown gradient mode {grad!r}; choose analytic, autograd or auto")
@@ -227,11 +242,21 @@ def objective(
     return R.detach(), {k: g for k, g in zip(leaves, grads, strict=True)}
 
 
+def _analytic_covers(spec: ModelSpec) -> bool:
+    return spec.value == "identity" and spec.heads == 1 and spec.activation == "softmax"
+
+
+def head_gains(spec: ModelSpec, params: dict[str, torch.Tensor], d: int) -> torch.Tensor | None:
+    """The gains ``v_h`` of trained heads, ``(D, K, 1, H)`` (stored as ``sqrt(d) v``, as the value
+    gain is, docs/model.md (6.5)); ``None`` for fixed gains ``1/H``."""
+    return params["vh"] / math.sqrt(d) if "vh" in params else None
+
+
 def risk(spec: ModelSpec, batch: Batch, params: dict[str, torch.Tensor]) -> torch.Tensor:
     """``R = sum_mu ||y - yhat||^2 / (2d) + ridge`` per run, differentiable (autograd path)."""
     d = batch.X.shape[-1]
     H, Hv = _fields(spec, params, batch.X)
-    S = attention(spec, H)
+    S = attention(spec, H, head_gains(spec, params, d))
     xx, yx = value_grams(spec, params, batch.X, batch.Sxx, batch.Syx, batch.Y, Hv)
     per = gram_loss(S, xx, yx, batch.yy.unsqueeze(1), d)
     return per.sum(dim=-1) + ridge(spec, params)
@@ -278,7 +303,7 @@ def test_errors(
             Syx = torch.stack([c["Syx"] for c in chunks])
             yy = torch.stack([c["yy"] for c in chunks])
             H, Hv = _fields(spec, params, X)
-            S = attention(spec, H)
+            S = attention(spec, H, head_gains(spec, params, d))
             xx, yx = value_grams(spec, params, X, Sxx, Syx, Y, Hv)
             s = gram_loss(S, xx, yx, yy.unsqueeze(1), d).sum(dim=-1)
             total = s if total is None else total + s

@@ -32,14 +32,14 @@ from typing import cast
 import torch
 
 from attnphase.sim.data import STREAM_INIT, Dataset, generator
-from attnphase.sim.models import Batch, is_untied, n_columns, objective
+from attnphase.sim.models import Batch, is_untied, n_columns, objective, query_columns
 from attnphase.spec.problem import ModelSpec, positional_axis
 from attnphase.spec.training import OPTIMIZERS as OPTIMIZERS  # (re-exported: attnphase.sim)
 from attnphase.spec.training import TrainSettings
 
 log = logging.getLogger(__name__)
 
-INITS = ("semantic", "positional", "random")
+INITS = ("semantic", "positional", "random", "specialised")
 #: steps between two calls of :func:`train`'s ``progress``
 PROGRESS_EVERY = 50
 
@@ -65,8 +65,10 @@ def init_params(
     for name in inits:
         if name not in INITS:
             raise ValueError(f"unknown init {name!r}; choose from {', '.join(INITS)} or all")
+    if "specialised" in inits and spec.heads < 2:
+        raise ValueError("the specialised start (one head semantic, the others positional) needs heads >= 2")
     ds0 = datasets[0]
-    d, r, dtype, device = ds0.d, spec.rank, ds0.X.dtype, ds0.X.device
+    d, r, dtype, device = ds0.d, query_columns(spec), ds0.X.dtype, ds0.X.device
     c = n_columns(spec)
     P = torch.empty(len(datasets), len(inits), d, c, dtype=torch.float64)
     U = W = M = None
@@ -80,12 +82,22 @@ def init_params(
             gen = generator(ds.seed, STREAM_INIT, INITS.index(name))
             noise = 0.1 * torch.randn(d, c, generator=gen, dtype=torch.float64)
             Q = noise[:, :r].clone()
-            if name == "semantic":
+            semantic = ds.Q_star.to(torch.float64).cpu()
+            u = torch.as_tensor(positional_axis(spec), dtype=torch.float64)  # (pi_1; cross: (10.4))
+            positional = u @ ds.Pi.to(torch.float64).cpu() / math.sqrt(d)
+            if spec.heads > 1:  # (every head, or head 0 semantic and the others positional: (11.1))
+                if name == "semantic":
+                    Q += semantic[:, :1]
+                elif name == "positional":
+                    Q += positional[:, None]
+                elif name == "specialised":
+                    Q[:, :1] += semantic[:, :1]
+                    Q[:, 1:] += positional[:, None]
+            elif name == "semantic":
                 j = min(r, spec.teacher_rank)
-                Q[:, :j] = ds.Q_star[:, :j].to(torch.float64).cpu()
+                Q[:, :j] = semantic[:, :j]
             elif name == "positional":
-                u = torch.as_tensor(positional_axis(spec), dtype=torch.float64)  # (pi_1; cross: (10.4))
-                Q[:, 0] = u @ ds.Pi.to(torch.float64).cpu() / math.sqrt(d)
+                Q[:, 0] = positional
             if is_untied(spec):
                 Kmat = noise[:, r:] if name == "random" else Q
                 P[i, k] = torch.cat([Q, Kmat], dim=1)
@@ -94,6 +106,9 @@ def init_params(
             if W is not None:
                 W[i, k] = 0.1 * torch.randn(d, spec.value_rank, generator=gen, dtype=torch.float64)
     out = {"P": P}
+    if spec.head_gains == "trained":  # vh = sqrt(d) v_h, start v_h = 1/H (docs/model.md (11.1))
+        out["vh"] = torch.full((len(datasets), len(inits), 1, spec.heads), math.sqrt(d) / spec.heads,
+                               dtype=torch.float64)
     if spec.value == "gain":  # g = sqrt(d) v, start v = value_gain (docs/model.md (6.5))
         out["g"] = torch.full((len(datasets), len(inits), 1, 1), math.sqrt(d) * spec.gain_start,
                               dtype=torch.float64)

@@ -175,10 +175,10 @@ MODELS: Mapping[str, AttentionModel] = MappingProxyType({m.name: m for m in (
            "cross-attention: the queries attend to the keys only, a key to itself", Conformance(alpha=2.0),
            ((4, 1, 2),)),
     _model("untied-cross", False, "cross", "theory simulator",
-           "cross-attention with separate key and query weights", Conformance(alpha=2.0), ((4, 1, 2),)),
+           "cross-attention with separate key and query weights", Conformance(alpha=4.0), ((4, 1, 2),)),
     _model("sliding-window", True, "sliding-window", "theory simulator",
            f"tied, a causal sliding window of width {WINDOW}: each token attends to itself and the "
-           f"{WINDOW - 1} before it (the same as causal at L = 2)", Conformance(alpha=2.0, changes=MappingProxyType({"L": 3}))),
+           f"{WINDOW - 1} before it (the same as causal at L = 2)", Conformance(alpha=3.0, changes=MappingProxyType({"L": 3}))),
 )})
 
 
