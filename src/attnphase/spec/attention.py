@@ -170,7 +170,7 @@ MODELS: Mapping[str, AttentionModel] = MappingProxyType({m.name: m for m in (
            "tied, each token attends to itself and the tokens before it", Conformance(alpha=3.0),
            ((2, 1, 0), (3, 1, 0), (4, 1, 0), (5, 1, 0), (2, 2, 0))),
     _model("untied-causal", False, "causal", "theory simulator scaled-fine-rules",
-           "untied and causal", Conformance(alpha=3.0), ((2, 1, 0),)),
+           "untied and causal", Conformance(alpha=5.0), ((2, 1, 0),)),
     _model("cross", True, "cross", "theory simulator stability",
            "cross-attention: the queries attend to the keys only, a key to itself", Conformance(alpha=2.0),
            ((4, 1, 2),)),
