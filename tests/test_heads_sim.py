@@ -103,3 +103,11 @@ def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     assert main(["simulate", "--alpha", "1", "--d", "20", "--seeds", "1", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_basins_count_the_specialised_state():
+    from attnphase.sim.basins import basin_settings, train_basins
+
+    (point,) = train_basins(ModelSpec(heads=2), 2.0, 30, seeds=(0, 1), settings=basin_settings(max_steps=20))
+    assert set(point.fractions) == {"semantic", "positional", "mixed", "trivial", "specialised"}
+    assert sum(point.fractions.values()) == pytest.approx(1.0)
