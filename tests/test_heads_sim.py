@@ -111,3 +111,22 @@ def test_basins_count_the_specialised_state():
     (point,) = train_basins(ModelSpec(heads=2), 2.0, 30, seeds=(0, 1), settings=basin_settings(max_steps=20))
     assert set(point.fractions) == {"semantic", "positional", "mixed", "trivial", "specialised"}
     assert sum(point.fractions.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("kw", [
+    *({"variant": v, "activation": a, **({"L": 3} if v == "sliding-window" else {})}
+      for v in ("tied", "untied", "causal", "cross", "sliding-window") for a in ACTIVATIONS),
+    {"heads": 2}, {"heads": 3, "head_gains": "trained", "activation": "relu"}])
+def test_the_analytic_gradient_is_autograds(kw):
+    from attnphase.sim import make_dataset
+    from attnphase.sim.train import init_params, stack_batch
+
+    spec = ModelSpec(**kw)
+    datasets = [make_dataset(spec, 20, 30, s, dtype=torch.float64) for s in (0, 1)]
+    params = init_params(spec, datasets, ("semantic", "random"))
+    Ra, ga = objective(spec, stack_batch(datasets), params, "analytic")
+    Rb, gb = objective(spec, stack_batch(datasets), params, "autograd")
+    torch.testing.assert_close(Ra, Rb, rtol=1e-12, atol=1e-14)
+    assert set(ga) == set(gb)
+    for key in gb:
+        torch.testing.assert_close(ga[key], gb[key], rtol=1e-10, atol=1e-13)

@@ -231,7 +231,7 @@ def objective(
         grad = "analytic" if _analytic_covers(spec) else "autograd"
     if grad == "analytic":
         if not _analytic_covers(spec):
-            raise ValueError("the analytic gradient covers value='identity', one head and the softmax only; use autograd")
+            raise ValueError("the analytic gradient covers value='identity' only; use autograd")
         return _analytic(spec, batch, params)
     if grad != "autograd":
         raise ValueError(f"unknown gradient mode {grad!r}; choose analytic, autograd or auto")
@@ -243,7 +243,7 @@ def objective(
 
 
 def _analytic_covers(spec: ModelSpec) -> bool:
-    return spec.value == "identity" and spec.heads == 1 and spec.activation == "softmax"
+    return spec.value == "identity"
 
 
 def head_gains(spec: ModelSpec, params: dict[str, torch.Tensor], d: int) -> torch.Tensor | None:
@@ -268,21 +268,57 @@ def _analytic(
     d = batch.X.shape[-1]
     P = params["P"]
     H = project(batch.X, P) / math.sqrt(d)
-    S = attention(spec, H)  # (D, K, n, L, L)
+    mask = student_mask(spec, H.device)
+    s = scores(spec, H)
+    A = attention_map(spec.activation, s, mask)  # (D, K, n, L, L), heads: (D, K, n, H, L, L)
+    gains = head_gains(spec, params, d)
+    if spec.heads == 1:
+        S = A
+    else:
+        w = (torch.full((spec.heads,), 1.0 / spec.heads, dtype=H.dtype, device=H.device) if gains is None
+             else gains)  # (H,) or (D, K, 1, H)
+        S = (w.unsqueeze(-1).unsqueeze(-1) * A).sum(dim=-3)
     xx, yx = batch.Sxx.unsqueeze(1), batch.Syx.unsqueeze(1)
     Sxx_S = S @ xx
     per = (batch.yy.unsqueeze(1) - 2.0 * (S * yx).sum(dim=(-1, -2)) + (Sxx_S * S).sum(dim=(-1, -2)))
     R = per.sum(dim=-1) / (2.0 * d) + ridge(spec, params)
     dS = (Sxx_S - yx) / d  # dl/dS
-    Ds = S * (dS - (dS * S).sum(dim=-1, keepdim=True))  # softmax backward (masked entries: S = 0)
+    out: dict[str, torch.Tensor] = {}
+    if spec.heads == 1:
+        Ds = _map_backward(spec.activation, s, A, dS, mask)
+    else:
+        Ds = _map_backward(spec.activation, s, A, w.unsqueeze(-1).unsqueeze(-1) * dS.unsqueeze(-3), mask)
+        if gains is not None:  # dR/dv_h = sum_mu <dS, phi(s^h)>, and vh = sqrt(d) v_h
+            dv = (dS.unsqueeze(-3) * A).sum(dim=(-1, -2)).sum(dim=2)  # (D, K, H)
+            out["vh"] = (dv / math.sqrt(d)).unsqueeze(2)
     r = spec.rank
     if is_untied(spec):
         hq, hk = H[..., :r], H[..., r:]
         dH = torch.cat([Ds @ hk, Ds.transpose(-1, -2) @ hq], dim=-1)
+    elif spec.heads > 1:  # head k: s^k = h_k h_k^T
+        hT = H.transpose(-1, -2).unsqueeze(-1)  # (D, K, n, H, L, 1)
+        dH = ((Ds + Ds.transpose(-1, -2)) @ hT).squeeze(-1).transpose(-1, -2)
     else:
         dH = (Ds + Ds.transpose(-1, -2)) @ H
-    gP = back_project(batch.X, dH) / math.sqrt(d) + spec.lam * P
-    return R, {"P": gP}
+    out["P"] = back_project(batch.X, dH) / math.sqrt(d) + spec.lam * P
+    return R, out
+
+
+def _map_backward(name: str, s: torch.Tensor, A: torch.Tensor, dA: torch.Tensor,
+                  mask: torch.Tensor | None) -> torch.Tensor:
+    """``dl/ds`` from ``dl/dA`` through the attention map ``A = phi(s)`` (:func:`attention_map`;
+    masked entries have ``A = 0`` and no gradient)."""
+    if name == "softmax":
+        return A * (dA - (dA * A).sum(dim=-1, keepdim=True))
+    L = s.shape[-1]
+    if name == "sigmoid":
+        slope = A * (1.0 - A)
+    elif name == "relu":
+        slope = (s > 0).to(s.dtype) / L
+    else:
+        slope = torch.full_like(s, 1.0 / L)
+    out = dA * slope
+    return out if mask is None else torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
 
 
 def test_errors(
