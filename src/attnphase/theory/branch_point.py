@@ -14,6 +14,7 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec, positional_axis
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.classification import MIXED, classify, has_mixed
+from attnphase.theory.diagnostics import ErrorEstimate, ErrorTarget, Refinement
 from attnphase.theory.fixed_point import (
     FixedPointResult,
 )
@@ -75,6 +76,8 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
 
 #: the private fields of :class:`BranchPoint` that hold the solver's state
 _SOLVER_STATE = ("_op", "_jacobian", "_data", "_fine")
+#: the fields of :class:`BranchPoint` that :meth:`BranchPoint.to_dict` puts in its ``diagnostics``
+_RECORDS = ("refinement", "error_estimate", "error_target")
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,12 @@ class BranchPoint:
     ``q = Q.Q/d``, ``theta = Q*.Q/d``, ``m = pi_1.Q/d``; ``V`` in paper convention), with the
     training error ``train_loss`` ((4.1)) and the test error ``test_error`` ((4.2)). Matrices for
     ``r > 1`` are in ``q_matrix`` etc. ``exists``: the solve converged on this branch (``reason``
-    says why not otherwise); ``diagnostics``: how it was solved, refined and its error estimate.
-    Built complete: it is never changed after construction."""
+    says why not otherwise); ``diagnostics``: how the fixed point was solved;
+    ``refinement``, ``error_estimate`` and ``error_target``: how it was carried to the fine rules,
+    its integration-error estimate and the error target's raise of the refinement order
+    (:mod:`~attnphase.theory.diagnostics`; ``None`` where there was none). :meth:`record` is all
+    of it as the JSON of ``attnphase solve --json``. Built complete: it is never changed after
+    construction."""
 
     branch: str
     alpha: float
@@ -102,6 +109,9 @@ class BranchPoint:
     q_matrix: tuple = ()
     m_matrix: tuple = ()
     theta_matrix: tuple = ()
+    refinement: Refinement | None = None
+    error_estimate: ErrorEstimate | None = None
+    error_target: ErrorTarget | None = None
     # The solver's state at the point, kept for warm starts of nearby solves (not part of the
     # result: left out of repr, comparisons and to_dict).
     #: the order parameters in paper convention
@@ -120,11 +130,20 @@ class BranchPoint:
         """The fixed point's order parameters in paper convention (``None`` where the branch is absent)."""
         return self._op
 
+    def record(self) -> dict[str, Any]:
+        """The solver's record of the point: ``diagnostics`` with the typed records as JSON under
+        ``refined``, ``error_estimate`` and ``target`` (where the point has them)."""
+        typed = (("refined", self.refinement), ("error_estimate", self.error_estimate), ("target", self.error_target))
+        return {**self.diagnostics, **{k: r.to_dict() for k, r in typed if r is not None}}
+
     def to_dict(self) -> dict[str, Any]:
-        """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state."""
-        d = asdict(replace(self, _op=None, _jacobian=None, _data=None, _fine=None))
-        for key in _SOLVER_STATE:
+        """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state,
+        the typed records in ``diagnostics`` (:meth:`record`)."""
+        d = asdict(replace(self, _op=None, _jacobian=None, _data=None, _fine=None, diagnostics={},
+                           refinement=None, error_estimate=None, error_target=None))
+        for key in (*_SOLVER_STATE, *_RECORDS):
             del d[key]
+        d["diagnostics"] = self.record()
         return d
 
     def summary(self) -> dict[str, Any]:

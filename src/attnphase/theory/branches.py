@@ -66,7 +66,7 @@ def solve_point(
     (:func:`start_point`, first on the cheaper ``warmup_order`` rule) or from ``start`` (with its
     ``jacobian`` and data step ``warm``: continuation).
 
-    The integration error estimate (``diagnostics["error_estimate"]``, relative, per unknown) is
+    The integration error estimate (``error_estimate``, relative, per unknown) is
     computed by :func:`linear_response_estimate` from ``settings.n_replicas - 1`` independent rules.
     ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
     :func:`final_test_error`). A direct start that does not converge is retried by continuation
@@ -100,7 +100,7 @@ def solve_point(
     if error_estimate and point.exists and settings.n_replicas > 1:
         assert point.order_params is not None  # (a point that exists has its order parameters)
         est = linear_response_estimate(spec, alpha, settings, point.order_params, point.test_error)
-        point = replace(point, diagnostics={**point.diagnostics, "error_estimate": est})
+        point = replace(point, error_estimate=est)
     return point
 
 
