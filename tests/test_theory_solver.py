@@ -13,6 +13,7 @@ import pytest
 from attnphase.cli import main
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import SolverSettings, find_transition, linear_test_error, solve_point
+from attnphase.theory.diagnostics import Refinement
 
 FAST = SolverSettings(order=8, n_replicas=1, warmup_order=None)
 
@@ -204,8 +205,8 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
 
     def fake(spec, alpha, branch, settings):
         p = solve_point(spec, alpha, branch, FAST)
-        info = {"applied": False, "reason": "refinement did not converge: no decrease (test)"}
-        return dataclasses.replace(p, diagnostics={**p.diagnostics, "refined": info})
+        info = Refinement(applied=False, reason="refinement did not converge: no decrease (test)")
+        return dataclasses.replace(p, refinement=info)
 
     monkeypatch.setattr(api, "solve_refined", fake)  # (what attnphase.solve, and so the CLI, calls)
     assert main(["solve", "--alpha", "1.0", "--omega", "0.3", "--branch", "positional"]) == 0
@@ -449,7 +450,7 @@ def test_branch_point_keeps_the_solver_state_private():
     p = solve_point(ModelSpec(omega=0.3), 1.5, "positional", FAST, error_estimate=False)
     assert p.exists and p.order_params is not None and p._data is not None
     d = p.to_dict()
-    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.diagnostics
+    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.record() == p.diagnostics
     assert d["diagnostics"] is not p.diagnostics  # (a copy)
     assert "_op" not in repr(p) and "_data" not in repr(p)
     assert p == dataclasses.replace(p, _op=None, _jacobian=None, _data=None)
