@@ -131,7 +131,7 @@ def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monk
     stop = p.refinement.stopped_at
     assert stop["theta"] == 0.0 and stop["m"] == pytest.approx(p.m, rel=0.05)
     assert f"stopped at m {stop['m']:.3g}" in p.refinement.reason
-    assert p.diagnostics["quadrature"]["nodes"] == 4 * 2**7
+    assert p.fixed_point.quadrature.nodes == 4 * 2**7
 
 
 def test_curve_points_are_refined_when_the_solver_asks():

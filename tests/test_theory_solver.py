@@ -21,7 +21,7 @@ FAST = SolverSettings(order=8, n_replicas=1, warmup_order=None)
 def test_positional_branch_converges_with_diagnostics():
     p = solve_point(ModelSpec(), 1.0164, "positional", FAST)
     assert p.exists and p.converged
-    assert p.diagnostics["residual"] < 1e-8
+    assert p.fixed_point is not None and p.fixed_point.residual < 1e-8
     assert abs(p.theta) < 1e-10  # exactly zero by symmetry
     assert p.m > 0.2
 
@@ -53,7 +53,7 @@ def test_large_alpha_is_reached_by_geometric_continuation():
     assert t.exists and t.converged, t.reason
     assert "direct_start" in t.diagnostics  # (the direct start failed; continuation found it)
     assert t.m == 0.0 and t.theta == 0.0
-    assert t.diagnostics["residual"] < 1e-6
+    assert t.fixed_point is not None and t.fixed_point.residual < 1e-6
 
 
 @pytest.mark.slow  # (an L = 5 solve: about 3 s)
@@ -450,7 +450,8 @@ def test_branch_point_keeps_the_solver_state_private():
     p = solve_point(ModelSpec(omega=0.3), 1.5, "positional", FAST, error_estimate=False)
     assert p.exists and p.order_params is not None and p._data is not None
     d = p.to_dict()
-    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.record() == p.diagnostics
+    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.record()
+    assert d["diagnostics"]["residual"] == p.fixed_point.residual
     assert d["diagnostics"] is not p.diagnostics  # (a copy)
     assert "_op" not in repr(p) and "_data" not in repr(p)
     assert p == dataclasses.replace(p, _op=None, _jacobian=None, _data=None)

@@ -41,7 +41,7 @@ from attnphase.spec.problem import ModelSpec
 if TYPE_CHECKING:
 
     from attnphase.theory import BranchPoint, SolverSettings
-    from attnphase.theory.diagnostics import ErrorEstimate, ErrorTarget, Refinement
+    from attnphase.theory.diagnostics import ErrorEstimate, ErrorTarget, FixedPointInfo, Refinement
 
 __all__ = ["ERROR_ESTIMATE_KEYS", "BayesResult", "BranchResult", "ReadOnlyDict", "RecordComparison",
            "SimulationResult", "SolveResult", "TransitionResult", "compare_records"]
@@ -121,6 +121,8 @@ class BranchResult:
     diagnostics : mapping
         The solver's record (convergence, rules, the refinement and the target's history) as
         ``attnphase solve --json`` prints it.
+    fixed_point : FixedPointInfo or None
+        How the fixed point was solved on the solver's rule (residual, rule, classification).
     refinement : Refinement or None
         How the point was carried to the fine rules (``None``: no refinement was tried).
     error_target : ErrorTarget or None
@@ -156,6 +158,7 @@ class BranchResult:
     s_matrix: tuple[tuple[float, ...], ...] = ()
     #: an error estimate was made (``error_estimate`` holds numbers; else NaN)
     estimated: bool = False
+    fixed_point: FixedPointInfo | None = field(default=None, repr=False)
     refinement: Refinement | None = field(default=None, repr=False)
     error_target: ErrorTarget | None = field(default=None, repr=False)
     #: the solver's error estimate as it made it (``None``: none was made)
@@ -173,8 +176,8 @@ class BranchResult:
                          f"(refinement order {tgt.order}; last estimate {last.estimate:.1e} at order "
                          f"{last.order})")
         if ref is not None and _kept_coarse(ref):
-            notes.append(f"{ref.reason}; the values are those of the coarse rule "
-                         f"({point.diagnostics['quadrature']['nodes']} nodes)")
+            nodes = None if point.fixed_point is None else point.fixed_point.quadrature.nodes
+            notes.append(f"{ref.reason}; the values are those of the coarse rule ({nodes} nodes)")
         elif ref is not None and ref.retry:
             notes.append(ref.retry)
         summary = point.summary()
@@ -187,7 +190,7 @@ class BranchResult:
             q_matrix=frozen(point.q_matrix), m_matrix=frozen(point.m_matrix),
             theta_matrix=frozen(point.theta_matrix),
             diagnostics=frozen({"reason": point.reason, **point.record()}),
-            refinement=ref, error_target=tgt, estimate=est,
+            fixed_point=point.fixed_point, refinement=ref, error_target=tgt, estimate=est,
             s_matrix=() if point.order_params is None else
             frozen(point.order_params.m[len(point.m_matrix):].tolist()),
         )

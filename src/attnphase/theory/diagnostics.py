@@ -1,13 +1,14 @@
-"""The solver's diagnostics as frozen typed records: how a point was refined
-(:class:`Refinement`, docs/model.md (7.3)), its integration-error estimate
-(:class:`ErrorEstimate`) and how the error target was pursued (:class:`ErrorTarget`,
-docs/model.md (7.5)).
+"""The solver's diagnostics as frozen typed records: how the fixed point was solved
+(:class:`FixedPointInfo`, docs/model.md (7.2)), how it was refined (:class:`Refinement`,
+(7.3)), its integration-error estimate (:class:`ErrorEstimate`) and how the error target was
+pursued (:class:`ErrorTarget`, (7.5)).
 
-A :class:`~attnphase.theory.branch_point.BranchPoint` carries them as ``refinement``,
-``error_estimate`` and ``error_target`` (``None`` where there is none). Each record's
-``to_dict()`` is the JSON that ``attnphase solve --json`` prints under a branch's
-``diagnostics`` (``refined``, ``error_estimate``, ``target``; a field without a value is left
-out), and ``from_dict`` reads that JSON back (a stored sweep row, ``attnphase rerun``).
+A :class:`~attnphase.theory.branch_point.BranchPoint` carries them as ``fixed_point``,
+``refinement``, ``error_estimate`` and ``error_target`` (``None`` where there is none). Each
+record's ``to_dict()`` is the JSON that ``attnphase solve --json`` prints in a branch's
+``diagnostics`` (the fixed point's keys at the top, then ``refined``, ``error_estimate``,
+``target``; a field without a value is left out), and ``from_dict`` reads that JSON back (a
+stored sweep row, ``attnphase rerun``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from attnphase.results_records import ReadOnlyDict
 
-__all__ = ["ErrorEstimate", "ErrorTarget", "Refinement", "TargetStep"]
+__all__ = ["ErrorEstimate", "ErrorTarget", "FixedPointInfo", "QuadratureInfo", "Refinement", "TargetStep"]
 
 
 def _floats(values: Mapping[str, Any]) -> ReadOnlyDict:
@@ -35,6 +36,76 @@ def _set_fields(record: Any) -> dict[str, Any]:
         if v is not None:
             out[f.name] = dict(v) if isinstance(v, Mapping) else (list(v) if isinstance(v, tuple) else v)
     return out
+
+
+@dataclass(frozen=True)
+class QuadratureInfo:
+    """The integration rule a fixed point was solved on: its method (``qmc``, ``gh``), order and
+    number of nodes."""
+
+    method: str
+    order: int
+    nodes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON under ``diagnostics["quadrature"]``."""
+        return {"method": self.method, "order": self.order, "nodes": self.nodes}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> QuadratureInfo:
+        """The record of :meth:`to_dict`."""
+        return cls(**_known(cls, d))
+
+
+#: the conjugate (hat) order parameters of :class:`FixedPointInfo`, in the order of the JSON
+HAT_KEYS = ("V_hat", "q_hat", "m_hat", "theta_hat")
+
+
+@dataclass(frozen=True)
+class FixedPointInfo:
+    """How the fixed point on the solver's rule was solved
+    (:func:`attnphase.theory.fixed_point.solve_fixed_point`, docs/model.md (7.2)): the keys at
+    the top of a branch's ``diagnostics``. The iterations and whether it converged are the
+    point's own fields (``BranchPoint.iterations``, ``converged``).
+
+    ``residual``: the last relative change; ``seconds``: the solve's wall time;
+    ``solver_reason``: how it stopped; ``quadrature``: the rule; ``prox_max_grad``: the largest
+    gradient norm left by the proximal minimiser over the nodes; ``classified_as``: the branch
+    the fixed point was found to be on (:func:`attnphase.theory.classification.classify`);
+    ``hats``: the conjugate order parameters (``V_hat``, ``q_hat``, ``m_hat``, ``theta_hat``,
+    paper convention) at the fixed point, as nested lists.
+    """
+
+    residual: float
+    seconds: float
+    solver_reason: str
+    quadrature: QuadratureInfo
+    prox_max_grad: float
+    classified_as: str
+    hats: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.hats is not None and not isinstance(self.hats, ReadOnlyDict):
+            object.__setattr__(self, "hats", ReadOnlyDict(self.hats))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON keys at the top of a branch's ``diagnostics``."""
+        return {"residual": self.residual, "seconds": self.seconds, "solver_reason": self.solver_reason,
+                "quadrature": self.quadrature.to_dict(), "prox_max_grad": self.prox_max_grad,
+                "classified_as": self.classified_as, **(self.hats or {})}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FixedPointInfo:
+        """The record of :meth:`to_dict` (read from a branch's whole ``diagnostics``: the keys
+        of the other records are left aside)."""
+        try:
+            hats = {k: d[k] for k in HAT_KEYS if k in d}
+            return cls(residual=float(d["residual"]), seconds=float(d["seconds"]),
+                       solver_reason=str(d["solver_reason"]), quadrature=QuadratureInfo.from_dict(d["quadrature"]),
+                       prox_max_grad=float(d["prox_max_grad"]), classified_as=str(d["classified_as"]),
+                       hats=hats or None)
+        except KeyError as e:
+            raise ValueError(f"a fixed point's diagnostics need {e.args[0]!r}") from None
 
 
 @dataclass(frozen=True)
