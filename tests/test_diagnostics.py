@@ -19,6 +19,7 @@ from attnphase.theory.diagnostics import (
     ErrorEstimate,
     ErrorTarget,
     FixedPointInfo,
+    PointDiagnostics,
     QuadratureInfo,
     Refinement,
     TargetStep,
@@ -78,8 +79,13 @@ def test_the_records_round_trip_through_their_json(solved):
     assert b is not None and b.fixed_point is not None and b.refinement is not None and b.estimate is not None
     for rec in (b.fixed_point, b.refinement, b.estimate, b.fixed_point.quadrature):
         assert type(rec).from_dict(_through_json(rec.to_dict())) == rec
-    # the fixed point's record read from a branch's whole diagnostics (the other keys left aside)
-    assert FixedPointInfo.from_dict(solved.to_dict()["diagnostics"]["positional"]) == b.fixed_point
+    # a branch's whole diagnostics JSON read back: the records, and the rest as notes
+    diag = solved.to_dict()["diagnostics"]["positional"]
+    assert FixedPointInfo.from_dict(diag) == b.fixed_point
+    back = PointDiagnostics.from_dict(diag)
+    assert (back.fixed_point, back.refinement, back.error_estimate, back.error_target) == (
+        b.fixed_point, b.refinement, b.estimate, None)
+    assert dict(back.notes) == {"reason": "ok"} and jsonable(back.to_dict()) == diag
     target = ErrorTarget(1e-3, "overlaps", False, 12,
                          (TargetStep(10, 4e-3, 2e-3, nodes=16384), TargetStep(12, 1.5e-3, 1e-3, nodes=65536, seconds=3.5),
                           TargetStep(13, math.inf, math.inf, nodes=131072, seconds=9.0, reason="did not converge")))

@@ -19,6 +19,7 @@ from attnphase.theory.diagnostics import (
     ErrorEstimate,
     ErrorTarget,
     FixedPointInfo,
+    PointDiagnostics,
     QuadratureInfo,
     Refinement,
 )
@@ -143,9 +144,8 @@ class BranchPoint:
         """The solver's record of the point: the fixed point's keys, ``diagnostics`` and the other
         typed records as JSON under ``refined``, ``error_estimate`` and ``target`` (where the point
         has them)."""
-        typed = (("refined", self.refinement), ("error_estimate", self.error_estimate), ("target", self.error_target))
-        return {**({} if self.fixed_point is None else self.fixed_point.to_dict()), **self.diagnostics,
-                **{k: r.to_dict() for k, r in typed if r is not None}}
+        return PointDiagnostics(self.fixed_point, self.refinement, self.error_estimate, self.error_target,
+                                self.diagnostics).to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state,

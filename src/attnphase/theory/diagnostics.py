@@ -7,20 +7,22 @@ A :class:`~attnphase.theory.branch_point.BranchPoint` carries them as ``fixed_po
 ``refinement``, ``error_estimate`` and ``error_target`` (``None`` where there is none). Each
 record's ``to_dict()`` is the JSON that ``attnphase solve --json`` prints in a branch's
 ``diagnostics`` (the fixed point's keys at the top, then ``refined``, ``error_estimate``,
-``target``; a field without a value is left out), and ``from_dict`` reads that JSON back (a
-stored sweep row, ``attnphase rerun``).
+``target``; a field without a value is left out), and ``from_dict`` reads that JSON back;
+:class:`PointDiagnostics` is the whole of a branch's ``diagnostics`` (the records and the other
+notes), read back from a record or a stored ``theory`` point with its ``from_dict``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from attnphase.results_records import ReadOnlyDict
 
-__all__ = ["ErrorEstimate", "ErrorTarget", "FixedPointInfo", "QuadratureInfo", "Refinement", "TargetStep"]
+__all__ = ["ErrorEstimate", "ErrorTarget", "FixedPointInfo", "PointDiagnostics", "QuadratureInfo", "Refinement",
+           "TargetStep"]
 
 
 def _floats(values: Mapping[str, Any]) -> ReadOnlyDict:
@@ -308,3 +310,43 @@ class ErrorTarget:
                        order=int(d["order"]), history=tuple(TargetStep.from_dict(h) for h in d["history"]))
         except KeyError as e:
             raise ValueError(f"an error target needs {e.args[0]!r}") from None
+
+
+#: the keys of a branch's ``diagnostics`` JSON that :class:`FixedPointInfo` holds
+FIXED_POINT_KEYS = ("residual", "seconds", "solver_reason", "quadrature", "prox_max_grad", "classified_as", *HAT_KEYS)
+
+
+@dataclass(frozen=True)
+class PointDiagnostics:
+    """All of a point's diagnostics: the typed records and ``notes``, the other entries of its
+    ``diagnostics`` JSON (why it has its values: ``reason``, ``direct_start``, ``ends``,
+    ``continued_below``, ...). :meth:`to_dict` is that JSON (a branch's entry under
+    ``diagnostics`` in ``attnphase solve --json``, a stored ``theory`` point's diagnostics);
+    :meth:`from_dict` splits it back into the records."""
+
+    fixed_point: FixedPointInfo | None = None
+    refinement: Refinement | None = None
+    error_estimate: ErrorEstimate | None = None
+    error_target: ErrorTarget | None = None
+    notes: Mapping[str, Any] = field(default_factory=ReadOnlyDict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON: the fixed point's keys, the notes, then ``refined``, ``error_estimate`` and
+        ``target`` where the point has them."""
+        typed = (("refined", self.refinement), ("error_estimate", self.error_estimate), ("target", self.error_target))
+        return {**({} if self.fixed_point is None else self.fixed_point.to_dict()), **self.notes,
+                **{k: r.to_dict() for k, r in typed if r is not None}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PointDiagnostics:
+        """The records of a ``diagnostics`` JSON (a point that did not reach a fixed-point solve
+        has no ``residual``: no ``fixed_point`` then)."""
+        typed = {"refined", "error_estimate", "target"}
+        has_fp = "residual" in d
+        return cls(
+            fixed_point=FixedPointInfo.from_dict(d) if has_fp else None,
+            refinement=None if d.get("refined") is None else Refinement.from_dict(d["refined"]),
+            error_estimate=None if d.get("error_estimate") is None else ErrorEstimate.from_dict(d["error_estimate"]),
+            error_target=None if d.get("target") is None else ErrorTarget.from_dict(d["target"]),
+            notes=ReadOnlyDict({k: v for k, v in d.items()
+                                if k not in typed and not (has_fp and k in FIXED_POINT_KEYS)}))
