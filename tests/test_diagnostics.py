@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import pickle
 from typing import Any
 
 import pytest
@@ -79,6 +80,7 @@ def test_the_records_round_trip_through_their_json(solved):
     assert b is not None and b.fixed_point is not None and b.refinement is not None and b.estimate is not None
     for rec in (b.fixed_point, b.refinement, b.estimate, b.fixed_point.quadrature):
         assert type(rec).from_dict(_through_json(rec.to_dict())) == rec
+        assert pickle.loads(pickle.dumps(rec)) == rec  # (a process pool sends them)
     # a branch's whole diagnostics JSON read back: the records, and the rest as notes
     diag = solved.to_dict()["diagnostics"]["positional"]
     assert FixedPointInfo.from_dict(diag) == b.fixed_point
