@@ -125,6 +125,10 @@ def test_solve_json_keeps_its_keys(capsys):
     assert set(diag["error_estimate"]) == ESTIMATE_KEYS == set(out["branches"]["positional"]["error_estimate"])
     assert set(diag["target"]) == TARGET_KEYS and [set(h) for h in diag["target"]["history"]] == [HISTORY_KEYS]
     assert diag["target"]["met"] is True and diag["target"]["on"] == "test_error"
+    # (the integers print as integers)
+    ints = [diag["refined"][k] for k in ("order", "replicas", "nodes", "evaluations")]
+    ints += [diag["refined"]["coarse"]["test_error_order"], diag["quadrature"]["nodes"], diag["target"]["order"]]
+    assert all(type(v) is int for v in ints), ints
 
 
 @pytest.mark.slow  # (a transition at the fast preset: about 5 s)

@@ -26,8 +26,20 @@ __all__ = ["ErrorEstimate", "ErrorTarget", "FixedPointInfo", "PointDiagnostics",
 
 
 def _floats(values: Mapping[str, Any]) -> ReadOnlyDict:
-    """A read-only copy of ``values`` as floats (``None``, JSON's NaN, read back as NaN)."""
-    return ReadOnlyDict({str(k): math.nan if v is None else float(v) for k, v in values.items()})
+    """A read-only copy of ``values`` as numbers: integers kept (an order), the rest floats
+    (``None``, JSON's NaN, read back as NaN)."""
+    return ReadOnlyDict({str(k): math.nan if v is None else (v if isinstance(v, int) and not isinstance(v, bool)
+                                                               else float(v)) for k, v in values.items()})
+
+
+def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
+    """``d`` as keyword arguments of the dataclass ``cls``; a key that is not a field is a
+    ``ValueError``."""
+    names = {f.name for f in fields(cls)}
+    extra = sorted(set(d) - names)
+    if extra:
+        raise ValueError(f"{cls.__name__}: unknown keys {', '.join(extra)}; expected some of {', '.join(sorted(names))}")
+    return dict(d)
 
 
 def _set_fields(record: Any) -> dict[str, Any]:
@@ -181,16 +193,6 @@ class Refinement:
     def from_dict(cls, d: Mapping[str, Any]) -> Refinement:
         """The record of :meth:`to_dict` (unknown keys: ``ValueError``)."""
         return cls(**_known(cls, d))
-
-
-def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
-    """``d`` as keyword arguments of the dataclass ``cls``; a key that is not a field is a
-    ``ValueError``."""
-    names = {f.name for f in fields(cls)}
-    extra = sorted(set(d) - names)
-    if extra:
-        raise ValueError(f"{cls.__name__}: unknown keys {', '.join(extra)}; expected some of {', '.join(sorted(names))}")
-    return dict(d)
 
 
 @dataclass(frozen=True)
