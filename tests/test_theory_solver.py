@@ -13,6 +13,7 @@ import pytest
 from attnphase.cli import main
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import SolverSettings, find_transition, linear_test_error, solve_point
+from attnphase.theory.diagnostics import Refinement
 
 FAST = SolverSettings(order=8, replicas=1, warmup_order=None)
 
@@ -20,7 +21,7 @@ FAST = SolverSettings(order=8, replicas=1, warmup_order=None)
 def test_positional_branch_converges_with_diagnostics():
     p = solve_point(ModelSpec(), 1.0164, "positional", FAST)
     assert p.exists and p.converged
-    assert p.diagnostics["residual"] < 1e-8
+    assert p.fixed_point is not None and p.fixed_point.residual < 1e-8
     assert abs(p.theta) < 1e-10  # exactly zero by symmetry
     assert p.m > 0.2
 
@@ -52,7 +53,7 @@ def test_large_alpha_is_reached_by_geometric_continuation():
     assert t.exists and t.converged, t.reason
     assert "direct_start" in t.diagnostics  # (the direct start failed; continuation found it)
     assert t.m == 0.0 and t.theta == 0.0
-    assert t.diagnostics["residual"] < 1e-6
+    assert t.fixed_point is not None and t.fixed_point.residual < 1e-6
 
 
 @pytest.mark.slow  # (an L = 5 solve: about 3 s)
@@ -204,8 +205,8 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
 
     def fake(spec, alpha, branch, settings):
         p = solve_point(spec, alpha, branch, FAST)
-        info = {"applied": False, "reason": "refinement did not converge: no decrease (test)"}
-        return dataclasses.replace(p, diagnostics={**p.diagnostics, "refined": info})
+        info = Refinement(applied=False, reason="refinement did not converge: no decrease (test)")
+        return dataclasses.replace(p, refinement=info)
 
     monkeypatch.setattr(api, "solve_refined", fake)  # (what attnphase.solve, and so the CLI, calls)
     assert main(["solve", "--alpha", "1.0", "--omega", "0.3", "--branch", "positional"]) == 0
@@ -449,7 +450,8 @@ def test_branch_point_keeps_the_solver_state_private():
     p = solve_point(ModelSpec(omega=0.3), 1.5, "positional", FAST, error_estimate=False)
     assert p.exists and p.order_params is not None and p._data is not None
     d = p.to_dict()
-    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.diagnostics
+    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.record()
+    assert d["diagnostics"]["residual"] == p.fixed_point.residual
     assert d["diagnostics"] is not p.diagnostics  # (a copy)
     assert "_op" not in repr(p) and "_data" not in repr(p)
     assert p == dataclasses.replace(p, _op=None, _jacobian=None, _data=None)

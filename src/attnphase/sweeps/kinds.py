@@ -372,8 +372,9 @@ def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
         diag["converged"].append(bool(getattr(p, "converged", True)))
         diag["iterations"].append(getattr(p, "iterations", None))
         diag["reason"].append(str(getattr(p, "reason", "")))
-        ref = (getattr(p, "diagnostics", None) or {}).get("refined") or {}
-        diag["refined"].append({k: ref.get(k) for k in ("applied", "nodes", "errors", "reason") if k in ref} or None)
+        ref = getattr(p, "refinement", None)
+        kept = {} if ref is None else ref.to_dict()
+        diag["refined"].append({k: kept[k] for k in ("applied", "nodes", "errors", "reason") if k in kept} or None)
     return result, diag
 
 
