@@ -270,7 +270,7 @@ def transition(
     settings : SolverSettings or str, optional
         A :class:`SolverSettings`, a preset name, or ``None`` for the preset
         ``DEFAULT_PRESET["transition"]`` (as ``attnphase transition`` and the ``transition`` sweep
-        kind); ``settings.n_replicas > 1`` repeats the search on
+        kind); ``settings.replicas > 1`` repeats the search on
         independent scrambles and reports their mean and standard error.
     progress : callable, bool or "auto"
         ``progress(done, total)``, called after each grid point; default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a
@@ -304,7 +304,7 @@ def transition(
     report = progress_callback(progress, "transition", "points")
     if spec.optimal_gain:
         return _transition_gain(spec, grid.tolist(), st, report)
-    tr = find_transition_replicated(spec, None if alphas is None else grid.tolist(), st, replicas=st.n_replicas,
+    tr = find_transition_replicated(spec, None if alphas is None else grid.tolist(), st, replicas=st.replicas,
                                     progress=report, widen=alphas is None)
     return TransitionResult.from_transition(tr, spec, st)
 
@@ -315,7 +315,7 @@ def _transition_gain(spec: ModelSpec, grid: list[float], st: SolverSettings,
     :func:`attnphase.theory.value.gain_transition` as a :class:`TransitionResult`."""
     from attnphase.theory.value import gain_transition
 
-    if st.n_replicas > 1:
+    if st.replicas > 1:
         raise ValueError("the transition at the optimal value gain runs one scramble (its error comes from the "
                          "refinement's fine rules): use replicas 1")
     gt = gain_transition(spec, grid, st, progress=progress)

@@ -351,14 +351,14 @@ class TransitionResult:
         rank ``r >= 2``); ``None`` where not found on the grid.
     errors : mapping
         The standard error of each (over the refinement's fine rules, or over independent
-        scrambles when ``settings.n_replicas > 1``; then each scramble's result is in
+        scrambles when ``settings.replicas > 1``; then each scramble's result is in
         ``replicas``).
     linear_test_error : float
         The dense linear baseline (docs/model.md (4.3)).
     notes : tuple of str
         What the search reports beside the numbers.
     replicas : tuple of mapping
-        Each scramble's result where ``settings.n_replicas > 1``.
+        Each scramble's result where ``settings.replicas > 1``.
     grid : mapping
         The followed branches on the bracketing grid.
     spec : ModelSpec

@@ -67,7 +67,7 @@ def solve_point(
     ``jacobian`` and data step ``warm``: continuation).
 
     The integration error estimate (``error_estimate``, relative, per unknown) is
-    computed by :func:`linear_response_estimate` from ``settings.n_replicas - 1`` independent rules.
+    computed by :func:`linear_response_estimate` from ``settings.replicas - 1`` independent rules.
     ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
     :func:`final_test_error`). A direct start that does not converge is retried by continuation
     from smaller alphas (:func:`ramp_origins`, :func:`continue_from`); with ``thorough`` (a single solve)
@@ -97,7 +97,7 @@ def solve_point(
     point = to_point(spec, alpha, branch, sd, res, draft=draft)
     if ramp and direct and not point.exists and (not res.converged or thorough):
         point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft)
-    if error_estimate and point.exists and settings.n_replicas > 1:
+    if error_estimate and point.exists and settings.replicas > 1:
         assert point.order_params is not None  # (a point that exists has its order parameters)
         est = linear_response_estimate(spec, alpha, settings, point.order_params, point.test_error)
         point = replace(point, error_estimate=est)

@@ -73,14 +73,14 @@ def linear_response_estimate(spec: ModelSpec, alpha: float, settings: SolverSett
     rules (``gh``: orders ``order + 2k``), the fixed point of rule ``k`` is
     ``x_k ~ x* - J^{-1} r_k(x*)`` with ``J`` the Jacobian of ``r`` (forward differences). The
     root-mean-square of ``x_k - x*`` over the replicas estimates the error of ``x*``; it costs
-    ``n_unknowns + n_replicas`` data steps instead of ``n_replicas`` full solves.
+    ``n_unknowns + replicas`` data steps instead of ``replicas`` full solves.
     """
     sd = make_saddle(spec, alpha, settings)
     L, F, rs = sd.L, sd.F, sd.rs
     x0 = op.to_vector()
     free, scale, J, resid = _response(sd, settings, x0)
     deltas = []
-    for k in range(1, settings.n_replicas):
+    for k in range(1, settings.replicas):
         if settings.method == "qmc":
             sdk = make_saddle(spec, alpha, settings, seed=settings.seed + 7919 * k)
         else:

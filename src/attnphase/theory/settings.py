@@ -217,11 +217,6 @@ class SolverSettings:
             changes = {**ONE_START_SETTINGS, **changes}
         return cls(**{**cls.PRESETS[name], **changes})
 
-    @property
-    def n_replicas(self) -> int:
-        """:attr:`replicas` under the name the solver's modules read."""
-        return self.replicas
-
     def __post_init__(self) -> None:
         for p in solver_parameters():  # (kinds, choices and bounds: the schema)
             object.__setattr__(self, p.name, p.coerce(getattr(self, p.name)))

@@ -79,7 +79,7 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
                                                         refinement=point.refinement,
                                                         error_estimate=point.error_estimate,
                                                         error_target=point.error_target), settings)
-        if coarse.exists and settings.n_replicas > 1:
+        if coarse.exists and settings.replicas > 1:
             assert coarse.order_params is not None  # (a point that exists has its order parameters)
             est = linear_response_estimate(spec, alpha, settings, coarse.order_params, coarse.test_error)
             point = coarse = replace(coarse, error_estimate=est)
