@@ -34,10 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from attnphase.spec.attention import attention_model, score_mask
+from attnphase.spec.attention import (
+    ACTIVATIONS,
+    HEADS_CONFORMANCE,
+    MODELS,
+    Conformance,
+    attention_model,
+    score_mask,
+)
 from attnphase.spec.problem import VARIANTS, ModelSpec
 
-__all__ = ["Check", "ConformanceResult", "check_model", "conformance_spec"]
+__all__ = ["Case", "Check", "ConformanceResult", "case", "cases", "check_model", "conformance_spec", "theory_covers"]
 
 #: the heavy-ball gradient descent the simulator check trains with (the same minima as plain GD,
 #: docs/simulation.md): float64, momentum 0.9, gradient tolerance 1e-6
@@ -93,10 +100,56 @@ class ConformanceResult:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Case:
+    """One conformance case: a registered attention model at its conformance point, or the tied
+    student with one of the registry's other attention maps or with two heads."""
+
+    name: str
+    variant: str
+    conformance: Conformance
+    changes: Mapping[str, Any]
+
+    @property
+    def spec(self) -> ModelSpec:
+        """:data:`BASE` with the case's and its conformance point's changes."""
+        return ModelSpec(**{**BASE, **self.conformance.changes, **self.changes, "variant": self.variant})
+
+
+def cases() -> dict[str, Case]:
+    """Every conformance case the registry declares, by name: each model of
+    :data:`~attnphase.spec.attention.MODELS` (its name), the tied student with each attention map
+    other than the softmax (``tied/<map>``) and with two heads (``tied/2-heads``)."""
+    out = {name: Case(name, name, m.conformance, {}) for name, m in MODELS.items()}
+    for a in ACTIVATIONS.values():
+        if a.name != "softmax":
+            out[f"tied/{a.name}"] = Case(f"tied/{a.name}", "tied", a.conformance, {"activation": a.name})
+    out["tied/2-heads"] = Case("tied/2-heads", "tied", HEADS_CONFORMANCE, {})
+    return out
+
+
+def case(name: str) -> Case:
+    """The conformance case ``name`` (``ValueError`` naming the known ones otherwise)."""
+    known = cases()
+    if name not in known:
+        raise ValueError(f"unknown conformance case {name!r}; known: {', '.join(known)}")
+    return known[name]
+
+
+def theory_covers(name: str) -> bool:
+    """Whether the theory covers the case ``name`` (its maps and heads)."""
+    from attnphase.theory.channels import check_attention_covered
+
+    try:
+        check_attention_covered(case(name).spec)
+    except ValueError:
+        return False
+    return True
+
+
 def conformance_spec(name: str) -> ModelSpec:
-    """The model ``name`` at its conformance point: :data:`BASE` with the registry's ``changes``."""
-    model = attention_model(name)
-    return ModelSpec(**{**BASE, **model.conformance.changes, "variant": name})
+    """The case ``name`` (a model's name, or :func:`cases`) at its conformance point."""
+    return case(name).spec
 
 
 def _refused(call: Any, *args: Any, **kwargs: Any) -> str | None:
@@ -134,18 +187,22 @@ def _check_registry(name: str) -> Check:
 def _check_bad_input(name: str) -> Check:
     import attnphase as ap
 
-    model = attention_model(name)
-    spec = conformance_spec(name)
+    this = case(name)
+    model, spec = attention_model(this.variant), this.spec
+    attention = spec.heads > 1 or spec.activation != "softmax"
     cases: list[tuple[str, Any, tuple[Any, ...], dict[str, Any]]] = [
         ("sigma = -1", ModelSpec, (), {**spec.to_dict(), "sigma": -1.0}),
         ("alpha = -1 (theory)", ap.solve, (-1.0,), {"spec": spec, "settings": "fast", "progress": False}),
         ("d = 0 (simulator)", ap.simulate, (1.0, 0), {"spec": spec, "progress": False}),
     ]
-    if not model.covers("stability"):
+    if not theory_covers(name):
+        cases.append(("the theory, which does not cover it", ap.solve, (1.0,),
+                      {"spec": spec, "settings": "fast", "progress": False}))
+    if not model.covers("stability") or attention:
         from attnphase.theory.stability import check_stability
 
         cases.append(("the stability check", check_stability, (spec,), {}))
-    if not model.covers("one-start"):
+    if not model.covers("one-start") or attention:
         from attnphase.theory.settings import SolverSettings
 
         one_start = SolverSettings(order=8, refine_order=0, response="positional-start")
@@ -177,6 +234,7 @@ def _run_quantities(run: Any) -> dict[str, float]:
 
 #: the quantities compared on each branch: its defining overlaps, ``tr q`` and the errors
 COMPARED = {"semantic": ("theta", "q", "train_loss", "test_error"),
+            "specialised": ("theta", "m", "q", "train_loss", "test_error"),
             "positional": ("m", "q", "train_loss", "test_error"),
             "mixed": ("theta", "m", "q", "train_loss", "test_error")}
 
@@ -187,7 +245,8 @@ def check_model(name: str, *, d: int = 500, seeds: int = 4, train: bool = True, 
     Parameters
     ----------
     name : str
-        A name of :data:`attnphase.spec.attention.MODELS` (``ValueError`` listing them otherwise).
+        A conformance case (:func:`cases`: a name of :data:`attnphase.spec.attention.MODELS`,
+        ``tied/<map>`` or ``tied/2-heads``; ``ValueError`` listing them otherwise).
     d : int
         The simulator's dimension (500).
     seeds : int
@@ -202,10 +261,9 @@ def check_model(name: str, *, d: int = 500, seeds: int = 4, train: bool = True, 
     ConformanceResult
         Every check with its outcome; ``success`` when all passed.
     """
-    model = attention_model(name)
-    conf = model.conformance
-    spec = conformance_spec(name)
-    checks = [_check_registry(name), _check_bad_input(name)]
+    this = case(name)
+    conf, spec = this.conformance, this.spec
+    checks = [_check_registry(this.variant), _check_bad_input(name)]
     compared: dict[str, tuple[float, float, float]] = {}
     params = {"model": name, "spec": spec.to_dict(), "alpha": conf.alpha, "branch": conf.branch,
               "tolerance": conf.tolerance, "d": d, "seeds": seeds, "training": dict(TRAINING), "preset": "fast"}

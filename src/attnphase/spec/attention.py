@@ -221,6 +221,10 @@ HEAD_GAINS = ("fixed", "trained")
 #: the most heads a student has
 MAX_HEADS = 8
 
+#: where the conformance check compares theory and training for two heads: the specialised state
+#: (docs/model.md (11.1))
+HEADS_CONFORMANCE = Conformance(alpha=2.0, branch="specialised", changes=MappingProxyType({"heads": 2}))
+
 
 def activation(name: str) -> Activation:
     """The registered attention map ``name`` (``ValueError`` naming the known ones otherwise)."""

@@ -35,6 +35,8 @@ def check_response(spec: ModelSpec, response: str, branches: tuple[str, ...] = (
         covered = " and ".join(names("one-start"))
         raise ValueError(f"the {response} response covers the {covered} students of rank 1 (r = r* = 1) "
                          "without a mixture")
+    if spec.heads != 1 or spec.activation != "softmax" or spec.teacher_activation != "softmax":
+        raise ValueError(f"the {response} response covers one head and the softmax (student and teacher)")
     own = ONE_START[response]
     others = [b for b in branches if b != own]
     if others:
