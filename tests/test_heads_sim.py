@@ -79,6 +79,8 @@ def test_starts_and_classification():
     assert classify_heads(m[:, [1, 1]], theta[[1, 1]]) == "positional"
     assert classify_heads(m[:, [0, 0]], theta[[0, 0]]) == "semantic"
     assert classify_heads(np.zeros((2, 2)), np.zeros((2, 1))) == "trivial"
+    assert classify_heads(np.array([[0.0, 0.3], [0.0, -0.3]]), np.zeros((2, 1))) == "positional"  # (one head idle)
+    assert classify_heads(np.array([[0.3, 0.0], [-0.3, 0.0]]), np.array([[0.5], [0.0]])) == "mixed"
 
 
 def test_two_heads_train_and_report_each_head():

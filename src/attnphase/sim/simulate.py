@@ -284,13 +284,16 @@ def overlaps(
 def classify_heads(m: np.ndarray, theta: np.ndarray, threshold: float = 0.1) -> str:
     """Which state a run with several heads landed in, from each head's :func:`classify` on its
     first token's ``m`` (column of the ``L x H`` overlaps) and its first ``theta`` (row of
-    ``H x r*``), as for one head: ``semantic`` or
-    ``positional`` where every head is, ``specialised`` where some heads are semantic and the others
-    positional, ``trivial`` where none learned, ``mixed`` otherwise (docs/model.md (11.1))."""
-    kinds = {classify(float(m[0, k]), float(theta[k, 0])) for k in range(m.shape[1])}
-    if len(kinds) == 1:
-        return kinds.pop()
-    return "specialised" if kinds <= {"semantic", "positional"} and len(kinds) == 2 else "mixed"
+    ``H x r*``), as for one head, over the heads that learned (not trivial): ``semantic`` or
+    ``positional`` where every such head is, ``specialised`` where some are semantic and the
+    others positional, ``trivial`` where no head learned, ``mixed`` where a head is both
+    (docs/model.md (11.1))."""
+    kinds = {classify(float(m[0, k]), float(theta[k, 0]), threshold) for k in range(m.shape[1])} - {"trivial"}
+    if not kinds:
+        return "trivial"
+    if "mixed" in kinds:
+        return "mixed"
+    return kinds.pop() if len(kinds) == 1 else "specialised"
 
 
 def _linear_test(spec: ModelSpec, datasets: Sequence[Dataset]) -> list[float]:
