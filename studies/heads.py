@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import attnphase as ap
+from attnphase.sim.simulate import classify_heads
 
 STARTS = ("semantic", "positional", "specialised", "random")
 RUN_FIELDS = ("alpha", "omega", "sigma", "lam", "d", "seed", "start", "converged", "steps", "state",
@@ -150,6 +151,9 @@ def main() -> None:
         print(f"theory alpha = {a:g}: {time.perf_counter() - t0:.0f} s", flush=True)
         write(args.theory_csv, theory, THEORY_FIELDS)
     runs = read(args.csv)
+    for r in runs:  # (the state from the stored overlaps, by the current classification)
+        r["state"] = classify_heads(np.array([[float(r["m_1"]), float(r["m_2"])]]),
+                                    np.array([[float(r["theta_1"])], [float(r["theta_2"])]]))
     done = {float(r["alpha"]) for r in runs}
     for a in ([] if args.no_gd else alphas):
         if a in done:
