@@ -60,6 +60,7 @@ def solve_point(
     draft: bool = False,
     thorough: bool = False,
     ramp: bool = True,
+    budget: RecoveryBudget | None = None,
 ) -> BranchPoint:
     """Fixed point of ``branch`` (docs/model.md (5.1)) at ``alpha`` on the solver's rule
     (:func:`solve_fixed_point`, docs/model.md (7.2)), from the recommended start
@@ -75,7 +76,9 @@ def solve_point(
     went trivial at ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5
     reaches it).
     Below ``lambda = LAM_RAMP[0]`` a continuation in the ridge follows (:func:`_lam_ramp`).
-    ``ramp=False``: none of these (the first point of a continuation).
+    ``ramp=False``: none of these (the first point of a continuation). ``budget``: the data steps
+    this solve spends are charged to it (a continuation's points share one; see
+    :class:`RecoveryBudget`).
     """
     check_alpha(alpha)
     settings = settings or SolverSettings()
@@ -89,14 +92,18 @@ def solve_point(
         if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
             sd0 = make_saddle(spec, alpha, settings, order=settings.warmup_order)
             res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6))
+            if budget is not None:
+                budget.spend(res0.iterations, sd0)
             if res0.converged:
                 start = res0.op
                 if jacobian is None:
                     jacobian = res0.jacobian
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
+    if budget is not None:
+        budget.spend(res.iterations, sd)
     point = to_point(spec, alpha, branch, sd, res, draft=draft)
     if ramp and direct and not point.exists and (not res.converged or thorough):
-        point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft)
+        point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft, budget)
     if error_estimate and point.exists and settings.n_replicas > 1:
         assert point.order_params is not None  # (a point that exists has its order parameters)
         est = linear_response_estimate(spec, alpha, settings, point.order_params, point.test_error)
@@ -105,27 +112,73 @@ def solve_point(
 
 
 def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, failed: BranchPoint,
-                     thorough: bool, draft: bool) -> BranchPoint:
+                     thorough: bool, draft: bool, budget: RecoveryBudget | None = None) -> BranchPoint:
     """``branch`` at ``alpha`` by continuation where the direct start gave ``failed``: in
     ``alpha`` from each of :func:`ramp_origins` in turn (:func:`continue_from`), then in the ridge
-    (:func:`_lam_ramp`). The point reached says ``failed``'s reason under
-    ``diagnostics["direct_start"]``; where none arrives, ``failed`` with what was tried."""
-    ramped, tried = None, []
+    (:func:`_lam_ramp`), all within one :class:`RecoveryBudget` (``budget``, a new one where none
+    is given). The point reached says ``failed``'s reason under ``diagnostics["direct_start"]``;
+    where none arrives, ``failed`` with what was tried (and, where the budget ran out, what was
+    not)."""
+    budget = budget or RecoveryBudget()
+    ramped, tried, skipped = None, [], []
     for a0 in ramp_origins(alpha, near=thorough):
+        if budget.spent:
+            skipped.append(f"alpha = {a0:g}")
+            continue
         tried.append(f"alpha = {a0:g}")
-        ramped = continue_from(spec, alpha, branch, settings, a0)
+        ramped = continue_from(spec, alpha, branch, settings, a0, budget)
         if ramped is not None:
             break
     if ramped is None and spec.lam < LAM_RAMP[0]:
-        tried.append(f"lambda = {LAM_RAMP[0]:g}")
-        ramped = _lam_ramp(spec, alpha, branch, settings, thorough)
+        if budget.spent:
+            skipped.append(f"lambda = {LAM_RAMP[0]:g}")
+        else:
+            tried.append(f"lambda = {LAM_RAMP[0]:g}")
+            ramped = _lam_ramp(spec, alpha, branch, settings, thorough, budget)
     if ramped is not None:
         if not draft:
             ramped = final_test_error(spec, ramped, settings)
         return replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": failed.reason})
     if tried:
-        return replace(failed, reason=f"{failed.reason} (nor by continuation from {' or '.join(tried)})")
+        note = f" (nor by continuation from {' or '.join(tried)}" + (
+            f"; {budget.message()}, before {' or '.join(skipped)}" if skipped else "") + ")"
+        return replace(failed, reason=failed.reason + note)
     return failed
+
+
+#: the work that the continuations rescuing one failed direct start may spend together
+#: (:class:`RecoveryBudget`), in proximal problems solved (data steps times nodes times tokens
+#: times fields per token, which tracks the data step's time across the variants within a factor
+#: 1.3): 600 data steps of the ``fast`` coarse rule (2^8 x 4 nodes) of the reference model, a few
+#: seconds on the 2-core machine. Without it the ladder of origins in ``alpha`` and in the ridge,
+#: with a ladder of its own at the larger ridge, cost minutes where every rung fails (sigma = 2,
+#: lambda = 1e-4, alpha = 3: 24 continuations)
+RECOVERY_PROX = 600 * 1024 * 2
+
+
+class RecoveryBudget:
+    """The work left to the continuations that rescue one failed direct start
+    (:func:`_by_continuation`, :func:`continue_from`), in proximal problems (``RECOVERY_PROX``):
+    each fixed-point solve charges its data steps; once spent, no further continuation is
+    started, a continuation under way stops, and the absence says so. Counted, not timed: the
+    same solve ends the same way on any machine."""
+
+    def __init__(self, prox: int = RECOVERY_PROX) -> None:
+        self.total = prox
+        self.left = prox
+
+    def spend(self, steps: int, saddle: Saddle) -> None:
+        """Charge ``steps`` data steps on ``saddle`` (its rule's nodes times its tokens and fields)."""
+        self.left -= steps * saddle.rule.size * saddle.L * saddle.F
+
+    @property
+    def spent(self) -> bool:
+        """Nothing is left."""
+        return self.left <= 0
+
+    def message(self) -> str:
+        """The budget's end in words."""
+        return f"the continuations' budget of {self.total:,} proximal problems was spent"
 
 
 #: where a direct start does not converge, the branch is continued from these alphas, in turn
@@ -167,7 +220,7 @@ def ramp_origins(alpha: float, near: bool = True) -> list[float]:
 
 
 def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
-                  origin: float) -> BranchPoint | None:
+                  origin: float, budget: RecoveryBudget | None = None) -> BranchPoint | None:
     """The branch continued from ``origin`` up to ``alpha`` (geometric steps, at least
     ``RAMP_STEPS`` and at most a factor ``RAMP_RATIO`` each), for a direct start that did not
     converge (or, in a single solve, converged to another branch): the starts
@@ -180,22 +233,26 @@ def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     0.3) were not reached, with factors of at most 1.5 (12 steps) both are. From ``alpha = 0.5``
     the trivial branch of ``L >= 5`` was not reached either (the start left the valid domain at
     0.5 and 1 while the branch continues smoothly from 0.2); from 0.1 it is. ``None`` if the
-    continuation does not arrive."""
+    continuation does not arrive (or ``budget``, a new :class:`RecoveryBudget` where none is
+    given, runs out on the way)."""
+    budget = budget or RecoveryBudget()
     n = max(RAMP_STEPS, int(np.ceil(abs(np.log(alpha / origin)) / np.log(RAMP_RATIO) - 1e-9)))
     grid = np.geomspace(origin, alpha, n + 1)
-    first = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False)
-    return continue_through(first, [(spec, float(a)) for a in grid[1:]], branch, settings)
+    first = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False,
+                        budget=budget)
+    return continue_through(first, [(spec, float(a)) for a in grid[1:]], branch, settings, budget)
 
 
 def continue_through(last: BranchPoint, steps: list[tuple[ModelSpec, float]], branch: str,
-                     settings: SolverSettings) -> BranchPoint | None:
+                     settings: SolverSettings, budget: RecoveryBudget | None = None) -> BranchPoint | None:
     """Continuation of ``branch`` from the point ``last`` through ``steps`` (model, alpha), each
-    point started from the previous one (its Jacobian and minimisers); ``None`` if it is lost."""
+    point started from the previous one (its Jacobian and minimisers); ``None`` if it is lost
+    (or ``budget`` runs out before the last step)."""
     for sp, a in steps:
-        if not last.exists:
+        if not last.exists or (budget is not None and budget.spent):
             return None
         last = solve_point(sp, a, branch, settings, start=last.order_params, error_estimate=False,
-                           jacobian=last._jacobian, warm=last._data, draft=True)
+                           jacobian=last._jacobian, warm=last._data, draft=True, budget=budget)
     return last if last.exists else None
 
 
@@ -204,7 +261,7 @@ LAM_RAMP = (0.01, 0.003, 0.001, 0.0003)
 
 
 def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
-              thorough: bool) -> BranchPoint | None:
+              thorough: bool, budget: RecoveryBudget | None = None) -> BranchPoint | None:
     """The branch continued in the ridge from ``lambda = LAM_RAMP[0]`` (where the starts of
     :func:`start_point` were tuned) down to ``spec.lam``, for a direct start (and the continuations in
     ``alpha``) that failed at a smaller ridge: ``V`` grows as ``lambda`` falls (trivial branch at
@@ -213,8 +270,8 @@ def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettin
     ``None`` if the continuation does not arrive."""
     lams = [lam for lam in LAM_RAMP if lam > spec.lam] + [spec.lam]
     first = solve_point(spec.replace(lam=lams[0]), alpha, branch, settings, error_estimate=False, draft=True,
-                        thorough=thorough)
-    return continue_through(first, [(spec.replace(lam=lam), alpha) for lam in lams[1:]], branch, settings)
+                        thorough=thorough, budget=budget)
+    return continue_through(first, [(spec.replace(lam=lam), alpha) for lam in lams[1:]], branch, settings, budget)
 
 
 def final_test_error(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:

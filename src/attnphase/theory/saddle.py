@@ -289,7 +289,7 @@ class Saddle:
         q_hat = a * q_sum
         Ris = sym_sqrt(R, inverse=True)
         th_hat = a * th_sum @ Ris
-        if self.rule.copies != "signs":
+        if True:
             # the symmetry zeros a sign-closed rule gives exactly: with theta = 0 the integrand of
             # theta_hat is odd under eta -> -eta (T(h*) is even in h*); with m = 0 that of m_hat
             # is odd under (xi, eta) -> -(xi, eta) (the loss is even in h, T in h*)
