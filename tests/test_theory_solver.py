@@ -346,12 +346,19 @@ def test_period_two_oscillation_is_broken_by_the_quasi_newton_stage():
     assert np.max(np.abs(res.op.m)) < 1e-9 and res.op.q[0, 0] > 0.1
 
 
-def test_collapse_to_zero_weights_is_not_a_branch():
+def test_collapse_to_zero_weights_is_not_a_branch(monkeypatch: pytest.MonkeyPatch):
     """alpha = 50, lambda = 0.01: the trivial start, damped in ``V^-1``, goes to ``q -> 0`` with
     ``V = 25``, where the proximal minimisers at ``w = 0`` are not zero (``V_hat ~ q^-1/2``): not a
     fixed point. That is reported as not converged, and the continuation of the full solve reaches
     the branch (test above). At lambda = 50 ``q = 0`` is the fixed point (the ridge wins: the
-    minimisers at ``w = 0`` are zero) and is kept (test_large_lambda_gives_the_trivial_branch)."""
+    minimisers at ``w = 0`` are zero) and is kept (test_large_lambda_gives_the_trivial_branch).
+    The relative change stays at 1-1.8 all the way down, so the stall test ends the solve first
+    (STALL_RUN iterations after its smallest change); without it the collapse is caught."""
+    from attnphase.theory import fixed_point
+
+    p = solve_point(ModelSpec(omega=0.3), 50.0, "trivial", FAST, ramp=False, error_estimate=False)
+    assert not p.exists and "stalled" in p.reason
+    monkeypatch.setattr(fixed_point, "STALL_RUN", FAST.max_iter)
     p = solve_point(ModelSpec(omega=0.3), 50.0, "trivial", FAST, ramp=False, error_estimate=False)
     assert not p.exists and "collapsed to q = 0" in p.reason
 
