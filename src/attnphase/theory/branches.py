@@ -139,10 +139,11 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
         if not draft:
             ramped = final_test_error(spec, ramped, settings)
         return replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": failed.reason})
-    if tried:
-        note = f" (nor by continuation from {' or '.join(tried)}" + (
-            f"; {budget.message()}, before {' or '.join(skipped)}" if skipped else "") + ")"
-        return replace(failed, reason=failed.reason + note)
+    if tried or skipped:
+        notes = [f"nor by continuation from {' or '.join(tried)}"] if tried else []
+        if skipped:
+            notes.append(f"{budget.message()} before continuations from {' or '.join(skipped)}")
+        return replace(failed, reason=f"{failed.reason} ({'; '.join(notes)})")
     return failed
 
 
