@@ -221,7 +221,8 @@ def ramp_origins(alpha: float, near: bool = True) -> list[float]:
 
 
 def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
-                  origin: float, budget: RecoveryBudget | None = None) -> BranchPoint | None:
+                  origin: float, budget: RecoveryBudget | None = None,
+                  first: BranchPoint | None = None) -> BranchPoint | None:
     """The branch continued from ``origin`` up to ``alpha`` (geometric steps, at least
     ``RAMP_STEPS`` and at most a factor ``RAMP_RATIO`` each), for a direct start that did not
     converge (or, in a single solve, converged to another branch): the starts
@@ -235,13 +236,21 @@ def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     the trivial branch of ``L >= 5`` was not reached either (the start left the valid domain at
     0.5 and 1 while the branch continues smoothly from 0.2); from 0.1 it is. ``None`` if the
     continuation does not arrive (or ``budget``, a new :class:`RecoveryBudget` where none is
-    given, runs out on the way)."""
+    given, runs out on the way). ``first``: the point at ``origin``, where already solved
+    (:func:`origin_point`)."""
     budget = budget or RecoveryBudget()
     n = max(RAMP_STEPS, int(np.ceil(abs(np.log(alpha / origin)) / np.log(RAMP_RATIO) - 1e-9)))
     grid = np.geomspace(origin, alpha, n + 1)
-    first = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False,
-                        budget=budget)
+    if first is None:
+        first = origin_point(spec, origin, branch, settings, budget)
     return continue_through(first, [(spec, float(a)) for a in grid[1:]], branch, settings, budget)
+
+
+def origin_point(spec: ModelSpec, origin: float, branch: str, settings: SolverSettings,
+                 budget: RecoveryBudget | None = None) -> BranchPoint:
+    """The first point of a continuation from ``origin`` (:func:`continue_from`,
+    :func:`semantic_by_arclength`): the direct start there, without rescue."""
+    return solve_point(spec, origin, branch, settings, error_estimate=False, draft=True, ramp=False, budget=budget)
 
 
 def continue_through(last: BranchPoint, steps: list[tuple[ModelSpec, float]], branch: str,
@@ -578,15 +587,17 @@ def branch_holes(points: Sequence[BranchPoint]) -> list[float]:
 PAST_FOLD = 30
 
 
-def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings,
-                          origin: float) -> tuple[BranchPoint | None, str | None]:
+def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings, origin: float,
+                          p0: BranchPoint | None = None) -> tuple[BranchPoint | None, str | None]:
     """The semantic branch from its point at ``origin`` to ``alpha`` by pseudo-arclength
     continuation (:func:`~attnphase.theory.continuation.arclength`, docs/model.md (7.6)) on the rule of ``settings``, for
     :func:`attnphase.theory.target.solve_refined` where the continuation with warm starts lost it: ``(the point at alpha,
     None)``, or ``(None, why)`` (``None`` where not even the origin was found), e.g. that the
     branch ends at a fold between ``alpha`` and ``origin`` (causal student, ``omega = 0.3``:
-    ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md)."""
-    p0 = solve_point(spec, origin, "semantic", settings, error_estimate=False, draft=True, ramp=False)
+    ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md). ``p0``: the point at
+    ``origin`` (:func:`origin_point`), where already solved."""
+    if p0 is None:
+        p0 = origin_point(spec, origin, "semantic", settings)
     if not p0.exists or p0.order_params is None:
         return None, None
     end = arclength(spec, p0.order_params, origin, alpha, "semantic", settings, past_fold=PAST_FOLD)
