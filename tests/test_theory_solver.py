@@ -494,7 +494,8 @@ def test_a_wandering_iteration_ends_stalled_on_its_branch():
 def test_the_recovery_budget_stops_a_continuation_and_is_reported():
     """A continuation charges its data steps to the budget and stops once it is spent; a failed
     direct start whose rescue ran out of budget names the origins it did not try."""
-    from attnphase.theory.branches import RecoveryBudget, continue_from
+    from attnphase.theory.branches import continue_from
+    from attnphase.theory.continuation import RecoveryBudget
     from attnphase.theory.fixed_point import make_saddle
 
     spec = ModelSpec(omega=0.3)

@@ -34,7 +34,7 @@ from attnphase.theory.channels import AttentionMap as AttentionMap
 from attnphase.theory.classification import CLASSIFY_TOL, MIXED
 from attnphase.theory.classification import classify as classify
 from attnphase.theory.classification import has_mixed as has_mixed
-from attnphase.theory.continuation import ArclengthResult, arclength, parabola
+from attnphase.theory.continuation import ArclengthResult, RecoveryBudget, arclength, parabola
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import FixedPointResult as FixedPointResult
 from attnphase.theory.fixed_point import (
@@ -145,41 +145,6 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
             notes.append(f"{budget.message()} before continuations from {' or '.join(skipped)}")
         return replace(failed, reason=f"{failed.reason} ({'; '.join(notes)})")
     return failed
-
-
-#: the work that the continuations rescuing one failed direct start may spend together
-#: (:class:`RecoveryBudget`), in proximal problems solved (data steps times nodes times tokens
-#: times fields per token, which tracks the data step's time across the variants within a factor
-#: 1.3): 600 data steps of the ``fast`` coarse rule (2^8 x 4 nodes) of the reference model, a few
-#: seconds on the 2-core machine. Without it the ladder of origins in ``alpha`` and in the ridge,
-#: with a ladder of its own at the larger ridge, cost minutes where every rung fails (sigma = 2,
-#: lambda = 1e-4, alpha = 3: 24 continuations)
-RECOVERY_PROX = 600 * 1024 * 2
-
-
-class RecoveryBudget:
-    """The work left to the continuations that rescue one failed direct start
-    (:func:`_by_continuation`, :func:`continue_from`), in proximal problems (``RECOVERY_PROX``):
-    each fixed-point solve charges its data steps; once spent, no further continuation is
-    started, a continuation under way stops, and the absence says so. Counted, not timed: the
-    same solve ends the same way on any machine."""
-
-    def __init__(self, prox: int = RECOVERY_PROX) -> None:
-        self.total = prox
-        self.left = prox
-
-    def spend(self, steps: int, saddle: Saddle) -> None:
-        """Charge ``steps`` data steps on ``saddle`` (its rule's nodes times its tokens and fields)."""
-        self.left -= steps * saddle.rule.size * saddle.L * saddle.F
-
-    @property
-    def spent(self) -> bool:
-        """Nothing is left."""
-        return self.left <= 0
-
-    def message(self) -> str:
-        """The budget's end in words."""
-        return f"the continuations' budget of {self.total:,} proximal problems was spent"
 
 
 #: where a direct start does not converge, the branch is continued from these alphas, in turn
