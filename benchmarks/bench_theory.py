@@ -145,7 +145,7 @@ def main() -> None:
     try:
         for branch in ("semantic", "positional"):
             follow_branch(spec, [0.9, 1.0, 1.1, 1.2], branch,
-                          SolverSettings(order=a.order, n_replicas=1, warmup_order=None))
+                          SolverSettings(order=a.order, replicas=1, warmup_order=None))
     finally:
         Saddle.data_step = orig
     n_full = sum(f for f, _ in calls)

@@ -89,7 +89,7 @@ def main() -> None:
         report(label, *run(base + flags, a.repeats))
     if a.target:
         for label, flags in CASES.items():
-            extra = ["--target-error", str(a.target), "--max-refine-order", str(a.max_refine_order)]
+            extra = ["--target-error", str(a.target), "--solver", f"max_refine_order={a.max_refine_order}"]
             report(f"{label} with --target-error {a.target:g}", *run(base + flags + extra, 1))
 
 

@@ -52,7 +52,7 @@ def theory_rows(alphas: list[float], seeds: list[int], order: int) -> list[dict[
     for a in alphas:
         for seed in seeds:
             st = SolverSettings.preset("default", response="positional-start", refine_order=0, target_error=0.0,
-                                       order=order, warmup_order=min(order, 10), n_replicas=1, seed=seed)
+                                       order=order, warmup_order=min(order, 10), replicas=1, seed=seed)
             res = ap.solve(a, spec=SPEC, branch="positional", settings=st)
             r = res.branches["positional"]
             if r is None:

@@ -61,7 +61,7 @@ def main() -> None:
         t0 = time.process_time()
         st = SolverSettings.preset("fast", seed=seed, refine_order=a.order)
         b = ap.solve(a.alpha, branch="semantic", settings=st, omega=0.3, variant="cross", rank=2).branches["semantic"]
-        est = (b.diagnostics.get("error_estimate") or {}).get("theta_user")
+        est = None if b.estimate is None else b.estimate.get("theta_user")
         thetas.append(b.theta)
         ests.append(np.nan if est is None else est)
         print(json.dumps({"seed": seed, "theta": b.theta, "q": b.q, "test_error": b.test_error,

@@ -29,8 +29,8 @@ CASES = [("L = 2", {}, 1.0, ("semantic", "positional")), ("L = 3", {"L": 3}, 1.5
 
 
 def estimate(p) -> float | None:
-    applied = (p.diagnostics.get("refined") or {}).get("applied")
-    return (p.diagnostics.get("error_estimate") or {}).get("test_error") if applied else None
+    applied = p.refinement is not None and p.refinement.applied
+    return p.error_estimate.get("test_error") if applied and p.error_estimate is not None else None
 
 
 def main() -> None:

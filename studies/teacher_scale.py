@@ -54,7 +54,7 @@ def main() -> None:
                 p = solve_refined(spec, a.alpha, branch, SolverSettings(order=8, refine_order=a.order, seed=seed,
                                                                         fine_teacher_scale=scale, mirror=mirror))
                 secs.append(time.perf_counter() - t0)
-                e = p.diagnostics.get("error_estimate", {})
+                e = {} if p.error_estimate is None else p.error_estimate.relative
                 vals.append([getattr(p, k) for k in KEYS[branch]])
                 ests.append([e.get(k if k == "test_error" else f"{k}_user", np.nan) for k in KEYS[branch]])
             v, es = np.array(vals), np.array(ests)

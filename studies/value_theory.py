@@ -20,9 +20,16 @@ import numpy as np
 from _write_csv import write_csv
 
 from attnphase.spec.problem import ModelSpec
+from attnphase.theory.branches import BranchPoint
 from attnphase.theory.fixed_point import SolverSettings
 from attnphase.theory.target import solve_refined
 from attnphase.theory.value import gain_transition, solve_gain
+
+
+def train_se(point: BranchPoint) -> float:
+    """The standard error of ``point``'s training error over its fine rules (NaN: none)."""
+    se = None if point.refinement is None else point.refinement.error("train_loss")
+    return float("nan") if se is None else se
 
 
 def main() -> None:
@@ -40,9 +47,8 @@ def main() -> None:
         for branch in ("semantic", "positional"):
             ident = solve_refined(spec, alpha, branch, st)
             g = solve_gain(spec.replace(value="gain"), alpha, branch, st)
-            err = (ident.diagnostics.get("refined", {}).get("errors", {}).get("train_loss", float("nan")))
-            gerr = (g.point.diagnostics.get("refined", {}).get("errors", {}).get("train_loss", float("nan"))
-                    if g.point is not None else float("nan"))
+            err = train_se(ident)
+            gerr = train_se(g.point) if g.point is not None else float("nan")
             rows.append({"alpha": alpha, "branch": branch, "gain": g.gain, "gain_error": g.gain_error,
                          "gain_success": g.success, "train_identity": ident.train_loss, "train_identity_se": err,
                          "train_gain": g.train_loss, "train_gain_se": gerr, "test_identity": ident.test_error,

@@ -119,10 +119,10 @@ def test_transition_defaults_are_the_cli_defaults():
         assert settings_from_args(parser.parse_args([cmd])) == ap.SolverSettings.preset("fast")
     assert ap.SolverSettings.preset(api.DEFAULT_PRESET["transition"]) == ap.SolverSettings.preset("fast")
     got = settings_from_args(parser.parse_args(["solve", "--alpha", "1", "--preset", "fast", "--order", "9",
-                                                "--mirror", "off"]))
+                                                "--solver", "mirror=off"]))
     assert got == ap.SolverSettings.preset("fast", order=9, mirror=False)
     got = settings_from_args(parser.parse_args(["transition", "--preset", "precise", "--replicas", "1"]))
-    assert got == ap.SolverSettings.preset("precise", n_replicas=1) and got.target_error == 2e-4
+    assert got == ap.SolverSettings.preset("precise", replicas=1) and got.target_error == 2e-4
     with pytest.raises(ValueError, match="unknown solver preset 'slow'"):
         ap.SolverSettings.preset("slow")
 

@@ -26,6 +26,7 @@ from attnphase.cli import main
 from attnphase.comparison import COLUMNS
 from attnphase.sweeps.grid import SweepSpec, fixed_from_items
 from attnphase.theory import Transition
+from attnphase.theory.diagnostics import ErrorEstimate, Refinement
 from test_cli_sim import _fake_theory
 from test_phase import fake_find_transition, fake_physics  # noqa: F401  (fixture)
 
@@ -64,8 +65,12 @@ class FakePoint:
         return "ok" if self.exists else "below the spinodal"
 
     @property
-    def diagnostics(self) -> dict[str, Any]:
-        return {"error_estimate": {"test_error": 1e-3 * self.alpha}, "refined": {"applied": self.exists}}
+    def error_estimate(self) -> ErrorEstimate | None:
+        return ErrorEstimate({"test_error": 1e-3 * self.alpha}, "test")
+
+    @property
+    def refinement(self) -> Refinement | None:
+        return Refinement(applied=self.exists)
 
     def summary(self) -> dict[str, Any]:
         sem = self.branch == "semantic"
@@ -142,8 +147,12 @@ class CoarsePoint(FakePoint):
     """A point whose refinement did not converge: the coarse rule's values are kept."""
 
     @property
-    def diagnostics(self) -> dict[str, Any]:
-        return {"error_estimate": None, "refined": {"applied": False, "reason": "no convergence"}}
+    def error_estimate(self) -> ErrorEstimate | None:
+        return None
+
+    @property
+    def refinement(self) -> Refinement | None:
+        return Refinement(applied=False, reason="no convergence")
 
 
 def test_curves_success_says_which_points_kept_the_coarse_rule(fake_branches, monkeypatch):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnphase.spec.attention import MODELS, SUPPORTS, attention_model, names, score_mask
+from attnphase.spec.attention import MODELS, SUPPORTS, WINDOW, attention_model, names, score_mask
 from attnphase.spec.problem import CROSS_VARIANTS, VARIANTS, ModelSpec
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "attnphase"
@@ -37,11 +37,16 @@ def test_masks_and_score_forms(name):
     mask = score_mask(name, L, keys if m.cross else 0)
     assert mask.shape == (L, L) and mask.dtype == np.bool_
     assert mask.diagonal()[L - keys:].all() if m.cross else mask.diagonal().all()  # (a key attends to itself)
+    assert mask.any(axis=1).all()
     if m.mask == "full":
         assert mask.all()
     elif m.mask == "causal":
         assert (mask == np.tril(np.ones((L, L), bool))).all()
-    else:  # a query attends to the keys only, a key to itself only
+    elif m.mask == "sliding-window":  # (token l: l - WINDOW + 1 <= j <= l)
+        j, l_ = np.meshgrid(np.arange(L), np.arange(L))
+        assert (mask == ((j <= l_) & (j > l_ - WINDOW))).all() and not mask[L - 1, 0]
+    else:
+        assert m.mask == "cross"  # a query attends to the keys only, a key to itself only
         assert mask[: L - keys, L - keys:].all() and not mask[: L - keys, : L - keys].any()
         assert (mask[L - keys:, L - keys:] == np.eye(keys, dtype=bool)).all()
     assert m.score_form == ("QQ^T" if m.tied else "QK^T") and m.weight_matrices == (1 if m.tied else 2)
@@ -49,8 +54,9 @@ def test_masks_and_score_forms(name):
 
 def test_the_theory_and_the_simulator_read_the_registry():
     """The field dimension and the score form of the theory, the simulator's untied and causal
-    switches and the support lists of the theory all follow the registry."""
-    from attnphase.sim.models import is_causal, is_untied
+    switches, both halves' masks and the support lists of the theory all follow the registry."""
+    from attnphase.sim.models import is_causal, is_untied, student_mask
+    from attnphase.theory.channels import AttentionMap
     from attnphase.theory.fine_rules import MIRRORED_VARIANTS, SCALED_VARIANTS
     from attnphase.theory.geometries import Geometry, score_form
     from attnphase.theory.stability import STABILITY_VARIANTS
@@ -58,8 +64,12 @@ def test_the_theory_and_the_simulator_read_the_registry():
     for name, m in MODELS.items():
         assert Geometry(name, 4, 2, keys=2 if m.cross else 0).field_dim == 2 * m.weight_matrices
         assert score_form(name, 1).shape == (m.weight_matrices, m.weight_matrices)
-        spec = ModelSpec(variant=name, **({"L": 4, "L_keys": 2} if m.cross else {}))
+        spec = ModelSpec(variant=name, **({"L": 4, "L_keys": 2} if m.cross else {"L": 4}))
         assert is_untied(spec) == (not m.tied) and is_causal(spec) == m.causal
+        expected = score_mask(name, spec.tokens, spec.L_keys if m.cross else 0)
+        sim = student_mask(spec)
+        assert (sim is None) == (not m.masked) and (expected.all() if sim is None else (sim.numpy() == expected).all())
+        assert (AttentionMap.from_spec(spec).mask == expected).all()
     assert STABILITY_VARIANTS == names("stability") and MIRRORED_VARIANTS == names("mirror")
     assert SCALED_VARIANTS == names("scaled-fine-rules") and set(SUPPORTS) >= {"theory", "simulator"}
 

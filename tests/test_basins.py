@@ -14,7 +14,7 @@ import pytest
 import attnphase.theory
 from attnphase.cli import main
 from attnphase.sim import simulate
-from attnphase.sim.basins import BASIN_STATES, basin_settings, random_starts, train_basins
+from attnphase.sim.basins import BASIN_STATES, basin_settings, basin_states, random_starts, train_basins
 from attnphase.sim.data import make_dataset
 from attnphase.spec import ModelSpec
 from attnphase.sweeps import ResultStore, get_kind, point_key
@@ -25,7 +25,7 @@ FAST = basin_settings(max_steps=40, dtype="float64")
 
 
 def test_states_are_those_of_simulate():
-    assert STATES == BASIN_STATES
+    assert STATES == BASIN_STATES == basin_states(2) and basin_states(1) == STATES[:-1]
 
 
 def test_init_scale_point_one_is_the_random_start_of_simulate():
@@ -70,7 +70,7 @@ def test_omegas_batched_together_equal_one_at_a_time():
 def test_summary_counts_states():
     (pt,) = train_basins(SPEC, 20, 1.0, seeds=range(4), settings=FAST)
     s = pt.summary()
-    assert sum(s[f"frac_{k}"] for k in BASIN_STATES) == pytest.approx(1.0)
+    assert sum(s[f"frac_{k}"] for k in basin_states(1)) == pytest.approx(1.0) and "frac_specialised" not in s
     assert s["n_runs"] == 4
     assert s["test_error"] == pytest.approx(np.mean([r.test_error for r in pt.runs]))
     assert s["test_error_se"] > 0
@@ -104,7 +104,8 @@ def test_basin_map_stores_resumes_and_gathers(tmp_path):
     settings = {"d": 16, "seeds": 3, "max_steps": 30, "dtype": "float64"}
     bm = basin_map({}, (0.0, 0.3), (0.5, 1.5), store, settings, workers=1, progress="none")
     assert bm.report is not None and bm.report.computed == 4 and bm.report.errors == 0
-    total = sum(bm.fractions[s] for s in STATES)
+    total = sum(bm.fractions[s] for s in STATES[:-1])
+    assert "specialised" not in bm.fractions  # (one head)
     assert np.allclose(total, 1.0) and (bm.n_runs == 3).all()
     (ref,) = train_basins(SPEC.replace(omega=0.3), 16, 1.5, seeds=range(3),
                           settings=basin_settings(max_steps=30, dtype="float64"))
@@ -168,7 +169,7 @@ def test_command_json_files_and_theory(tmp_path, capsys, fake_theory):
     data = json.loads(capsys.readouterr().out)
     assert data["command"]["argv"] == args
     assert data["alpha_c"] == [1.0, 1.6]
-    assert np.allclose(np.sum([data["fractions"][s] for s in STATES], axis=0), 1.0)
+    assert np.allclose(np.sum([data["fractions"][s] for s in STATES[:-1]], axis=0), 1.0)
     assert data["global_test_error"] == [[0.003, 0.001], [0.003, 0.001]]
     for name in ("basins_fractions.png", "basins_errors.pdf", "basins.csv", "results.sqlite"):
         assert (tmp_path / name).stat().st_size > 0

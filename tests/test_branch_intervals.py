@@ -20,14 +20,17 @@ from attnphase.theory.branches import (
     ramp_origins,
     with_end,
 )
+from attnphase.theory.diagnostics import FixedPointInfo, QuadratureInfo
 from attnphase.theory.fixed_point import FAST
 
 
 def _point(branch: str, alpha: float, exists: bool = True, m: float = 0.0, theta: float = 0.0,
            found: str | None = None) -> BranchPoint:
     """A stand-in for a solved point: only the fields the end location and the hole check read."""
+    info = FixedPointInfo(residual=0.0, seconds=0.0, solver_reason="test", quadrature=QuadratureInfo("qmc", 8, 1024),
+                          prox_max_grad=0.0, classified_as=found or branch)
     return BranchPoint(branch=branch, alpha=alpha, exists=exists, reason="ok" if exists else "absent", m=m,
-                       theta=theta, converged=True, diagnostics={"classified_as": found or branch})
+                       theta=theta, converged=True, fixed_point=info)
 
 
 def test_a_pitchfork_is_located_as_a_collapse_onto_the_trivial_branch():

@@ -15,10 +15,9 @@ from attnphase.spec.schema import GROUPS
 
 #: The flags that belong to a shared group wherever a command has them.
 OUTPUT_FLAGS = {"--json", "--out", "--quiet", "--progress", "--no-figures"}
-SOLVER_FLAGS = {"--preset", "--method", "--order", "--noise-tol", "--max-iter", "--refine-order", "--teacher-scale",
-                "--mirror", "--response", "--replicas", "--target-error", "--target-on", "--max-refine-order",
+SOLVER_FLAGS = {"--preset", "--order", "--refine-order", "--response", "--replicas", "--target-error",
                 "--solver", "--theory-order", "--theory-points", "--no-theory"}
-TRAINING_FLAGS = {"--optimizer", "--lr", "--momentum", "--dtype", "--threads"}
+TRAINING_FLAGS = {"--optimizer", "--lr", "--momentum", "--dtype", "--threads", "--train"}
 BACKEND_FLAGS = {"--workers", "--scheduler", "--connect-timeout", "--recompute-stale"}
 CORE = ("omega", "sigma", "lam", "L", "rank", "teacher_rank")
 #: The commands whose ``--omega`` is their own (a grid), not the model's.
@@ -52,17 +51,18 @@ def _group_of(parser: argparse.ArgumentParser) -> dict[str, str | None]:
 def test_solve_help_is_grouped():
     parser = COMMANDS["solve"]
     titles = [g.title for g in parser._action_groups if g._group_actions]
-    model, mixture, cross, value = (GROUPS[k][0] for k in ("model", "mixture", "cross", "value"))
-    assert titles[-6:] == [model, mixture, cross, value, SOLVER, OUTPUT]
+    model, mixture, cross, attention, value = (GROUPS[k][0] for k in ("model", "mixture", "cross", "attention", "value"))
+    assert titles[-7:] == [model, mixture, cross, attention, value, SOLVER, OUTPUT]
     where = _group_of(parser)
     flags = {p.name: p.flag for p in model_parameters()}
     assert {where[flags[name]] for name in CORE} == {model}
     assert where["--alpha"] == parser._optionals.title  # (the command's own flag comes first)
     assert where["--mixture-sep"] == mixture and where["--L-keys"] == cross and where["--value-gain"] == value
+    assert where["--heads"] == where["--activation"] == attention
     assert where["--order"] == where["--target-error"] == SOLVER and where["--json"] == OUTPUT
     # every model group in the text, in this order, before the solver's
     text = parser.format_help()
-    positions = [text.index(f"\n{t}:\n") for t in (model, mixture, cross, value, SOLVER, OUTPUT)]
+    positions = [text.index(f"\n{t}:\n") for t in (model, mixture, cross, attention, value, SOLVER, OUTPUT)]
     assert positions == sorted(positions)
 
 

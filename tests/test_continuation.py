@@ -69,7 +69,7 @@ def test_arclength_passes_the_fold_the_iteration_cannot():
     near = min(stable, key=lambda p: p.alpha)
     below = solve_point(CAUSAL, r.fold - 0.02, "semantic", s, start=OrderParams.from_vector(near.x, 2, 1, 1),
                         error_estimate=False, ramp=False)
-    assert not below.exists and below.diagnostics["classified_as"] == "trivial"
+    assert not below.exists and below.fixed_point.classified_as == "trivial"
 
 
 @pytest.mark.slow

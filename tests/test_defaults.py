@@ -50,9 +50,9 @@ def test_a_theory_point_is_solved_as_solve_solves_its_branch(tmp_path):
     the same computation, the refinement raised to meet the error target included (order 7 does
     not meet 4e-3 here, order 8 does)."""
     st = SolverSettings.preset(SOLVER_PRESET["solve"], order=5, refine_order=7, target_error=4e-3,
-                               max_refine_order=9, n_replicas=2)
+                               max_refine_order=9, replicas=2)
     solver = {f"solver_{k}": v for k, v in dataclasses.asdict(st).items()
-              if k in ("order", "refine_order", "target_error", "max_refine_order", "n_replicas")}
+              if k in ("order", "refine_order", "target_error", "max_refine_order", "replicas")}
     stored = _theory_point(tmp_path, {"alpha": 1.2, "omega": 0.3, "branch": "semantic", **solver})
     assert stored["diagnostics"]["refined"]["applied"] and stored["diagnostics"]["refined"]["order"] == 8
     _assert_point_is_solve(stored, ap.solve(1.2, branch="semantic", omega=0.3, settings=st, progress=False),

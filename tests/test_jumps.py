@@ -131,7 +131,7 @@ def _one_start(response: str, **changes):
     from attnphase import SolverSettings
 
     return SolverSettings.preset("fast", **{"response": response, "refine_order": 0, "order": 10, "warmup_order": 10,
-                                            "n_replicas": 1, **changes})
+                                            "replicas": 1, **changes})
 
 
 def test_semantic_start_holds_the_causal_branch_below_the_fold():
@@ -241,7 +241,7 @@ def test_positional_start_is_close_to_the_global_positional_branch_where_that_ex
     sel = ap.solve(1.0, omega=0.3, branch="positional", settings=_one_start("positional-start")).branches["positional"]
     ref = ap.solve(1.0, omega=0.3, branch="positional",
                    settings=SolverSettings.preset("fast", order=10, warmup_order=10, refine_order=0,
-                                                  n_replicas=1)).branches["positional"]
+                                                  replicas=1)).branches["positional"]
     assert sel is not None and ref is not None
     assert sel.theta == 0.0
     for k in ("q", "m"):

@@ -142,7 +142,7 @@ def test_a_refined_solve_is_the_same_with_either_kernels(monkeypatch, kw):
     for a, b in ((c0, c1), (r0, r1)):
         assert (a.q, a.m, a.theta, a.iterations) == (b.q, b.m, b.theta, b.iterations)
         assert b.test_error == pytest.approx(a.test_error, rel=1e-12)
-    assert r0.diagnostics["refined"]["applied"] and r0.diagnostics["refined"]["mirror"]
+    assert r0.refinement is not None and r0.refinement.applied and r0.refinement.mirror
 
 
 @needs_c

@@ -268,7 +268,7 @@ def test_null_alpha_c_always_comes_with_a_reason():
     from attnphase.theory import SolverSettings
     from attnphase.theory.transition import find_transition
 
-    s = SolverSettings(order=7, tol=1e-6, noise_tol=1e-4, n_replicas=1, warmup_order=None)
+    s = SolverSettings(order=7, tol=1e-6, noise_tol=1e-4, replicas=1, warmup_order=None)
     tr = find_transition(ModelSpec(omega=0.3, rank=2), alphas=[1.6, 1.8], settings=s)
     assert tr.alpha_c is None
     assert any("mixed" in n for n in tr.notes)

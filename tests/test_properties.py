@@ -31,9 +31,13 @@ from hypothesis.control import currently_in_test_context
 
 from attnphase.cli import main
 from attnphase.spec import ModelSpec
+from attnphase.spec.attention import attention_model, names
 from attnphase.spec.parse import INT_LIMIT, MAX_RANGE, parse_matrix, parse_range, to_float, to_int
 from attnphase.spec.problem import VARIANTS
 from attnphase.sweeps.grid import sweep_from_args
+
+#: the registered models without cross-attention (whose ``L + L'`` tokens test_cross.py covers)
+UNCROSSED = tuple(n for n in names() if not attention_model(n).cross)
 
 #: examples per property in the default run and in ``-m slow``
 FEW, MANY = 25, 300
@@ -191,7 +195,7 @@ FIELD_VALUES = {
     "L": st.one_of(st.integers(-2, 6), st.sampled_from([1001, 10**9, 2**70, 2.0, 2.5, "3", True])),
     "rank": st.one_of(st.integers(-1, 3), st.sampled_from([1001, 10**12, "1"])),
     "teacher_rank": st.one_of(st.integers(-1, 3), st.sampled_from([1001, "x"])),
-    "variant": st.one_of(st.sampled_from(["tied", "untied", "causal", "untied-causal", "TIED", "", "ω"]),
+    "variant": st.one_of(st.sampled_from([*UNCROSSED, "TIED", "", "ω"]),
                          st.integers()),
     "causal_target": st.one_of(st.booleans(), st.sampled_from(["yes", "maybe", 2, None])),
     "token_corr": st.one_of(st.floats(-1.5, 1.5), st.floats(allow_nan=True)),
@@ -252,15 +256,15 @@ SOLVE_FLAGS = {
                             "1.5,-0.5;0.4,0.6", "nan,nan;nan,nan", "1e400,0;0,1", "", ";", "a,b;c,d",
                             "0.6,0.4;0.4,0.6;0,1"]),
     "--positions": st.sampled_from(["1,-1;-1,1", "1,0;0,1", "1,2;2,1", "1,1e400;1e400,1", "2,0;0,2", ""]),
-    "--variant": st.sampled_from(["tied", "untied", "causal", "untied-causal", "x", "", "Tied"]),
+    "--variant": st.sampled_from([*UNCROSSED, "x", "", "Tied"]),
     "--token-corr": st.one_of(text_float(-0.9, 0.9), st.sampled_from(["1", "-1", "nan", "1e400"])),
     "--token-cov": st.sampled_from(["0.25,0.05;0.05,0.25", "inf,0;0,inf", "1e-320,0;0,1e-320", "0,0;0,0",
                                     "1,2;3,4", "1,0;0,1;0,0"]),
     "--seed": st.sampled_from(["0", "3", "-1", "99999999999999999999999", "1.5", "x"]),
     "--tol": st.sampled_from(["1e-6", "0", "-1", "nan", "1e400", "2"]),
-    "--max-iter": st.sampled_from(["50", "0", "-1", "x"]),
     "--branch": st.sampled_from(["semantic", "positional", "trivial", "x", "", "mixed"]),
-    "--method": st.sampled_from(["qmc", "x", ""]),
+    "--solver": st.sampled_from(["max_iter=50", "max_iter=0", "max_iter=-1", "max_iter=x", "method=qmc",
+                                 "method=x", "method=", "bogus=1", "x"]),
 }
 
 
@@ -325,7 +329,7 @@ SIM_FLAGS = {
     "--device": st.sampled_from(["cpu", "x", "meta"]),
     "--value": st.sampled_from(["identity", "lowrank", "full", "x"]),
     "--value-rank": st.sampled_from(["1", "2", "0", "x"]),
-    "--variant": st.sampled_from(["tied", "untied", "causal", "x"]),
+    "--variant": st.sampled_from([*(n for n in UNCROSSED if n in names("simulator")), "x"]),
     "--A": st.sampled_from(["0.6,0.4;0.4,0.6", "1,0;0,1", "0.5,0.5;0.5,0.6", "nan,0;0,1", ""]),
 }
 

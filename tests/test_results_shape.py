@@ -27,6 +27,7 @@ from attnphase.results import (
 )
 from attnphase.sweeps.runner import SweepReport
 from attnphase.theory import BranchPoint, SolverSettings
+from attnphase.theory.diagnostics import ErrorEstimate, FixedPointInfo, QuadratureInfo, Refinement
 from attnphase.theory.saddle import OrderParams
 from attnphase.theory.transition import Transition
 
@@ -38,14 +39,15 @@ def _stub_point(branch: str, alpha: float, estimate: dict[str, Any] | None) -> B
     """A positional-like point as the solver returns it: refined with ``estimate``, or, with
     ``None``, kept on the coarse rule because its refinement did not converge."""
     op = OrderParams(q=np.array([[0.2]]), m=np.array([[0.3], [0.25]]), V=np.array([[16.0]]), theta=np.array([[0.0]]))
-    refined = ({"applied": True} if estimate is not None
-               else {"applied": False, "reason": "refinement did not converge: no decrease along the Newton step"})
-    diag: dict[str, Any] = {"quadrature": {"nodes": 1024}, "refined": refined}
-    if estimate is not None:
-        diag["error_estimate"] = estimate
+    refined = (Refinement(applied=True) if estimate is not None
+               else Refinement(applied=False, reason="refinement did not converge: no decrease along the Newton step"))
     return BranchPoint(branch, alpha, True, "", q=0.2, m=0.3, theta=0.0, V=16.0, train_loss=2.1e-3, test_error=3.3e-3,
-                       converged=True, iterations=17, diagnostics=diag, q_matrix=((0.2,),), m_matrix=((0.3,), (0.25,)),
-                       theta_matrix=((0.0,),), _op=op)
+                       converged=True, iterations=17, fixed_point=FixedPointInfo(
+                           residual=1e-9, seconds=0.1, solver_reason="converged", quadrature=QuadratureInfo("qmc", 8, 1024),
+                           prox_max_grad=1e-12, classified_as=branch),
+                       q_matrix=((0.2,),), m_matrix=((0.3,), (0.25,)), theta_matrix=((0.0,),), _op=op,
+                       refinement=refined,
+                       error_estimate=None if estimate is None else ErrorEstimate.from_dict(estimate))
 
 
 #: an estimate as the refinement makes it (the order parameters' names, the user scalars, the method)
@@ -96,7 +98,7 @@ def test_a_point_whose_refinement_failed_has_the_error_estimate_keys_with_nan(mo
     assert math.isnan(point.test_error * point.error_estimate["test_error"])
     assert all(math.isnan(point.error_estimate[k]) for k in ERROR_ESTIMATE_KEYS)
     assert point.error_estimate["method"] == "none" and point.overlap_error is None
-    assert not res.success and "coarse rule" in res.message
+    assert not res.success and "the values are those of the coarse rule (1024 nodes)" in res.message
     assert res.to_dict()["branches"]["positional"]["error_estimate"] is None
 
     refined = _solve_with(monkeypatch, ESTIMATE).branches["positional"]

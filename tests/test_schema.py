@@ -16,6 +16,7 @@ from attnphase.cli import main
 from attnphase.cli.common import add_model_flags, json_text, spec_from_args
 from attnphase.cli.train_flags import add_value_flags
 from attnphase.spec import ModelSpec, model_parameters
+from attnphase.spec.attention import MODELS
 from attnphase.spec.parse import parse_matrix, parse_range, to_bool, to_float, to_int
 from attnphase.sweeps.grid import sweep_from_args
 from attnphase.sweeps.kinds import MODEL_PARAMS, get_kind, model_spec
@@ -49,6 +50,10 @@ VALUES_CROSS = {
     "cross_positions": ((0.5, 0.0, 0.0), (-0.5, 0.0, 0.0)),
 }
 
+#: The heads and attention maps (docs/model.md section 11): several heads need the tied rank-1 student.
+TEXT_HEADS = {"heads": "2", "head_gains": "trained", "activation": "sigmoid", "teacher_activation": "relu"}
+VALUES_HEADS = {"heads": 2, "head_gains": "trained", "activation": "sigmoid", "teacher_activation": "relu"}
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser()
@@ -63,7 +68,7 @@ def _flags(p: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def test_every_field_has_one_flag_and_one_sweep_parameter():
-    assert set(TEXT) | set(TEXT_CROSS) == set(VALUES) | set(VALUES_CROSS) == set(FIELDS)
+    assert set(TEXT) | set(TEXT_CROSS) | set(TEXT_HEADS) == set(VALUES) | set(VALUES_CROSS) | set(VALUES_HEADS) == set(FIELDS)
     assert [p.name for p in model_parameters()] == FIELDS
     flags = _flags(_parser())
     assert set(flags) == set(FIELDS)
@@ -101,7 +106,8 @@ def test_defaults_agree():
     assert not extensions & set(point.params)  # (at their defaults: left out of the key)
 
 
-@pytest.mark.parametrize("TEXT, VALUES", [(TEXT, VALUES), (TEXT_CROSS, VALUES_CROSS)], ids=["all", "cross"])
+@pytest.mark.parametrize("TEXT, VALUES", [(TEXT, VALUES), (TEXT_CROSS, VALUES_CROSS), (TEXT_HEADS, VALUES_HEADS)],
+                         ids=["all", "cross", "heads"])
 def test_library_cli_and_sweeps_build_the_same_spec(TEXT, VALUES):
     library = ModelSpec(**VALUES)
     argv = []
@@ -113,7 +119,7 @@ def test_library_cli_and_sweeps_build_the_same_spec(TEXT, VALUES):
     (point,) = sweep_from_args("simulation", items).points()
     sweep = model_spec(point.params)
     assert cli == library == sweep
-    assert library.to_dict()["A"] == [list(r) for r in VALUES["A"]]
+    assert library.to_dict()["A"] == [list(r) for r in VALUES.get("A", ModelSpec().A)]
     # the sweep stores the spec's own (JSON) form, which builds the spec again; extension fields
     # at their defaults are left out
     stored = json.loads(json.dumps(library.to_dict()))
@@ -131,7 +137,7 @@ def test_library_cli_and_sweeps_build_the_same_spec(TEXT, VALUES):
         ("sigma", "0", "sigma must be > 0, got 0.0"),
         ("lam", "-1", "lam must be >= 0, got -1.0"),
         ("rank", "0", "rank must be >= 1, got 0"),
-        ("variant", "sideways", "unknown variant 'sideways'; choose from tied, untied, causal, untied-causal, cross, untied-cross"),
+        ("variant", "sideways", f"unknown variant 'sideways'; choose from {', '.join(MODELS)}"),
         ("value", "dense", "unknown value 'dense'; choose from identity, lowrank, full, gain"),
     ],
 )

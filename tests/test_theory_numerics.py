@@ -4,6 +4,8 @@ Stein vs pointwise-derivative conjugates, the linear baseline."""
 import numpy as np
 import pytest
 
+from attnphase.conformance import conformance_spec
+from attnphase.spec.attention import names
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.channels import (
     AttentionMap,
@@ -17,13 +19,16 @@ from attnphase.theory.channels import (
 from attnphase.theory.quadrature import gauss_hermite, sobol_gaussian
 from attnphase.theory.saddle import TEST_QMC_LOG2, OrderParams, Saddle, linear_test_error
 
+#: every registered model the theory covers, at its conformance size, and the larger geometries
+GEOMETRY_SPECS = {**{name: conformance_spec(name) for name in names("theory")},
+                  "tied-L3-r2": ModelSpec(L=3, rank=2), "causal-L3": ModelSpec(L=3, variant="causal")}
 
-@pytest.mark.parametrize("variant,L,r", [("tied", 2, 1), ("tied", 3, 2), ("untied", 2, 1), ("causal", 3, 1)])
-def test_analytic_gradient_and_hessian_match_finite_differences(variant, L, r):
-    spec = ModelSpec(L=L, rank=r, variant=variant)
+
+@pytest.mark.parametrize("spec", list(GEOMETRY_SPECS.values()), ids=list(GEOMETRY_SPECS))
+def test_analytic_gradient_and_hessian_match_finite_differences(spec):
     am = AttentionMap.from_spec(spec)
     rng = np.random.default_rng(1)
-    N, F = 4, am.field_dim
+    N, F, L = 4, am.field_dim, spec.tokens
     h, w = rng.normal(size=(N, L, F)), rng.normal(size=(N, L, F))
     T = target_map(rng.normal(size=(N, L, 1)), spec)
     V = 2.0 * np.eye(F)
@@ -109,16 +114,21 @@ def test_prox_escapes_the_saddle_at_zero_fields():
         assert fixed.value[i] <= vals.min() + 1e-12
 
 
-@pytest.mark.parametrize("kw", [{}, {"rank": 2}, {"L": 3}, {"variant": "untied"}, {"variant": "causal"}])
-def test_one_radius_finds_the_global_minimum(kw):
+@pytest.mark.parametrize("spec", [
+    *(pytest.param(s, id=k, marks=pytest.mark.xfail(strict=True, reason=(
+        "measured: at V = 150 I the one-radius set misses the global minimum of 1 node of 600 by 4.1e-4 "
+        "(0.75 % of its objective; the minimum moves the fields of two tokens at once); radii 1.5 and 3.0 "
+        "together find it (docs/solver.md, known limitations)"))) if k == "causal-L3" else pytest.param(s, id=k)
+      for k, s in GEOMETRY_SPECS.items()),
+    pytest.param(ModelSpec(rank=2), id="rank2"), pytest.param(ModelSpec(L=3), id="L3")])
+def test_one_radius_finds_the_global_minimum(spec):
     """The default multi-start set (one radius of offsets) reaches the same global minimum as a
     denser set (three radii) at random nodes with a large V, where the problem is non-convex."""
-    spec = ModelSpec(**kw)
     am = AttentionMap.from_spec(spec)
     rng = np.random.default_rng(11)
     N, F = 600, am.field_dim
-    w = 0.5 * rng.normal(size=(N, spec.L, F))
-    T = target_map(1.2 * rng.normal(size=(N, spec.L, 1)), spec)
+    w = 0.5 * rng.normal(size=(N, spec.tokens, F))
+    T = target_map(1.2 * rng.normal(size=(N, spec.tokens, 1)), spec)
     for V in (20.0 * np.eye(F), 150.0 * np.eye(F)):
         dense = prox_batch(w, T, V, spec.C_array, am, starts=default_starts(w, V, spread=(1.0, 2.5, 4.0)))
         ours = prox_batch(w, T, V, spec.C_array, am)

@@ -11,7 +11,7 @@ from attnphase import ModelSpec
 from attnphase.cli import main
 from attnphase.theory import MIXED, SolverSettings, branches_for, solve_point
 
-QUICK = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4)
+QUICK = SolverSettings(order=8, replicas=1, tol=1e-6, noise_tol=1e-4)
 
 
 def test_mixed_branch_is_the_lowest_training_error_at_rank_two():

@@ -10,6 +10,7 @@ import pytest
 
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings, solve_point
+from attnphase.theory.diagnostics import ErrorEstimate, Refinement
 from attnphase.theory.fine_rules import FINE_COPIES, mirror_for, teacher_scale_for
 from attnphase.theory.fixed_point import make_saddle, solve_fixed_point
 from attnphase.theory.quadrature import Rule
@@ -17,7 +18,7 @@ from attnphase.theory.refinement import refine_point
 from attnphase.theory.roots import illinois_root
 from attnphase.theory.saddle import Saddle
 
-COARSE = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
+COARSE = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
                         refine_order=8, refine_replicas=2)
 
 
@@ -42,9 +43,9 @@ def test_refined_point_is_the_fine_rule_fixed_point(branch):
     coarse = solve_point(spec, alpha, branch, COARSE, error_estimate=False)
     assert coarse.exists
     ref = refine_point(spec, coarse, COARSE)
-    info = ref.diagnostics["refined"]
-    assert info["applied"], info
-    assert info["nodes"] == 2 * 4 * 2**8
+    info = ref.refinement
+    assert info.applied, info
+    assert info.nodes == 2 * 4 * 2**8
     sd = _union_saddle(spec, alpha, COARSE, branch)
     exact = solve_fixed_point(sd, coarse.order_params, SolverSettings(tol=1e-8, noise_tol=1e-6))
     assert exact.converged
@@ -57,12 +58,12 @@ def test_refined_point_is_the_fine_rule_fixed_point(branch):
     assert abs(ref.train_loss - train) / train < 2e-5
     assert abs(ref.train_loss - train) < 0.1 * abs(coarse.train_loss - train)
     # standard errors over the two fine scrambles are reported and finite
-    assert info["errors"]["train_loss"] > 0 and np.isfinite(info["errors"]["test_error"])
+    assert info.errors["train_loss"] > 0 and np.isfinite(info.errors["test_error"])
 
 
 def test_refine_off_and_absent_points_pass_through():
     spec = ModelSpec(omega=0.3)
-    p = solve_point(spec, 1.5, "semantic", SolverSettings(order=6, n_replicas=1, warmup_order=None, tol=1e-6,
+    p = solve_point(spec, 1.5, "semantic", SolverSettings(order=6, replicas=1, warmup_order=None, tol=1e-6,
                                                          noise_tol=1e-4), error_estimate=False)
     assert refine_point(spec, p, SolverSettings(order=6)) is p  # refine_order = 0: off
 
@@ -120,17 +121,17 @@ def test_failed_refinement_returns_the_coarse_point_with_its_error_estimate(monk
 
     monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
     monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
-    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    s = SolverSettings(order=7, replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     p = solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
-    assert p.exists and not p.diagnostics["refined"]["applied"]
-    assert "did not converge" in p.diagnostics["refined"]["reason"]
-    assert p.diagnostics["refined"]["fallback"].startswith("full solver from the coarse point: max_iter reached")
-    assert p.diagnostics["error_estimate"]["method"].startswith("linear response")
+    assert p.exists and not p.refinement.applied
+    assert "did not converge" in p.refinement.reason
+    assert p.refinement.fallback.startswith("full solver from the coarse point: max_iter reached")
+    assert p.error_estimate.method.startswith("linear response")
     # where the fine solve stopped, in user units (here one evaluation from the coarse point)
-    stop = p.diagnostics["refined"]["stopped_at"]
+    stop = p.refinement.stopped_at
     assert stop["theta"] == 0.0 and stop["m"] == pytest.approx(p.m, rel=0.05)
-    assert f"stopped at m {stop['m']:.3g}" in p.diagnostics["refined"]["reason"]
-    assert p.diagnostics["quadrature"]["nodes"] == 4 * 2**7
+    assert f"stopped at m {stop['m']:.3g}" in p.refinement.reason
+    assert p.fixed_point.quadrature.nodes == 4 * 2**7
 
 
 def test_curve_points_are_refined_when_the_solver_asks():
@@ -139,7 +140,7 @@ def test_curve_points_are_refined_when_the_solver_asks():
     from attnphase.sweeps.kinds import _curve_compute, _curve_normalize
 
     params = _curve_normalize({"omega": 0.3, "alphas": "1.2,1.4", "branch": "positional", "solver_order": 6,
-                               "solver_warmup_order": 6, "solver_n_replicas": 1, "solver_tol": 1e-6,
+                               "solver_warmup_order": 6, "solver_replicas": 1, "solver_tol": 1e-6,
                                "solver_noise_tol": 1e-4, "solver_refine_order": 7, "solver_refine_replicas": 2})
     result, diag = _curve_compute(params)
     assert result["exists"] == [True, True]
@@ -151,13 +152,13 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
     each solved from scratch (a linear-response step with the solve's Broyden Jacobian was up to
     9x off at L = 3)."""
     spec = ModelSpec(omega=0.3)
-    s = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
+    s = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
                        refine_order=8, refine_replicas=3)
     coarse = solve_point(spec, 1.5, "semantic", s, error_estimate=False)
     ref = refine_point(spec, coarse, s, tol=1e-6)
-    info = ref.diagnostics["refined"]
-    assert info["applied"], info
-    assert all(st.startswith("converged") for st in info["rule_solves"])
+    info = ref.refinement
+    assert info.applied, info
+    assert all(st.startswith("converged") for st in info.rule_solves)
     xs = []
     for k in range(3):
         sd = make_saddle(spec, 1.5, s, order=8, seed=s.seed + 104729 * (k + 1), copies=FINE_COPIES["semantic"],
@@ -170,7 +171,7 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
     se = np.std(X, ddof=1, axis=0) / np.sqrt(3) / np.abs(x).clip(1e-300)
     for i, name in enumerate(ref.order_params.names()):
         if abs(x[i]) > 1e-8:
-            assert info["errors"][name] == pytest.approx(se[i], rel=0.1), name
+            assert info.errors[name] == pytest.approx(se[i], rel=0.1), name
 
 
 def _rotated(op, t, blocks=1):
@@ -303,14 +304,14 @@ def test_rank_two_semantic_point_refines():
     """Rank 2: in the canonical gauge the coarse fixed point refines (it did not when the
     iterates drifted along the rotation orbit) and the error estimate is finite."""
     spec = ModelSpec(omega=0.3, rank=2)
-    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
+    s = SolverSettings(order=8, replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
     coarse = solve_point(spec, 1.5, "semantic", s, error_estimate=False)
     assert coarse.exists and coarse.converged
     ref = refine_point(spec, coarse, s, tol=1e-6)
-    info = ref.diagnostics["refined"]
-    assert info["applied"], info
+    info = ref.refinement
+    assert info.applied, info
     assert np.all(np.abs(ref.order_params.m) < 1e-9) and ref.order_params.theta[1, 0] == 0  # (m = 0 up to rounding)
-    assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
+    assert 0 < ref.error_estimate.relative["test_error"] < 0.05
 
 
 def test_target_error_raises_the_refinement_order_until_met():
@@ -322,14 +323,14 @@ def test_target_error_raises_the_refinement_order_until_met():
     from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3)
-    base = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
+    base = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
     easy = solve_refined(spec, 1.5, "semantic", replace(base, target_error=0.5))
-    assert easy.diagnostics["target"]["met"] and [h["order"] for h in easy.diagnostics["target"]["history"]] == [8]
+    assert easy.error_target.met and list(easy.error_target.orders) == [8]
     hard = solve_refined(spec, 1.5, "semantic", replace(base, target_error=1e-9, max_refine_order=9))
-    tgt = hard.diagnostics["target"]
-    assert not tgt["met"] and [h["order"] for h in tgt["history"]] == [8, 9] and tgt["order"] == 9
-    assert hard.diagnostics["refined"]["order"] == 9
-    assert hard.diagnostics["error_estimate"]["test_error"] == tgt["history"][-1]["test_error_estimate"] > 1e-9
+    tgt = hard.error_target
+    assert not tgt.met and tgt.orders == (8, 9) and tgt.order == 9
+    assert hard.refinement.order == 9
+    assert hard.error_estimate.relative["test_error"] == tgt.history[-1].test_error_estimate > 1e-9
     with pytest.raises(ValueError, match="target_error"):
         SolverSettings(target_error=1e-4, refine_replicas=1)
 
@@ -343,9 +344,9 @@ def test_target_on_the_overlaps_takes_their_largest_estimate():
     from attnphase.theory.target import solve_refined, target_estimate
 
     spec = ModelSpec(omega=0.3)
-    base = SolverSettings(order=7, n_replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
+    base = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4, refine_order=8)
     plain = solve_refined(spec, 1.5, "positional", base)
-    est = plain.diagnostics["error_estimate"]
+    est = plain.error_estimate.relative
     over = max(est["q_user"], est["m_user"], est["theta_user"])
     assert est["theta_user"] == 0 and over > 0
     assert target_estimate(plain, "overlaps") == over and target_estimate(plain, "test_error") == est["test_error"]
@@ -356,14 +357,14 @@ def test_target_on_the_overlaps_takes_their_largest_estimate():
     off = "test_error" if on == "overlaps" else "overlaps"
     mid = (lo * hi) ** 0.5
     at_once = solve_refined(spec, 1.5, "positional", replace(base, target_error=mid, target_on=off))
-    assert [h["order"] for h in at_once.diagnostics["target"]["history"]] == [8]
+    assert list(at_once.error_target.orders) == [8]
     raised = solve_refined(spec, 1.5, "positional", replace(base, target_error=mid, target_on=on, max_refine_order=9))
-    tgt = raised.diagnostics["target"]
-    assert tgt["on"] == on and [h["order"] for h in tgt["history"]] == [8, 9]
-    last = tgt["history"][-1]
-    assert last["estimate"] == target_estimate(raised, on)
-    assert last["test_error_estimate"] == raised.diagnostics["error_estimate"]["test_error"]
-    assert tgt["met"] == (last["estimate"] <= mid)
+    tgt = raised.error_target
+    assert tgt.target_on == on and tgt.orders == (8, 9)
+    last = tgt.history[-1]
+    assert last.estimate == target_estimate(raised, on)
+    assert last.test_error_estimate == raised.error_estimate.relative["test_error"]
+    assert tgt.met == (last.estimate <= mid)
     with pytest.raises(ValueError, match="unknown target"):
         SolverSettings(target_on="theta")
     from attnphase.theory.fixed_point import TARGET_KEYS, TARGET_ON
@@ -403,12 +404,12 @@ def test_returned_points_carry_the_default_order_test_error():
     from attnphase.theory.target import solve_refined
 
     spec = ModelSpec(omega=0.3)
-    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    s = SolverSettings(order=7, replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     p = solve_refined(spec, 1.5, "positional", s)
     sd = make_saddle(spec, 1.5, s)
-    assert p.diagnostics["refined"]["applied"] and "draft_test_error" not in p.diagnostics
+    assert p.refinement.applied and "draft_test_error" not in p.diagnostics
     assert p.test_error == pytest.approx(sd.test_error(p.order_params), rel=1e-12)
-    coarse = p.diagnostics["refined"]["coarse"]
+    coarse = p.refinement.coarse
     assert coarse["test_error_order"] == branches.DRAFT_TEST_ORDER
     draft = solve_point(spec, 1.5, "positional", s, error_estimate=False, draft=True)
     assert draft.diagnostics["draft_test_error"]
@@ -424,15 +425,15 @@ def test_rank_two_mixed_point_refines_on_one_net_with_its_symmetry_zeros():
     axes) are imposed by the gauge, so they stay exact in the refined point."""
     assert FINE_COPIES["mixed"] == "none"
     spec = ModelSpec(omega=0.3, rank=2)
-    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
+    s = SolverSettings(order=8, replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=9, refine_replicas=2)
     coarse = solve_point(spec, 1.5, "mixed", s, error_estimate=False)
     assert coarse.exists and coarse.converged
     ref = refine_point(spec, coarse, s, tol=1e-6)
-    assert ref.diagnostics["refined"]["applied"], ref.diagnostics["refined"]
+    assert ref.refinement.applied, ref.refinement
     op = ref.order_params
     assert np.all(op.m[:, 0] == 0) and op.theta[1, 0] == 0 and op.q[0, 1] == 0 and op.V[0, 1] == 0
     assert abs(op.theta[0, 0]) > 0.01 and np.all(np.abs(op.m[:, 1]) > 0.01)
-    assert 0 < ref.diagnostics["error_estimate"]["test_error"] < 0.05
+    assert 0 < ref.error_estimate.relative["test_error"] < 0.05
 
 
 @pytest.mark.slow  # (a full refinement of an untied rank-2 point: about 20 s)
@@ -441,11 +442,11 @@ def test_untied_rank_two_point_refines_on_the_symmetrised_fine_rules():
     with the branch's own flip only, this refinement stops at the evaluation budget (seen, with
     the semantic and mixed ones at the defaults)."""
     spec = ModelSpec(omega=0.3, rank=2, variant="untied")
-    s = SolverSettings(order=8, n_replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=10, refine_replicas=2)
+    s = SolverSettings(order=8, replicas=1, tol=1e-6, noise_tol=1e-4, refine_order=10, refine_replicas=2)
     coarse = solve_point(spec, 1.5, "positional", s, error_estimate=False)
     assert coarse.exists
     ref = refine_point(spec, coarse, s, tol=1e-6)
-    assert ref.diagnostics["refined"]["applied"], ref.diagnostics["refined"]
+    assert ref.refinement.applied, ref.refinement
 
 
 @pytest.mark.parametrize("branch, zero", [("semantic", "m"), ("positional", "theta")])
@@ -457,11 +458,11 @@ def test_symmetry_zeros_stay_exact(branch, zero):
 
     s = SolverSettings(order=8, refine_order=11)  # the CLI's settings (where it was seen)
     p = solve_refined(ModelSpec(omega=0.3), 1.0, branch, s)
-    assert p.exists and p.diagnostics["refined"]["applied"]
+    assert p.exists and p.refinement.applied
     assert np.all(getattr(p.order_params, zero) == 0.0)
-    est = p.diagnostics["error_estimate"]
+    est = p.error_estimate.relative
     assert all(v == 0.0 for k, v in est.items() if k.startswith(zero + "["))
-    assert all(v < 0.1 for k, v in est.items() if isinstance(v, float))
+    assert all(v < 0.1 for v in est.values())
 
 
 def test_single_solve_continues_a_branch_its_start_missed():
@@ -469,7 +470,7 @@ def test_single_solve_continues_a_branch_its_start_missed():
     the positional branch exists (it does at 0.8 and 1.2). A single solve (``thorough``) then
     continues the branch from alpha = 0.5 and says so; without it the point is reported absent."""
     spec = ModelSpec(omega=0.3, L=3)
-    s = SolverSettings(order=8, warmup_order=None, n_replicas=1)
+    s = SolverSettings(order=8, warmup_order=None, replicas=1)
     plain = solve_point(spec, 1.0, "positional", s, error_estimate=False)
     assert not plain.exists and "trivial" in plain.reason
     p = solve_point(spec, 1.0, "positional", s, error_estimate=False, thorough=True)
@@ -480,10 +481,10 @@ def test_single_solve_continues_a_branch_its_start_missed():
 def _refined(branch: str, theta: float, m: float, est: dict | None, left_to: str | None = None):
     from attnphase.theory.branches import BranchPoint
 
-    info = {"applied": left_to is None, "nodes": 16384, "replicas": 4,
-            **({"left_to": left_to, "reason": "the refined point left the branch"} if left_to else {})}
-    diag = {"refined": info, **({"error_estimate": est} if est is not None else {})}
-    return BranchPoint(branch, 0.7, True, "ok", q=0.2, m=m, theta=theta, diagnostics=diag)
+    info = Refinement(applied=left_to is None, nodes=16384, replicas=4, left_to=left_to,
+                      reason="the refined point left the branch" if left_to else None)
+    return BranchPoint(branch, 0.7, True, "ok", q=0.2, m=m, theta=theta, refinement=info,
+                       error_estimate=None if est is None else ErrorEstimate(est, "test"))
 
 
 def test_a_branch_not_resolved_on_the_fine_rules_is_absent():
@@ -504,7 +505,7 @@ def test_a_branch_not_resolved_on_the_fine_rules_is_absent():
     assert mark_unresolved(pos).exists
     assert not mark_unresolved(_refined("positional", 0.0, 0.01, {"m_user": 0.5})).exists
     # not refined (or a refinement that failed to converge): nothing to say
-    plain = replace(ok, diagnostics={})
+    plain = replace(ok, refinement=None, error_estimate=None)
     assert fine_absence(plain) is None
 
 
@@ -541,12 +542,12 @@ def test_refinement_falls_back_to_the_full_solver(monkeypatch):
     monkeypatch.setattr(refinement, "UNRESOLVED_MARGIN", math.inf)
     spec = ModelSpec(omega=0.3, L=3)
     p = solve_refined(spec, 1.5, "positional", SolverSettings(order=8, refine_order=11, mirror=False))
-    info = p.diagnostics["refined"]
-    assert "full solver from the coarse point: converged" in info["fallback"], info
-    assert info["applied"] and info["residual"] < 1e-6
-    coarse_m = info["coarse"]["m"]
+    info = p.refinement
+    assert "full solver from the coarse point: converged" in info.fallback, info
+    assert info.applied and info.residual < 1e-6
+    coarse_m = info.coarse["m"]
     assert abs(p.m) < 0.5 * coarse_m  # (the fine fixed point is far from the coarse one)
-    est = p.diagnostics["error_estimate"]
+    est = p.error_estimate.relative
     assert np.isfinite(est["m_user"]) and est["test_error"] < 1e-3
     # resolved (m > RESOLVE_SE standard errors) or reported absent: never the coarse point
     assert p.exists == (fine_absence(p) is None)
@@ -567,17 +568,17 @@ def test_rules_own_fixed_points_settle_an_unresolved_branch_before_the_fallback(
 
     spec = ModelSpec(omega=0.3, L=3)
     p = solve_refined(spec, 2.0, "positional", SolverSettings(order=8, refine_order=11))
-    info = p.diagnostics["refined"]
-    assert not p.exists and "fallback" not in info, info
-    assert "mean of the 4 rules' own fixed points) is not resolved from zero" in info["unresolved"]
+    info = p.refinement
+    assert not p.exists and info.fallback is None, info
+    assert "mean of the 4 rules' own fixed points) is not resolved from zero" in info.unresolved
     assert "no positional fixed point on the fine rules" in p.reason
     seen = []
     monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
     orig = refinement._rules_unresolve
     monkeypatch.setattr(refinement, "_rules_unresolve", lambda *a, **k: seen.append(orig(*a, **k)) or seen[-1])
-    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    s = SolverSettings(order=7, replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     r = solve_refined(ModelSpec(omega=0.3), 1.5, "positional", s)
-    assert seen == [None] and r.exists and "fallback" in r.diagnostics["refined"]
+    assert seen == [None] and r.exists and r.refinement.fallback is not None
 
 
 def test_a_branch_settled_unresolved_at_a_higher_order_is_reported_absent(monkeypatch):
@@ -592,21 +593,21 @@ def test_a_branch_settled_unresolved_at_a_higher_order_is_reported_absent(monkey
 
     def fake_refine(spec, point, settings, tol=None, **kw):
         calls.append(settings.refine_order)
-        return replace(point, diagnostics={**point.diagnostics, "refined": {"applied": False, "unresolved": why}})
+        return replace(point, refinement=Refinement(applied=False, unresolved=why))
 
     monkeypatch.setattr(target, "refine_point", fake_refine)
     p = _refined("positional", 0.0, 0.05, {"m_user": 0.1, "test_error": 1e-3})
     out = target._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
     assert calls == [14]  # (1e-3 -> 1e-4 at N^-0.64: 6 orders up from 8)
-    assert out.diagnostics["target"]["order"] == 14
+    assert out.error_target.order == 14
     marked = mark_unresolved(out)
     assert not marked.exists and why in marked.reason
     # (a failed refinement without that verdict keeps the lower-order point, as before)
     monkeypatch.setattr(target, "refine_point", lambda spec, point, settings, tol=None, **kw: replace(
-        point, diagnostics={**point.diagnostics, "refined": {"applied": False, "reason": "did not converge"}}))
+        point, refinement=Refinement(applied=False, reason="did not converge")))
     kept = target._refine_to_target(ModelSpec(omega=0.3), p, SolverSettings(refine_order=8, target_error=1e-4))
-    assert mark_unresolved(kept).exists and kept.diagnostics["target"]["order"] == 8
-    assert kept.diagnostics["target"]["history"][-1]["reason"] == "did not converge"  # (why the raise ended)
+    assert mark_unresolved(kept).exists and kept.error_target.order == 8
+    assert kept.error_target.history[-1].reason == "did not converge"  # (why the raise ended)
 
 
 def test_raising_the_order_skips_the_full_solver_fallback(monkeypatch):
@@ -618,7 +619,7 @@ def test_raising_the_order_skips_the_full_solver_fallback(monkeypatch):
 
     def fake_refine(spec, point, settings, tol=None, fallback=True, **kw):
         seen.append(fallback)
-        return replace(point, diagnostics={**point.diagnostics, "refined": {"applied": False, "reason": "no"}})
+        return replace(point, refinement=Refinement(applied=False, reason="no"))
 
     monkeypatch.setattr(target, "refine_point", fake_refine)
     p = _refined("positional", 0.0, 0.05, {"m_user": 0.1, "test_error": 1e-3})
@@ -636,7 +637,7 @@ def test_unconverged_rule_solves_decide_nothing(monkeypatch):
     monkeypatch.setattr(refinement, "UNRESOLVED_MAX_EVALS", 1)
     monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
     q = solve_refined(ModelSpec(omega=0.3, L=3), 3.0, "positional", SolverSettings(order=8, refine_order=11))
-    assert "unresolved" not in q.diagnostics["refined"] and "fallback" in q.diagnostics["refined"]
+    assert q.refinement.unresolved is None and q.refinement.fallback is not None
 
 
 def test_failed_semantic_refinement_continues_the_branch_down_from_larger_alpha():
@@ -650,10 +651,10 @@ def test_failed_semantic_refinement_continues_the_branch_down_from_larger_alpha(
     spec = ModelSpec(omega=0.3, variant="causal")
     s = SolverSettings(order=8, refine_order=10)
     p = solve_refined(spec, 1.75, "semantic", s)
-    ref = p.diagnostics["refined"]
-    assert p.exists and ref["applied"]
-    assert "continued down from alpha 3.5 on order 9" in ref["retry"]
-    assert "coarse theta 0.2" in ref["retry"]  # (what the coarse rule had)
+    ref = p.refinement
+    assert p.exists and ref.applied
+    assert "continued down from alpha 3.5 on order 9" in ref.retry
+    assert "coarse theta 0.2" in ref.retry  # (what the coarse rule had)
     path = follow_branch(spec, [2.0, 1.9, 1.8, 1.75], "semantic", SolverSettings(order=10, warmup_order=None))
     assert path[-1].exists
     assert abs(p.theta) == pytest.approx(abs(path[-1].theta), rel=0.03)
@@ -673,8 +674,8 @@ def test_positional_branch_the_direct_start_loses_is_continued_from_below(varian
 
     spec = ModelSpec(omega=0.3, variant=variant)
     p = solve_refined(spec, 3.6, "positional", SolverSettings.preset("fast"))
-    assert p.exists and p.diagnostics["refined"]["applied"]
-    assert "continued up from alpha 1.8 on order 9" in p.diagnostics["refined"]["retry"]
+    assert p.exists and p.refinement.applied
+    assert "continued up from alpha 1.8 on order 9" in p.refinement.retry
     path = follow_branch(spec, [2.0, 2.5, 3.0, 3.3, 3.6], "positional", SolverSettings(order=10, warmup_order=None))
     assert all(pt.exists for pt in path)
     assert abs(p.m) == pytest.approx(abs(path[-1].m), rel=0.01) and abs(p.m) > 0.25
@@ -690,7 +691,7 @@ def test_unrefined_point_whose_overlap_is_not_resolved_is_absent():
 
     def pt(branch, err_theta, err_m):
         return BranchPoint(branch, 1.0, True, "ok", m=0.1, theta=0.2,
-                           diagnostics={"error_estimate": {"theta_user": err_theta, "m_user": err_m}})
+                           error_estimate=ErrorEstimate({"theta_user": err_theta, "m_user": err_m}, "test"))
 
     assert coarse_absence(pt("semantic", 0.9 / RESOLVE_SE, 5.0)) is None
     assert "theta = 0.2 has a relative error estimate of 1.3" in coarse_absence(pt("semantic", 1.27, 0.0))
@@ -709,8 +710,8 @@ def test_semantic_branch_the_coarse_rule_misses_is_continued_from_above(alpha, b
 
     p = solve_refined(ModelSpec(omega=0.3, variant="causal"), alpha, "semantic",
                       SolverSettings(order=8, refine_order=10))
-    assert p.exists and p.diagnostics["refined"]["applied"]
-    assert p.diagnostics["refined"]["retry"].startswith(before)
+    assert p.exists and p.refinement.applied
+    assert p.refinement.retry.startswith(before)
     assert abs(p.theta) > 0.25  # (docs/variants.md: 0.287 / 0.323 at order 12 by continuation)
 
 
@@ -756,7 +757,7 @@ def test_followed_semantic_branch_is_continued_below_the_coarse_rules_end():
     assert abs(coarse[-1].theta) < 0.15  # (the coarse rule's branch is about to end)
     pts = refine_followed(spec, coarse, s)
     p = pts[-1]
-    assert p.exists and p.diagnostics["refined"]["applied"]
+    assert p.exists and p.refinement.applied
     assert "continued from alpha 1.8 on order 9" in p.diagnostics["continued_below"]
     assert 0.28 < abs(p.theta) < 0.36  # (0.3231 at order 12 by continuation, docs/variants.md)
     assert all("continued_below" not in q.diagnostics for q in pts[:2])
@@ -771,10 +772,10 @@ def test_failed_semantic_refinement_still_falls_back_to_the_full_solver(monkeypa
 
     monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 1)
     monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
-    s = SolverSettings(order=7, n_replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
+    s = SolverSettings(order=7, replicas=2, warmup_order=None, refine_order=8, refine_replicas=2)
     p = solve_refined(ModelSpec(omega=0.3), 1.5, "semantic", s)
-    assert not p.diagnostics["refined"]["applied"]
-    assert p.diagnostics["refined"]["fallback"].startswith("full solver from the coarse point: max_iter reached")
+    assert not p.refinement.applied
+    assert p.refinement.fallback.startswith("full solver from the coarse point: max_iter reached")
 
 
 def test_teacher_scale_is_used_where_it_was_measured_to_help():
@@ -788,10 +789,10 @@ def test_teacher_scale_is_used_where_it_was_measured_to_help():
         assert teacher_scale_for(ModelSpec(omega=0.3, **kw), auto) == 1.0
     assert teacher_scale_for(ModelSpec(omega=0.3), SolverSettings(fine_teacher_scale=1.0)) == 1.0
     assert teacher_scale_for(ModelSpec(omega=0.3, L=3), SolverSettings(fine_teacher_scale=1.3)) == 1.3
-    with pytest.raises(ValueError, match="teacher-scale"):
+    with pytest.raises(ValueError, match="fine_teacher_scale"):
         SolverSettings(fine_teacher_scale=0.5)
     coarse = solve_point(ModelSpec(omega=0.3), 1.5, "semantic", COARSE, error_estimate=False)
-    assert refine_point(ModelSpec(omega=0.3), coarse, COARSE).diagnostics["refined"]["teacher_scale"] == 1.4
+    assert refine_point(ModelSpec(omega=0.3), coarse, COARSE).refinement.teacher_scale == 1.4
 
 
 def test_mirror_pairing_is_used_where_it_was_measured_to_help():
@@ -810,14 +811,14 @@ def test_mirror_pairing_is_used_where_it_was_measured_to_help():
     assert not mirror_for(ModelSpec(omega=0.3), SolverSettings(mirror=False))
     assert mirror_for(ModelSpec(omega=0.3, L=3), SolverSettings(mirror=True))
     for flag, want in (("auto", None), ("on", True), ("off", False)):
-        args = build_parser().parse_args(["solve", "--alpha", "1", "--omega", "0.3", "--mirror", flag])
+        args = build_parser().parse_args(["solve", "--alpha", "1", "--omega", "0.3", "--solver", f"mirror={flag}"])
         assert settings_from_args(args).mirror is want
     spec = ModelSpec(omega=0.3)
     assert not make_saddle(spec, 1.5, auto).mirror
     coarse = solve_point(spec, 1.5, "semantic", COARSE, error_estimate=False)
-    assert refine_point(spec, coarse, COARSE).diagnostics["refined"]["mirror"] is True
+    assert refine_point(spec, coarse, COARSE).refinement.mirror is True
     off = replace(COARSE, mirror=False)
-    assert refine_point(spec, coarse, off).diagnostics["refined"]["mirror"] is False
+    assert refine_point(spec, coarse, off).refinement.mirror is False
 
 
 def test_spinodal_bisection_reports_the_bracket_midpoint_without_rounding_noise():
@@ -863,4 +864,4 @@ def test_raising_the_order_reuses_the_minima_of_the_shared_nodes(branch, monkeyp
         assert np.array_equal(getattr(seen[0].prox, key), getattr(full.prox, key)), key
     b = refine_point(spec, replace(p, _fine=None), st, tol=st.tol)
     assert np.array_equal(a.order_params.to_vector(), b.order_params.to_vector())
-    assert a.diagnostics["error_estimate"] == b.diagnostics["error_estimate"]
+    assert a.error_estimate == b.error_estimate

@@ -13,14 +13,15 @@ import pytest
 from attnphase.cli import main
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import SolverSettings, find_transition, linear_test_error, solve_point
+from attnphase.theory.diagnostics import Refinement
 
-FAST = SolverSettings(order=8, n_replicas=1, warmup_order=None)
+FAST = SolverSettings(order=8, replicas=1, warmup_order=None)
 
 
 def test_positional_branch_converges_with_diagnostics():
     p = solve_point(ModelSpec(), 1.0164, "positional", FAST)
     assert p.exists and p.converged
-    assert p.diagnostics["residual"] < 1e-8
+    assert p.fixed_point is not None and p.fixed_point.residual < 1e-8
     assert abs(p.theta) < 1e-10  # exactly zero by symmetry
     assert p.m > 0.2
 
@@ -52,7 +53,7 @@ def test_large_alpha_is_reached_by_geometric_continuation():
     assert t.exists and t.converged, t.reason
     assert "direct_start" in t.diagnostics  # (the direct start failed; continuation found it)
     assert t.m == 0.0 and t.theta == 0.0
-    assert t.diagnostics["residual"] < 1e-6
+    assert t.fixed_point is not None and t.fixed_point.residual < 1e-6
 
 
 @pytest.mark.slow  # (an L = 5 solve: about 3 s)
@@ -79,7 +80,7 @@ def test_ridgeless_trivial_branch_is_reached_by_continuation_in_lambda():
 
 
 def test_non_convergence_is_reported_not_hidden():
-    p = solve_point(ModelSpec(), 1.0164, "positional", SolverSettings(order=8, n_replicas=1, max_iter=3,
+    p = solve_point(ModelSpec(), 1.0164, "positional", SolverSettings(order=8, replicas=1, max_iter=3,
                                                                        warmup_order=None))
     assert not p.converged and not p.exists
     assert "did not converge" in p.reason
@@ -145,13 +146,13 @@ def test_cli_seed_gives_independent_rules_that_agree_within_their_estimates(caps
         ["solve", "--alpha", "1", "--branch", "nope"],
         ["solve", "--alpha", "1", "--replicas", "0"],
         ["solve", "--alpha", "1", "--refine-order", "30"],
-        ["solve", "--alpha", "1", "--teacher-scale", "0.5"],
-        ["solve", "--alpha", "1", "--teacher-scale", "nan"],
-        ["solve", "--alpha", "1", "--target-error", "1e-3", "--target-on", "theta"],
+        ["solve", "--alpha", "1", "--solver", "fine_teacher_scale=0.5"],
+        ["solve", "--alpha", "1", "--solver", "fine_teacher_scale=nan"],
+        ["solve", "--alpha", "1", "--target-error", "1e-3", "--solver", "target_on=theta"],
         ["solve", "--alpha", "1", "--seed", "-1"],
         ["transition", "--omega", "0.3", "--seed", "1.5"],
-        ["transition", "--omega", "0.3", "--teacher-scale", "x"],
-        ["solve", "--alpha", "1", "--method", "gh", "--order", "60", "--refine-order", "0"],
+        ["transition", "--omega", "0.3", "--solver", "fine_teacher_scale=x"],
+        ["solve", "--alpha", "1", "--solver", "method=gh", "--order", "60", "--refine-order", "0"],
         ["transition", "--omega", "x"],
         ["curves", "--alpha", "2:1:0"],
         ["curves", "--alpha", "0.5:1:2", "--out", "/dev/null/x"],  # (an output folder that cannot be made)
@@ -176,7 +177,7 @@ def test_sanity_anchor_reference_case():
     assert p.test_error == pytest.approx(0.00337, rel=0.025)
     assert p.train_loss == pytest.approx(0.00219, rel=0.025)
     # measured: alpha_c = 1.2766, alpha_l = 1.4859 at order 10 (order 8: 1.336, 1.530)
-    tr = find_transition(spec, np.linspace(0.8, 1.8, 6), SolverSettings(order=10, n_replicas=1, tol=1e-6,
+    tr = find_transition(spec, np.linspace(0.8, 1.8, 6), SolverSettings(order=10, replicas=1, tol=1e-6,
                                                                         noise_tol=1e-4))
     assert tr.alpha_c is not None and 1.17 <= tr.alpha_c <= 1.33
     assert tr.alpha_l is not None and 1.38 <= tr.alpha_l <= 1.55
@@ -204,8 +205,8 @@ def test_cli_solve_says_when_a_branch_is_the_coarse_rule_only(monkeypatch, capsy
 
     def fake(spec, alpha, branch, settings):
         p = solve_point(spec, alpha, branch, FAST)
-        info = {"applied": False, "reason": "refinement did not converge: no decrease (test)"}
-        return dataclasses.replace(p, diagnostics={**p.diagnostics, "refined": info})
+        info = Refinement(applied=False, reason="refinement did not converge: no decrease (test)")
+        return dataclasses.replace(p, refinement=info)
 
     monkeypatch.setattr(api, "solve_refined", fake)  # (what attnphase.solve, and so the CLI, calls)
     assert main(["solve", "--alpha", "1.0", "--omega", "0.3", "--branch", "positional"]) == 0
@@ -405,7 +406,7 @@ def test_transition_with_a_positional_branch_absent_at_the_grid_start():
     pos = [BranchPoint("positional", 1.0, False, "absent")] + [
         BranchPoint("positional", a, True, "ok", q=0.2, m=0.25, theta=0.0, V=10.0, train_loss=0.003,
                     test_error=0.004, converged=True) for a in g[1:]]
-    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, n_replicas=1),
+    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, replicas=1),
                          branches=(sem, pos))
     assert tr.spinodals["positional"] is None
     assert any("not found at the grid start" in n and "1.5, 2" in n for n in tr.notes)
@@ -422,7 +423,7 @@ def test_alpha_l_note_where_no_branch_is_found_below():
         BranchPoint("semantic", a, True, "ok", q=0.8, m=0.0, theta=0.9, V=20.0, train_loss=0.0005,
                     test_error=0.0006, converged=True) for a in g[1:]]
     pos = [BranchPoint("positional", a, False, "absent") for a in g]
-    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, n_replicas=1),
+    tr = find_transition(ModelSpec(omega=0.3, lam=0.0), g, SolverSettings(order=6, refine_order=0, replicas=1),
                          branches=(sem, pos))
     assert tr.alpha_l is None
     assert any("beats the linear baseline from alpha = 1.5" in n for n in tr.notes)
@@ -456,7 +457,8 @@ def test_branch_point_keeps_the_solver_state_private():
     p = solve_point(ModelSpec(omega=0.3), 1.5, "positional", FAST, error_estimate=False)
     assert p.exists and p.order_params is not None and p._data is not None
     d = p.to_dict()
-    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.diagnostics
+    assert not any(k.startswith("_") for k in d) and d["diagnostics"] == p.record()
+    assert d["diagnostics"]["residual"] == p.fixed_point.residual
     assert d["diagnostics"] is not p.diagnostics  # (a copy)
     assert "_op" not in repr(p) and "_data" not in repr(p)
     assert p == dataclasses.replace(p, _op=None, _jacobian=None, _data=None)

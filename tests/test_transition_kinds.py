@@ -14,6 +14,7 @@ from attnphase.cli import main
 from attnphase.results import describe_change
 from attnphase.theory import SolverSettings
 from attnphase.theory.branches import BranchPoint
+from attnphase.theory.diagnostics import ErrorEstimate
 from attnphase.theory.transition import combine_transitions
 from attnphase.theory.transition_search import SCAN_STEPS, TransitionSearch
 
@@ -21,8 +22,8 @@ CHEAP = SolverSettings.preset("fast", order=6, refine_order=8)
 
 
 def _point(branch: str, alpha: float, theta: float, rel: float | None) -> BranchPoint:
-    diag = {"error_estimate": {"theta_user": rel}} if rel is not None else {}
-    return BranchPoint(branch, alpha, True, "ok", theta=theta, train_loss=1e-3, diagnostics=diag)
+    est = ErrorEstimate({"theta_user": rel}, "test") if rel is not None else None
+    return BranchPoint(branch, alpha, True, "ok", theta=theta, train_loss=1e-3, error_estimate=est)
 
 
 def _search(monkeypatch, theta: float, rel: float | None, diff=None) -> TransitionSearch:

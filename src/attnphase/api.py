@@ -101,12 +101,16 @@ def model_spec(spec: ModelSpec | None = None, **model: Any) -> ModelSpec:
 
 def check_theory_value(spec: ModelSpec) -> None:
     """``ValueError`` (one line) unless the theory covers ``spec``'s value: ``identity`` or ``gain``
-    (docs/model.md (6.4)), ``value_gain`` only with ``gain``."""
+    (docs/model.md (6.4)), ``value_gain`` only with ``gain``; and its heads and attention maps
+    (:func:`attnphase.theory.channels.check_attention_covered`)."""
     if spec.value not in ("identity", "gain"):
         raise ValueError(f"the theory covers value = identity and gain only, got {spec.value} (lowrank and full do "
                          "not enter at leading order, docs/model.md (6.4)); use the simulator")
     if spec.value_gain is not None and spec.value != "gain":
         raise ValueError(f"value_gain is the gain of value = gain; got value = {spec.value}")
+    from attnphase.theory.channels import check_attention_covered
+
+    check_attention_covered(spec)
 
 
 def solver_settings(settings: SolverSettings | str | None, command: str) -> SolverSettings:
@@ -266,7 +270,7 @@ def transition(
     settings : SolverSettings or str, optional
         A :class:`SolverSettings`, a preset name, or ``None`` for the preset
         ``DEFAULT_PRESET["transition"]`` (as ``attnphase transition`` and the ``transition`` sweep
-        kind); ``settings.n_replicas > 1`` repeats the search on
+        kind); ``settings.replicas > 1`` repeats the search on
         independent scrambles and reports their mean and standard error.
     progress : callable, bool or "auto"
         ``progress(done, total)``, called after each grid point; default ``"auto"``: a bar in a notebook, a line on a terminal, nothing where stderr is not a
@@ -300,7 +304,7 @@ def transition(
     report = progress_callback(progress, "transition", "points")
     if spec.optimal_gain:
         return _transition_gain(spec, grid.tolist(), st, report)
-    tr = find_transition_replicated(spec, None if alphas is None else grid.tolist(), st, replicas=st.n_replicas,
+    tr = find_transition_replicated(spec, None if alphas is None else grid.tolist(), st, replicas=st.replicas,
                                     progress=report, widen=alphas is None)
     return TransitionResult.from_transition(tr, spec, st)
 
@@ -311,7 +315,7 @@ def _transition_gain(spec: ModelSpec, grid: list[float], st: SolverSettings,
     :func:`attnphase.theory.value.gain_transition` as a :class:`TransitionResult`."""
     from attnphase.theory.value import gain_transition
 
-    if st.n_replicas > 1:
+    if st.replicas > 1:
         raise ValueError("the transition at the optimal value gain runs one scramble (its error comes from the "
                          "refinement's fine rules): use replicas 1")
     gt = gain_transition(spec, grid, st, progress=progress)
@@ -420,7 +424,7 @@ def simulate(
             raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
         torch.set_num_threads(threads)
     seed_list = _seed_list(seeds, seed0, "seeds")
-    inits = parse_inits(init)
+    inits = parse_inits(init, spec.heads)
     check_memory(spec, d, [alpha], n_test, len(seed_list), st.dtype)
     res = run_simulation(spec, alpha=alpha, d=d, seeds=seed_list, inits=inits, settings=st, n_test=n_test,
                          progress=progress_callback(progress, "simulate", "runs"))

@@ -35,6 +35,7 @@ from attnphase.results_sweeps import (
 from attnphase.spec.defaults import PHASE_ALPHAS, PHASE_OMEGAS, TRAINING
 from attnphase.spec.problem import ModelSpec, check_alpha, model_parameters
 from attnphase.theory import (
+    BranchPoint,
     SolverSettings,
     check_response,
     find_transition,
@@ -167,10 +168,10 @@ def curves(
         on_grid = bayes_baseline(grid, spec=spec).points
         fine = bayes_baseline(curve_grid(min(grid), max(grid), spec.L), spec=spec)
 
-    def record(p: Any) -> dict[str, Any]:
+    def record(p: BranchPoint) -> dict[str, Any]:
         return {"alpha": p.alpha, "exists": p.exists, "reason": p.reason, **p.summary(),
-                "error_estimate": p.diagnostics.get("error_estimate"),
-                "refined": (p.diagnostics.get("refined") or {}).get("applied")}
+                "error_estimate": None if p.error_estimate is None else p.error_estimate.to_dict(),
+                "refined": None if p.refinement is None else p.refinement.applied}
 
     points = {"semantic": frozen([record(p) for p in sem]), "positional": frozen([record(p) for p in pos])}
     trr = None if tr is None else TransitionResult.from_transition(tr, spec, st)

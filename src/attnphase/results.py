@@ -41,6 +41,7 @@ from attnphase.spec.problem import ModelSpec
 if TYPE_CHECKING:
 
     from attnphase.theory import BranchPoint, SolverSettings
+    from attnphase.theory.diagnostics import ErrorEstimate, ErrorTarget, FixedPointInfo, Refinement
 
 __all__ = ["ERROR_ESTIMATE_KEYS", "BayesResult", "BranchResult", "ReadOnlyDict", "RecordComparison",
            "SimulationResult", "SolveResult", "TransitionResult", "compare_records"]
@@ -65,12 +66,9 @@ def error_estimate_record(est: Mapping[str, Any] | None, names: Sequence[str]) -
     return frozen(out)  # type: ignore[no-any-return]
 
 
-def _kept_coarse(refined: Mapping[str, Any] | None) -> bool:
-    """A point kept on the coarse rule: its refinement (the ``refined`` record of its
-    diagnostics) was tried and did not converge."""
-    if not refined:
-        return False
-    return not refined.get("applied")
+def _kept_coarse(refinement: Refinement | None) -> bool:
+    """A point kept on the coarse rule: its refinement was tried and did not converge."""
+    return refinement is not None and not refinement.applied
 
 
 @dataclass(frozen=True, repr=False)
@@ -121,7 +119,14 @@ class BranchResult:
     theta_matrix : tuple of tuple of float
         The semantic overlap in full, user units.
     diagnostics : mapping
-        The solver's record (convergence, rules, the refinement and the target's history).
+        The solver's record (convergence, rules, the refinement and the target's history) as
+        ``attnphase solve --json`` prints it.
+    fixed_point : FixedPointInfo or None
+        How the fixed point was solved on the solver's rule (residual, rule, classification).
+    refinement : Refinement or None
+        How the point was carried to the fine rules (``None``: no refinement was tried).
+    error_target : ErrorTarget or None
+        How the refinement order was raised towards the error target (``None``: no target).
     """
 
     branch: str
@@ -153,37 +158,39 @@ class BranchResult:
     s_matrix: tuple[tuple[float, ...], ...] = ()
     #: an error estimate was made (``error_estimate`` holds numbers; else NaN)
     estimated: bool = False
+    fixed_point: FixedPointInfo | None = field(default=None, repr=False)
+    refinement: Refinement | None = field(default=None, repr=False)
+    error_target: ErrorTarget | None = field(default=None, repr=False)
+    #: the solver's error estimate as it made it (``None``: none was made)
+    estimate: ErrorEstimate | None = field(default=None, repr=False)
 
     @classmethod
     def from_point(cls, point: BranchPoint) -> BranchResult:
         """The user's view of an existing branch point (without its solver caches)."""
-        diag = point.diagnostics
-        ref = diag.get("refined") or {}
-        tgt = diag.get("target")
-        coarse_only = _kept_coarse(ref)
+        ref, tgt, est = point.refinement, point.error_target, point.error_estimate
         notes = []
-        if tgt and (not tgt["met"] or len(tgt["history"]) > 1):
-            last = tgt["history"][-1]
-            what = {"test_error": "test-error", "overlaps": "overlap", "all": "test-error and overlap"}[tgt["on"]]
-            notes.append(f"{what} target {tgt['target_error']:g} {'met' if tgt['met'] else 'NOT met'} "
-                         f"(refinement order {tgt['order']}; last estimate {last['estimate']:.1e} at order "
-                         f"{last['order']})")
-        if coarse_only:
-            notes.append(f"{ref.get('reason')}; the values are those of the coarse rule "
-                         f"({diag['quadrature']['nodes']} nodes)")
-        elif ref.get("retry"):
-            notes.append(str(ref["retry"]))
-        est = diag.get("error_estimate")
+        if tgt is not None and (not tgt.met or len(tgt.history) > 1):
+            last = tgt.history[-1]
+            what = {"test_error": "test-error", "overlaps": "overlap", "all": "test-error and overlap"}[tgt.target_on]
+            notes.append(f"{what} target {tgt.target_error:g} {'met' if tgt.met else 'NOT met'} "
+                         f"(refinement order {tgt.order}; last estimate {last.estimate:.1e} at order "
+                         f"{last.order})")
+        if ref is not None and _kept_coarse(ref):
+            nodes = None if point.fixed_point is None else point.fixed_point.quadrature.nodes
+            notes.append(f"{ref.reason}; the values are those of the coarse rule ({nodes} nodes)")
+        elif ref is not None and ref.retry:
+            notes.append(ref.retry)
         summary = point.summary()
         names = point.order_params.names() if point.order_params is not None else ()
         return cls(
             branch=point.branch, alpha=float(point.alpha), **{k: summary[k] for k in SUMMARY_KEYS},
-            error_estimate=error_estimate_record(est, names), estimated=est is not None,
-            refined=bool(ref.get("applied")),
-            target_met=None if not tgt else bool(tgt["met"]), notes=tuple(notes),
+            error_estimate=error_estimate_record(None if est is None else est.to_dict(), names),
+            estimated=est is not None, refined=ref is not None and ref.applied,
+            target_met=None if tgt is None else tgt.met, notes=tuple(notes),
             q_matrix=frozen(point.q_matrix), m_matrix=frozen(point.m_matrix),
             theta_matrix=frozen(point.theta_matrix),
-            diagnostics=frozen({"reason": point.reason, **diag}),
+            diagnostics=frozen({"reason": point.reason, **point.record()}),
+            fixed_point=point.fixed_point, refinement=ref, error_target=tgt, estimate=est,
             s_matrix=() if point.order_params is None else
             frozen(point.order_params.m[len(point.m_matrix):].tolist()),
         )
@@ -216,14 +223,15 @@ class BranchResult:
     @property
     def coarse_only(self) -> bool:
         """The refinement was tried and did not converge: the values are the coarse rule's."""
-        return _kept_coarse(self.diagnostics.get("refined"))
+        return _kept_coarse(self.refinement)
 
     def to_dict(self) -> dict[str, Any]:
         """The branch's entry under ``branches`` in ``attnphase solve --json`` (with ``gain`` and
         ``gain_error`` for the value gain, ``s`` for Gaussian-mixture tokens)."""
         gain = {} if self.gain is None else {"gain": self.gain, "gain_error": self.gain_error}
         # (the solver's estimate as it made it, ``null`` where none was made)
-        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": self.diagnostics.get("error_estimate"),
+        est = None if self.estimate is None else self.estimate.to_dict()
+        return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": est,
                          **gain, **({"s": self.s_matrix} if self.s_matrix else {})})
 
 
@@ -296,7 +304,7 @@ class SolveResult:
             alpha=float(alpha), spec=spec, settings=settings, branches=ReadOnlyDict(branches),
             absent=ReadOnlyDict(absent), global_minimum=glob, linear_test_error=float(linear_test_error),
             params=frozen(params),
-            diagnostics=ReadOnlyDict({b: frozen({"reason": p.reason, **p.diagnostics}) for b, p in points.items()}),
+            diagnostics=ReadOnlyDict({b: frozen({"reason": p.reason, **p.record()}) for b, p in points.items()}),
             success=bool(existing) and all(ok.values()), message="; ".join(parts),
         )
 
@@ -343,14 +351,14 @@ class TransitionResult:
         rank ``r >= 2``); ``None`` where not found on the grid.
     errors : mapping
         The standard error of each (over the refinement's fine rules, or over independent
-        scrambles when ``settings.n_replicas > 1``; then each scramble's result is in
+        scrambles when ``settings.replicas > 1``; then each scramble's result is in
         ``replicas``).
     linear_test_error : float
         The dense linear baseline (docs/model.md (4.3)).
     notes : tuple of str
         What the search reports beside the numbers.
     replicas : tuple of mapping
-        Each scramble's result where ``settings.n_replicas > 1``.
+        Each scramble's result where ``settings.replicas > 1``.
     grid : mapping
         The followed branches on the bracketing grid.
     spec : ModelSpec

@@ -34,7 +34,8 @@ TRAINING = "training"
 OUTPUT = "output"
 BACKEND = "backend"
 #: the order of the shared groups in ``--help``, whatever the order in which a command adds them
-GROUP_ORDER = (*(title for title, _ in GROUPS.values()), SOLVER, TRAINING, OUTPUT, BACKEND)
+#: (the schema's groups, :data:`~attnphase.spec.schema.GROUPS`, hold ``solver`` and ``training`` too)
+GROUP_ORDER = tuple(dict.fromkeys((*(title for title, _ in GROUPS.values()), SOLVER, TRAINING, OUTPUT, BACKEND)))
 
 
 def flag_group(p: argparse.ArgumentParser, title: str, description: str | None = None) -> argparse._ArgumentGroup:
@@ -73,9 +74,9 @@ def add_parameter_flags(p: argparse.ArgumentParser, group: str, omit: tuple[str,
 
 def add_model_flags(p: argparse.ArgumentParser, omega: bool = True) -> None:
     """Model flags used by ``solve``, ``transition``, ``curves``, ``simulate``, ``compare``...:
-    the core model, then the mixture and cross-attention extensions, each its own argument group
+    the core model, then the mixture, cross-attention and attention-map extensions, each its own argument group
     (``omega=False``: the command has its own ``--omega``)."""
-    for group in ("model", "mixture", "cross"):
+    for group in ("model", "mixture", "cross", "attention"):
         add_parameter_flags(p, group, omit=() if omega else ("omega",))
 
 

@@ -53,7 +53,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if d < 2:
         raise ValueError(f"--d must be >= 2, got {d}")
     alpha = to_float(args.alpha, "alpha")
-    inits = parse_inits(args.init)
+    inits = parse_inits(args.init, spec.heads)
     settings = train_settings(args)
     n_test = None if args.n_test is None else to_int(args.n_test, "n-test")
     seeds = seeds_from_args(args)
@@ -136,7 +136,8 @@ def register(subparsers: Any) -> None:
     add_model_flags(p)
     add_value_flags(p)
     p.add_argument("--init", type=str, default="semantic",
-                   help="semantic, positional, random, a comma list, or all (default semantic)")
+                   help="semantic, positional, random, specialised (several heads: head 0 semantic, the others "
+                        "positional), a comma list, or all (default semantic)")
     p.add_argument("--seeds", type=str, default="4", help="number of seeds (default 4)")
     p.add_argument("--seed0", type=str, default="0", help="first seed (default 0)")
     p.add_argument("--n-test", type=str, default=None, help="test sequences (default max(n, 1000))")

@@ -88,7 +88,7 @@ def fast_solver() -> list[str]:
     """The solver's ``"fast"`` preset (``SolverSettings.PRESETS``) as ``--solver`` items:
     demo uses it unless ``--solver`` overrides a setting (phase-diagram starts from the same preset,
     :func:`attnphase.phase_diagram`, whose points have the same keys). One QMC scramble per
-    transition (``alpha_c`` scatters by ~0.04 between scrambles); ``--solver n_replicas=3`` stores
+    transition (``alpha_c`` scatters by ~0.04 between scrambles); ``--solver replicas=3`` stores
     the mean of three with its standard error (3x the time: 10 omegas took 8 min instead of
     2.6 min on 2 cores)."""
     from attnphase.spec.defaults import SOLVER_PRESET

@@ -2,7 +2,9 @@
 
 Each parses its flags, calls :func:`attnphase.solve` / :func:`attnphase.transition` /
 :func:`attnphase.curves` and prints or writes the result; the solver flags start from a named preset
-(``--preset``, :meth:`attnphase.SolverSettings.preset`).
+(``--preset``, :meth:`attnphase.SolverSettings.preset`), the common settings as flags of their own
+and every setting as ``--solver NAME=VALUE``, all made from the schema of
+:class:`~attnphase.SolverSettings` (:func:`add_solver_flags`).
 """
 
 from __future__ import annotations
@@ -28,18 +30,23 @@ from attnphase.cli.common import (
     save_figure,
     spec_from_args,
     to_float,
-    to_int,
     warn_theory_cost,
 )
 from attnphase.results import SolveResult, describe_change
-from attnphase.spec.defaults import ONE_START_SETTINGS, SOLVER_PRESET, TRANSITION_GRID, range_text
+from attnphase.spec.defaults import (
+    ONE_START_SETTINGS,
+    SOLVER_PRESET,
+    TRANSITION_GRID,
+    number_text,
+    range_text,
+)
 from attnphase.theory import (
     SolverSettings,
     branches_for,
 )
 from attnphase.theory.bracket import ALPHA_MAX, ALPHA_MIN
 from attnphase.theory.jumps import check_jumps, jump_share, start_from
-from attnphase.theory.saddle import ONE_START, RESPONSES
+from attnphase.theory.settings import solver_changes, solver_parameters
 from attnphase.theory.stability import check_stability, positional_stability
 
 #: the solver preset (``SolverSettings.preset``) of each theory command when ``--preset`` is not
@@ -47,89 +54,61 @@ from attnphase.theory.stability import check_stability, positional_stability
 COMMAND_PRESET = SOLVER_PRESET
 
 
-def _num(v: float) -> str:
-    """A setting for a help text: ``1e-8``, ``1e-3``, ``0.5``."""
-    if v == 0 or abs(v) >= 1e-2:
-        return f"{v:g}"
-    mantissa, exp = f"{v:e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exp)}"
+#: the common solver settings that only ``solve`` has as flags of their own (the error target of
+#: :func:`attnphase.theory.solve_refined`); the other theory commands take them through ``--solver``
+SOLVE_ONLY = ("target_error",)
 
 
 def add_solver_flags(parser: argparse.ArgumentParser, command: str) -> None:
-    """The solver flags of a theory command, in its ``solver`` argument group. Each defaults to the
-    value of the command's preset (:data:`COMMAND_PRESET`, or the one ``--preset`` names); a flag
-    given explicitly wins."""
+    """The solver flags of a theory command, in its ``solver`` argument group, made from the
+    schema of :class:`SolverSettings` (:func:`attnphase.theory.settings.solver_parameters`):
+    ``--preset``, one flag per common setting, and ``--solver NAME=VALUE`` for every setting by
+    its field name (the rare ones only so). Each setting defaults to the value of the command's
+    preset (:data:`COMMAND_PRESET`, or the one ``--preset`` names); a flag given explicitly wins."""
     p = flag_group(parser, SOLVER)
     name = COMMAND_PRESET[command]
     st = SolverSettings.preset(name)
     p.add_argument("--preset", default=name, choices=tuple(SolverSettings.PRESETS),
-                   help=f"solver settings by name: fast, default or precise (default {name!r}); the flags "
-                        "below override single settings")
-    p.add_argument("--method", default=None, help="integration rule: qmc (default) or gh")
-    p.add_argument("--order", default=None,
-                   help=f"qmc: log2 of the base sample (x4 symmetrised); gh: points per dimension (default {st.order})")
-    p.add_argument("--tol", default=None, help=f"relative tolerance on every unknown (default {_num(st.tol)})")
-    p.add_argument("--noise-tol", default=None,
-                   help=f"accepted residual when tol is below the rule's noise floor (default {_num(st.noise_tol)})")
-    p.add_argument("--max-iter", default=None, help="maximum fixed-point iterations")
-    if st.refine_order:
-        p.add_argument("--refine-order", default=None,
-                       help="carry the coarse fixed points to 4 finer QMC scrambles of this order (log2 of "
-                            "each base sample; multi-fidelity refinement, which also gives the error estimate; "
-                            f"0: off; default {st.refine_order})")
-        p.add_argument("--teacher-scale", default=None,
-                       help="the fine rules draw the teacher noises from N(0, s^2) with importance weights "
-                            "(1: plain rule; auto: 1.4 at L = 2, rank 1, where it halves the error, 1 elsewhere)")
-        p.add_argument("--mirror", default=None, choices=("auto", "on", "off"),
-                       help="the fine rules pair every node with its mirror (-w at the same teacher fields) in "
-                            "the conjugates: the same minima, less scatter (auto: on for the tied and causal students at L = 2, "
-                            "rank 1, uncorrelated tokens, where it was measured to help)")
-    p.add_argument("--response", default=None, choices=RESPONSES,
-                   help=f"which minimum each sample's fields take: the global one (global, the replica-symmetric "
-                        "equations; default); the global one followed locally, without the jumps between minima "
-                        "(local: describes gradient descent where its state is many minima); the one reached from "
-                        "the teacher's fields (semantic-start: the state gradient descent from the semantic start "
-                        "holds) or from the student's positional means (positional-start: the state it holds from "
-                        "the positional start); these two rank 1, tied or causal, one branch, on one rule of --order "
-                        f"(default {ONE_START_SETTINGS['order']}). docs/model.md (3.6), (3.7)")
-    p.add_argument("--replicas", default=None,
-                   help="independent QMC scrambles for the error estimate (solve only; 1 disables)")
-    p.add_argument("--seed", default=None,
-                   help="seed of the QMC scrambles, coarse and fine rules (default 0): another seed gives "
-                        "independent rules, a check of the reported integration error")
+                   help=f"solver settings by name: {', '.join(SolverSettings.PRESETS)} (default {name!r}); the "
+                        "flags below override single settings")
+    for prm in solver_parameters():
+        if prm.info.rare or (prm.name in SOLVE_ONLY and command != "solve"):
+            continue
+        text = f"{prm.help} (default {_setting_text(getattr(st, prm.name))})"
+        if prm.name == "response":
+            text += (f"; semantic-start and positional-start run on one rule of --order (default "
+                     f"{ONE_START_SETTINGS['order']}), rank 1, tied or causal, one branch")
+        p.add_argument(prm.flag, dest=prm.name, default=None, help=text)
+    rare = ", ".join(f"{prm.name} ({_setting_text(getattr(st, prm.name))})"
+                     for prm in solver_parameters() if prm.info.rare)
+    p.add_argument("--solver", action="append", default=[], metavar="NAME=VALUE",
+                   help=f"any solver setting by its field name, repeatable, e.g. --solver max_iter=500; the "
+                        f"rare ones (with this command's defaults): {rare}. docs/solver.md")
+
+
+def _setting_text(v: Any) -> str:
+    """A setting's value as a help text writes it: ``1e-8``, ``0.7``, ``qmc``, ``auto`` for ``None``."""
+    if v is None:
+        return "auto"
+    if isinstance(v, float):
+        return number_text(v)
+    return str(v)
 
 
 def settings_from_args(args: argparse.Namespace) -> SolverSettings:
     """The :class:`SolverSettings` of a theory command: its preset (``--preset``) with every
-    solver flag given on the command line applied on top."""
-    def given(name: str) -> str | None:
-        return getattr(args, name, None)
-
-    parsers: tuple[tuple[str, str, Any], ...] = (
-        ("method", "method", str),
-        ("order", "order", lambda t: to_int(t, "order")),
-        ("tol", "tol", lambda t: to_float(t, "tol")),
-        ("noise_tol", "noise_tol", lambda t: to_float(t, "noise-tol")),
-        ("max_iter", "max_iter", lambda t: to_int(t, "max-iter")),
-        ("replicas", "n_replicas", lambda t: to_int(t, "replicas")),
-        ("seed", "seed", lambda t: to_int(t, "seed")),
-        ("refine_order", "refine_order", lambda t: to_int(t, "refine-order")),
-        ("target_error", "target_error", lambda t: to_float(t, "target-error")),
-        ("target_on", "target_on", lambda t: t.replace("-", "_")),
-        ("max_refine_order", "max_refine_order", lambda t: to_int(t, "max-refine-order")),
-        ("teacher_scale", "fine_teacher_scale", _teacher_scale),
-        ("mirror", "mirror", lambda t: {"auto": None, "on": True, "off": False}[t]),
-        ("response", "response", str),
-    )
-    changes = {field: parse(given(flag)) for flag, field, parse in parsers if given(flag) is not None}
-    if changes.get("response") in ONE_START:  # (one rule: docs/model.md (3.7))
-        changes = {**ONE_START_SETTINGS, **changes}
+    ``--solver NAME=VALUE`` item and every solver flag given on the command line applied on top
+    (a one-start ``--response`` on one rule: :meth:`SolverSettings.preset`). ``ValueError`` (one
+    line) for a bad value or a setting given both as a flag and in ``--solver``."""
+    changes = solver_changes(getattr(args, "solver", None) or ())
+    for prm in solver_parameters():
+        text = getattr(args, prm.name, None) if not prm.info.rare else None
+        if text is None:
+            continue
+        if prm.name in changes:
+            raise ValueError(f"{prm.name} given twice: {prm.flag} and --solver {prm.name}=...")
+        changes[prm.name] = prm.coerce(prm.from_text(text))
     return SolverSettings.preset(getattr(args, "preset", None) or "default", **changes)
-
-
-
-def _teacher_scale(text: str) -> float | None:
-    return None if text.strip().lower() == "auto" else to_float(text, "teacher-scale")
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -262,7 +241,7 @@ def cmd_transition(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     warn_theory_cost(spec)
     grid = alpha_grid(args.alpha) if args.alpha is not None else None
-    settings = settings_from_args(args)  # (validates --replicas >= 1)
+    settings = settings_from_args(args)
     tr = api.transition(alphas=grid, spec=spec, settings=settings,
                     progress=None if args.json else progress_printer("transition"))
     if args.json:
@@ -325,17 +304,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_solver_flags(p, "solve")
     p.add_argument("--branch", default="all",
                    help="semantic, positional, trivial, mixed (rank >= 2: one direction semantic, one positional) or all (default)")
-    st = SolverSettings.preset(COMMAND_PRESET["solve"])
-    solver = flag_group(p, SOLVER)
-    solver.add_argument("--target-error", default=None,
-                        help=f"raise a branch's refinement order (from --refine-order) until the estimated relative "
-                             f"error of what --target-on names is at most this (default {_num(st.target_error)}; 0: one "
-                             "refinement at --refine-order, the fastest)")
-    solver.add_argument("--target-on", default=None,
-                        help=f"which estimates --target-error applies to: overlaps (q, m, theta), test_error or all "
-                             f"(default {st.target_on})")
-    solver.add_argument("--max-refine-order", default=None,
-                        help=f"highest refinement order for --target-error (default {st.max_refine_order})")
     p.add_argument("--stability", action="store_true",
                    help="also the stability of the positional fixed point against theta: F' > 1 a saddle of the "
                         "risk, F' < 1 a minimum along theta (rank 1, tied, causal or cross; docs/cross.md; always on with "
@@ -356,8 +324,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"{range_text(TRANSITION_GRID)} and widen the range, down to {ALPHA_MIN:g} and up to "
                         f"{ALPHA_MAX:g}, until the training errors cross or there is a reason for no transition)")
     flag_group(p, OUTPUT).add_argument("--json", action="store_true", help="print one JSON object")
-    # --replicas: independent QMC scrambles, averaged (standard error over them). With the
-    # refinement one scramble suffices (the fast preset's): the errors come from the fine rules
     p.set_defaults(func=cmd_transition)
 
     p = sub.add_parser("curves", help="paper-style curves vs alpha (PNG, PDF, CSV)")

@@ -4,14 +4,11 @@ extension commands): value matrix, optimiser, seeds."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import Any
 
-from attnphase.cli.common import TRAINING, add_parameter_flags, flag_group, to_float, to_int
+from attnphase.cli.common import TRAINING, add_parameter_flags, flag_group, to_int
 from attnphase.spec.defaults import DEFAULT_LR, number_text, training
-
-if TYPE_CHECKING:
-    from attnphase.sim.train import TrainSettings
-
+from attnphase.spec.training import TrainSettings, train_changes, train_parameters
 
 #: The most seeds one command trains (they run as one batch, in memory together).
 MAX_SEEDS = 10_000
@@ -24,47 +21,58 @@ def add_value_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_train_flags(parser: argparse.ArgumentParser, command: str) -> None:
-    """The training flags of ``command``, in the ``training`` argument group, each defaulting to the
-    command's training settings (:func:`attnphase.spec.defaults.training`, the defaults of its
-    library function too)."""
+    """The training flags of ``command``, in the ``training`` argument group, made from the schema
+    of :class:`~attnphase.spec.training.TrainSettings`: one flag per common setting and ``--train
+    NAME=VALUE`` for every setting by its field name (the rare ones only so), each defaulting to
+    the command's training settings (:func:`attnphase.spec.defaults.training`, the defaults of its
+    library function too); and ``--threads``."""
     p = flag_group(parser, TRAINING)
     st = training(command)
-    lr = ", ".join(f"{number_text(v)} {k}" for k, v in DEFAULT_LR.items())
-    p.add_argument("--optimizer", type=str, default=st["optimizer"], help=f"gd or adam (default {st['optimizer']})")
-    p.add_argument("--lr", type=str, default=None if st["lr"] is None else str(st["lr"]),
-                   help=f"step size (default {lr})" if st["lr"] is None else f"step size (default {number_text(st['lr'])})")
-    p.add_argument("--momentum", type=str, default=number_text(st["momentum"]),
-                   help=f"heavy-ball momentum for gd (default {number_text(st['momentum'])}; 0 = plain GD)")
-    p.add_argument("--max-steps", type=str, default=str(st["max_steps"]),
-                   help=f"step cap per run (default {st['max_steps']})")
-    p.add_argument("--tol", type=str, default=number_text(st["tol"]),
-                   help=f"stop a run when ||grad R||/sqrt(d) < tol (default {number_text(st['tol'])})")
-    p.add_argument("--device", type=str, default=st["device"], help=f"cpu or cuda (default {st['device']})")
-    p.add_argument("--dtype", type=str, default=st["dtype"], help=f"float32 or float64 (default {st['dtype']})")
+    for prm in train_parameters():
+        if not prm.info.rare:
+            p.add_argument(prm.flag, dest=prm.name, default=None,
+                           help=f"{prm.help} (default {_setting_text(prm.name, st[prm.name])})")
+    rare = ", ".join(f"{prm.name} ({_setting_text(prm.name, st[prm.name])})"
+                     for prm in train_parameters() if prm.info.rare)
+    p.add_argument("--train", action="append", default=[], metavar="NAME=VALUE",
+                   help=f"any training setting by its field name, repeatable, e.g. --train grad=autograd; the "
+                        f"rare ones (with this command's defaults): {rare}")
     p.add_argument("--threads", type=str, default=None, help="torch CPU threads (default: torch's)")
+    parser.set_defaults(train_command=command)
+
+
+def _setting_text(name: str, v: Any) -> str:
+    """A training setting's value as a help text writes it (``lr`` ``None``: each optimiser's own)."""
+    if v is None and name == "lr":
+        return ", ".join(f"{number_text(lr)} {k}" for k, lr in DEFAULT_LR.items())
+    if isinstance(v, float):
+        return number_text(v)
+    if isinstance(v, tuple):
+        return ",".join(number_text(x) for x in v)
+    return str(v)
 
 
 def train_settings(args: argparse.Namespace) -> TrainSettings:
-    """The :class:`~attnphase.sim.train.TrainSettings` named by the training flags."""
-    from attnphase.sim.train import TrainSettings  # (torch: only when a command trains)
-
+    """The :class:`~attnphase.spec.training.TrainSettings` named by the training flags: the
+    command's training settings with every ``--train NAME=VALUE`` item and every training flag
+    given applied on top (``ValueError``, one line, for a bad value or a setting given both
+    ways). Sets torch's CPU threads where ``--threads`` is given."""
     if args.threads is not None:
-        import torch
+        import torch  # (torch: only when a command trains)
 
         threads = to_int(args.threads, "threads")
         if threads < 1:
             raise ValueError(f"--threads must be >= 1, got {threads}")
         torch.set_num_threads(threads)
-    return TrainSettings(
-        optimizer=args.optimizer,
-        lr=None if args.lr is None else to_float(args.lr, "lr"),
-        momentum=to_float(args.momentum, "momentum"),
-        max_steps=to_int(args.max_steps, "max-steps"),
-        tol=to_float(args.tol, "tol"),
-        device=args.device,
-        dtype=args.dtype,
-        log_every=0,
-    )
+    changes = train_changes(getattr(args, "train", None) or ())
+    for prm in train_parameters():
+        text = None if prm.info.rare else getattr(args, prm.name, None)
+        if text is None:
+            continue
+        if prm.name in changes:
+            raise ValueError(f"{prm.name} given twice: {prm.flag} and --train {prm.name}=...")
+        changes[prm.name] = prm.coerce(prm.from_text(text))
+    return TrainSettings(**{**training(args.train_command), **changes})
 
 
 def seeds_from_args(args: argparse.Namespace) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ BRANCH_COLORS: Mapping[str, str] = MappingProxyType({
     "positional": "#1f77b4",   # blue
     "mixed": "#ff7f0e",        # orange (rank >= 2: one direction semantic, the other positional)
     "trivial": "#7f7f7f",      # grey
+    "specialised": "#8c564b",  # brown (several heads: some semantic, the others positional)
     "linear": "#2ca02c",       # green
     "random": "#9467bd",       # purple (random start in simulations)
     "bayes": "#000000",        # black (the Bayes-optimal baseline)
@@ -45,7 +46,7 @@ DIVERGING_CMAP = "BrBG_r"
 
 def branch_color(name: str) -> str:
     """Colour of a branch (a key of :data:`BRANCH_COLORS`: ``semantic``, ``positional``,
-    ``mixed``, ``trivial``, ``linear``, ``random``, ``bayes``)."""
+    ``mixed``, ``trivial``, ``specialised``, ``linear``, ``random``, ``bayes``)."""
     try:
         return BRANCH_COLORS[name]
     except KeyError:

@@ -25,13 +25,19 @@ import torch
 
 from attnphase.sim.data import make_dataset, n_samples
 from attnphase.sim.models import test_errors
-from attnphase.sim.simulate import classify, overlaps
+from attnphase.sim.simulate import classify, classify_heads, overlaps
 from attnphase.sim.train import TrainSettings, init_params, stack_batch, train
 from attnphase.spec.defaults import training
 from attnphase.spec.problem import ModelSpec
 
-#: The states a run can reach (thresholds of :func:`attnphase.sim.simulate.classify`).
-BASIN_STATES = ("semantic", "positional", "mixed", "trivial")
+#: The states a run can reach (thresholds of :func:`attnphase.sim.simulate.classify`); with
+#: several heads also ``specialised`` (:func:`attnphase.sim.simulate.classify_heads`).
+BASIN_STATES = ("semantic", "positional", "mixed", "trivial", "specialised")
+
+
+def basin_states(heads: int) -> tuple[str, ...]:
+    """The states a student with ``heads`` heads can reach."""
+    return BASIN_STATES if heads > 1 else BASIN_STATES[:-1]
 #: Optimisers of the basin maps: plain GD, GD with heavy-ball momentum 0.9, Adam.
 BASIN_OPTIMIZERS = ("gd", "momentum", "adam")
 #: The heavy-ball coefficient of ``optimizer="momentum"``.
@@ -91,12 +97,13 @@ class BasinPoint:
     init_scale: float
     runs: tuple[BasinRun, ...]
     seconds: float
+    heads: int = 1
 
     @property
     def fractions(self) -> dict[str, float]:
-        """Fraction of the runs in each of :data:`BASIN_STATES`."""
+        """Fraction of the runs in each state (:func:`basin_states`)."""
         k = max(len(self.runs), 1)
-        return {s: sum(r.state == s for r in self.runs) / k for s in BASIN_STATES}
+        return {s: sum(r.state == s for r in self.runs) / k for s in basin_states(self.heads)}
 
     def summary(self) -> dict[str, Any]:
         """Fractions, counts, mean and standard error over seeds of the errors, converged count."""
@@ -169,15 +176,16 @@ def train_basins(
         for k, s in enumerate(seeds):
             i = j * len(seeds) + k
             ov = overlaps(spec, datasets[i], {key: v[i, 0] for key, v in result.params.items()})
-            m, th, q = (float(ov[key].reshape(-1)[0]) for key in ("m", "theta", "q"))
-            runs.append(BasinRun(seed=s, state=classify(m, th), m=m, theta=th, q=q,
+            m, th, q = (float(ov[key].reshape(-1)[0]) for key in ("m", "theta", "q"))  # (the first head's)
+            state = classify_heads(ov["m"], ov["theta"]) if spec.heads > 1 else classify(m, th)
+            runs.append(BasinRun(seed=s, state=state, m=m, theta=th, q=q,
                                  train_loss=float(result.risk[i, 0]) / d,
                                  test_error=float(test[i, 0]), steps=int(result.steps[i, 0]),
                                  stop=result.stop[i][0]))
         points.append(BasinPoint(omega=w, alpha=float(alpha), d=d, n=n, init_scale=init_scale,
-                                 runs=tuple(runs), seconds=seconds))
+                                 runs=tuple(runs), seconds=seconds, heads=spec.heads))
     return tuple(points)
 
 
-__all__ = ["BASIN_OPTIMIZERS", "BASIN_STATES", "MOMENTUM", "BasinPoint", "BasinRun",
+__all__ = ["BASIN_OPTIMIZERS", "BASIN_STATES", "basin_states", "MOMENTUM", "BasinPoint", "BasinRun",
            "basin_settings", "check_init_scale", "random_starts", "train_basins"]

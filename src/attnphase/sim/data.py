@@ -141,13 +141,32 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     return e / e.sum(dim=-1, keepdim=True)
 
 
+def attention_map(name: str, s: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The attention map ``name`` of :data:`attnphase.spec.attention.ACTIVATIONS` applied to the
+    scores ``s (..., L, L)``, zero where ``mask`` is unset (docs/model.md (11.2)): the row softmax,
+    or element-wise ``sigmoid(s - log L)``, ``max(s, 0) / L`` or ``s / L``."""
+    if name == "softmax":
+        return masked_softmax(s, mask)
+    L = s.shape[-1]
+    if name == "sigmoid":
+        out = torch.sigmoid(s - math.log(L))
+    elif name == "relu":
+        out = torch.relu(s) / L
+    elif name == "linear":
+        out = s / L
+    else:
+        raise ValueError(f"unknown activation {name!r}")
+    return out if mask is None else torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
+
+
 def teacher_attention(spec: ModelSpec, h_star: torch.Tensor) -> torch.Tensor:
-    """``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` for fields ``h*`` of shape ``(..., L,
-    r*)`` (cross-attention: over the ``L + L'`` tokens, masked, docs/model.md (10.2))."""
+    """``T(h*) = (1 - omega) phi*(h* h*^T) + omega A`` for fields ``h*`` of shape ``(..., L,
+    r*)``, ``phi*`` the teacher's activation (the softmax by default; docs/model.md (1.2), (11.2));
+    cross-attention: over the ``L + L'`` tokens, masked, docs/model.md (10.2)."""
     A = torch.as_tensor(spec.A_tokens, dtype=h_star.dtype, device=h_star.device)
     mask = (cross_mask(spec, h_star.device) if spec.is_cross
             else causal_mask(spec.tokens, h_star.device) if spec.causal_target else None)
-    S = masked_softmax(h_star @ h_star.transpose(-1, -2), mask)
+    S = attention_map(spec.teacher_activation, h_star @ h_star.transpose(-1, -2), mask)
     return (1.0 - spec.omega) * S + spec.omega * A
 
 

@@ -45,14 +45,16 @@ through the same batched objective for every case; :func:`objective` chooses.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import cast
 
+import numpy as np
 import torch
 
-from attnphase.sim.data import causal_mask, cross_mask, masked_softmax
-from attnphase.spec.attention import attention_model
+from attnphase.sim.data import attention_map
+from attnphase.spec.attention import attention_model, score_mask
 from attnphase.spec.problem import ModelSpec
 
 
@@ -64,9 +66,29 @@ def is_causal(spec: ModelSpec) -> bool:
     return attention_model(spec.variant).causal
 
 
+def student_mask(spec: ModelSpec, device: torch.device | str = "cpu") -> torch.Tensor | None:
+    """The scores the student attends to, ``(L, L)`` booleans, from the registry's mask
+    (:func:`attnphase.spec.attention.score_mask`; for cross-attention over the ``L + L'`` tokens);
+    ``None`` where every score is kept."""
+    if not attention_model(spec.variant).masked:
+        return None
+    return torch.as_tensor(_mask(spec.variant, spec.tokens, spec.L_keys if spec.is_cross else 0), device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _mask(variant: str, tokens: int, keys: int) -> np.ndarray:
+    return score_mask(variant, tokens, keys)
+
+
+def query_columns(spec: ModelSpec) -> int:
+    """Columns of the query ``Q``: the rank ``r``, or one per head (``H`` heads of rank 1,
+    docs/model.md (11.1))."""
+    return spec.rank * spec.heads
+
+
 def n_columns(spec: ModelSpec) -> int:
-    """Columns of ``P`` per run: ``r`` (tied) or ``2r`` (untied ``[Q, K]``)."""
-    return 2 * spec.rank if is_untied(spec) else spec.rank
+    """Columns of ``P`` per run: ``r`` (tied; ``H`` for ``H`` heads) or ``2r`` (untied ``[Q, K]``)."""
+    return 2 * spec.rank if is_untied(spec) else query_columns(spec)
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,19 +126,27 @@ def back_project(X: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
 
 def scores(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
     """Attention scores from fields ``H (..., L, c)``: ``h h^T`` (tied) or ``h_Q h_K^T``
-    (untied)."""
+    (untied); for ``H`` heads, one ``(L, L)`` block per head on a new axis before the last two,
+    ``h_k h_k^T`` (docs/model.md (11.1))."""
     r = spec.rank
     if is_untied(spec):
         return H[..., :r] @ H[..., r:].transpose(-1, -2)
+    if spec.heads > 1:
+        return H.transpose(-1, -2).unsqueeze(-1) * H.transpose(-1, -2).unsqueeze(-2)
     return H @ H.transpose(-1, -2)
 
 
-def attention(spec: ModelSpec, H: torch.Tensor) -> torch.Tensor:
-    """Student attention ``S = softmax(scores)`` (masked for the causal variants; for cross-attention
-    over the ``L + L'`` tokens, a query attending to the keys, a key to itself: docs/model.md (10.5))."""
-    mask = (cross_mask(spec, H.device) if spec.is_cross
-            else causal_mask(spec.tokens, H.device) if is_causal(spec) else None)
-    return masked_softmax(scores(spec, H), mask)
+def attention(spec: ModelSpec, H: torch.Tensor, gains: torch.Tensor | None = None) -> torch.Tensor:
+    """Student attention ``S = phi(scores)``, masked by the model's mask (:func:`student_mask`;
+    for cross-attention over the ``L + L'`` tokens, a query attending to the keys, a key to itself:
+    docs/model.md (10.5)); ``phi`` the student's activation. With ``H`` heads, ``S = sum_k v_k
+    phi(h_k h_k^T)`` with the gains ``v`` (``gains (..., H)``; default ``1/H``, docs/model.md (11.1))."""
+    S = attention_map(spec.activation, scores(spec, H), student_mask(spec, H.device))
+    if spec.heads == 1:
+        return S
+    if gains is None:
+        return S.mean(dim=-3)
+    return (gains.unsqueeze(-1).unsqueeze(-1) * S).sum(dim=-3)
 
 
 def gram_loss(
@@ -181,8 +211,8 @@ def _fields(spec: ModelSpec, params: dict[str, torch.Tensor], X: torch.Tensor):
 
 def ridge(spec: ModelSpec, params: dict[str, torch.Tensor]) -> torch.Tensor:
     """``(lambda / 2) sum ||param||^2`` per run, shape ``(D, K)`` (the gain ``g`` of a ``gain``
-    value has none)."""
-    total = cast(torch.Tensor, sum((p * p).sum(dim=(-1, -2)) for k, p in params.items() if k != "g"))
+    value and the head gains ``vh`` have none)."""
+    total = cast(torch.Tensor, sum((p * p).sum(dim=(-1, -2)) for k, p in params.items() if k not in ("g", "vh")))
     return 0.5 * spec.lam * total
 
 
@@ -198,9 +228,9 @@ def objective(
     possible).
     """
     if grad == "auto":
-        grad = "analytic" if spec.value == "identity" else "autograd"
+        grad = "analytic" if _analytic_covers(spec) else "autograd"
     if grad == "analytic":
-        if spec.value != "identity":
+        if not _analytic_covers(spec):
             raise ValueError("the analytic gradient covers value='identity' only; use autograd")
         return _analytic(spec, batch, params)
     if grad != "autograd":
@@ -212,11 +242,21 @@ def objective(
     return R.detach(), {k: g for k, g in zip(leaves, grads, strict=True)}
 
 
+def _analytic_covers(spec: ModelSpec) -> bool:
+    return spec.value == "identity"
+
+
+def head_gains(spec: ModelSpec, params: dict[str, torch.Tensor], d: int) -> torch.Tensor | None:
+    """The gains ``v_h`` of trained heads, ``(D, K, 1, H)`` (stored as ``sqrt(d) v``, as the value
+    gain is, docs/model.md (6.5)); ``None`` for fixed gains ``1/H``."""
+    return params["vh"] / math.sqrt(d) if "vh" in params else None
+
+
 def risk(spec: ModelSpec, batch: Batch, params: dict[str, torch.Tensor]) -> torch.Tensor:
     """``R = sum_mu ||y - yhat||^2 / (2d) + ridge`` per run, differentiable (autograd path)."""
     d = batch.X.shape[-1]
     H, Hv = _fields(spec, params, batch.X)
-    S = attention(spec, H)
+    S = attention(spec, H, head_gains(spec, params, d))
     xx, yx = value_grams(spec, params, batch.X, batch.Sxx, batch.Syx, batch.Y, Hv)
     per = gram_loss(S, xx, yx, batch.yy.unsqueeze(1), d)
     return per.sum(dim=-1) + ridge(spec, params)
@@ -228,21 +268,57 @@ def _analytic(
     d = batch.X.shape[-1]
     P = params["P"]
     H = project(batch.X, P) / math.sqrt(d)
-    S = attention(spec, H)  # (D, K, n, L, L)
+    mask = student_mask(spec, H.device)
+    s = scores(spec, H)
+    A = attention_map(spec.activation, s, mask)  # (D, K, n, L, L), heads: (D, K, n, H, L, L)
+    gains = head_gains(spec, params, d)
+    if spec.heads == 1:
+        S = A
+    else:
+        w = (torch.full((spec.heads,), 1.0 / spec.heads, dtype=H.dtype, device=H.device) if gains is None
+             else gains)  # (H,) or (D, K, 1, H)
+        S = (w.unsqueeze(-1).unsqueeze(-1) * A).sum(dim=-3)
     xx, yx = batch.Sxx.unsqueeze(1), batch.Syx.unsqueeze(1)
     Sxx_S = S @ xx
     per = (batch.yy.unsqueeze(1) - 2.0 * (S * yx).sum(dim=(-1, -2)) + (Sxx_S * S).sum(dim=(-1, -2)))
     R = per.sum(dim=-1) / (2.0 * d) + ridge(spec, params)
     dS = (Sxx_S - yx) / d  # dl/dS
-    Ds = S * (dS - (dS * S).sum(dim=-1, keepdim=True))  # softmax backward (masked entries: S = 0)
+    out: dict[str, torch.Tensor] = {}
+    if spec.heads == 1:
+        Ds = _map_backward(spec.activation, s, A, dS, mask)
+    else:
+        Ds = _map_backward(spec.activation, s, A, w.unsqueeze(-1).unsqueeze(-1) * dS.unsqueeze(-3), mask)
+        if gains is not None:  # dR/dv_h = sum_mu <dS, phi(s^h)>, and vh = sqrt(d) v_h
+            dv = (dS.unsqueeze(-3) * A).sum(dim=(-1, -2)).sum(dim=2)  # (D, K, H)
+            out["vh"] = (dv / math.sqrt(d)).unsqueeze(2)
     r = spec.rank
     if is_untied(spec):
         hq, hk = H[..., :r], H[..., r:]
         dH = torch.cat([Ds @ hk, Ds.transpose(-1, -2) @ hq], dim=-1)
+    elif spec.heads > 1:  # head k: s^k = h_k h_k^T
+        hT = H.transpose(-1, -2).unsqueeze(-1)  # (D, K, n, H, L, 1)
+        dH = ((Ds + Ds.transpose(-1, -2)) @ hT).squeeze(-1).transpose(-1, -2)
     else:
         dH = (Ds + Ds.transpose(-1, -2)) @ H
-    gP = back_project(batch.X, dH) / math.sqrt(d) + spec.lam * P
-    return R, {"P": gP}
+    out["P"] = back_project(batch.X, dH) / math.sqrt(d) + spec.lam * P
+    return R, out
+
+
+def _map_backward(name: str, s: torch.Tensor, A: torch.Tensor, dA: torch.Tensor,
+                  mask: torch.Tensor | None) -> torch.Tensor:
+    """``dl/ds`` from ``dl/dA`` through the attention map ``A = phi(s)`` (:func:`attention_map`;
+    masked entries have ``A = 0`` and no gradient)."""
+    if name == "softmax":
+        return A * (dA - (dA * A).sum(dim=-1, keepdim=True))
+    L = s.shape[-1]
+    if name == "sigmoid":
+        slope = A * (1.0 - A)
+    elif name == "relu":
+        slope = (s > 0).to(s.dtype) / L
+    else:
+        slope = torch.full_like(s, 1.0 / L)
+    out = dA * slope
+    return out if mask is None else torch.where(mask, out, torch.zeros((), dtype=out.dtype, device=out.device))
 
 
 def test_errors(
@@ -263,7 +339,7 @@ def test_errors(
             Syx = torch.stack([c["Syx"] for c in chunks])
             yy = torch.stack([c["yy"] for c in chunks])
             H, Hv = _fields(spec, params, X)
-            S = attention(spec, H)
+            S = attention(spec, H, head_gains(spec, params, d))
             xx, yx = value_grams(spec, params, X, Sxx, Syx, Y, Hv)
             s = gram_loss(S, xx, yx, yy.unsqueeze(1), d).sum(dim=-1)
             total = s if total is None else total + s

@@ -11,6 +11,7 @@ closed-form ridge baseline ``yhat = B x`` fitted on the same training set.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from attnphase.sim.models import (
     is_untied,
     linear_errors,
     linear_fit,
+    query_columns,
     test_errors,
 )
 from attnphase.sim.train import INITS, TrainSettings, init_params, stack_batch, train
@@ -157,15 +159,16 @@ class TrainingBatch:
                 + f"; mean test error {mean:.6g}")
 
 
-def parse_inits(text: str | Sequence[str]) -> tuple[str, ...]:
+def parse_inits(text: str | Sequence[str], heads: int = 1) -> tuple[str, ...]:
     """``"all"``, ``"semantic"``, ``"semantic,random"`` or a sequence -> validated tuple of
-    starts."""
+    starts; ``"all"`` is every start of a student with ``heads`` heads (``specialised`` from two
+    heads on)."""
     names = text.split(",") if isinstance(text, str) else list(text)
     names = [n.strip() for n in names if n.strip()]
     if names == ["all"]:
-        return INITS
+        return INITS if heads > 1 else tuple(i for i in INITS if i != "specialised")
     if not names:
-        raise ValueError("no init given; choose from semantic, positional, random or all")
+        raise ValueError(f"no init given; choose from {', '.join(INITS)} or all")
     for name in names:
         if name not in INITS:
             raise ValueError(f"unknown init {name!r}; choose from {', '.join(INITS)} or all")
@@ -203,7 +206,7 @@ def simulate(
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise ValueError("need at least one seed")
-    inits = parse_inits(inits)
+    inits = parse_inits(inits, spec.heads)
     dtype, device = settings.torch_dtype, settings.device
     keep = spec.value != "identity"
     datasets = [
@@ -236,7 +239,8 @@ def simulate(
                     stop=result.stop[i][k],
                     grad_norm=float(result.grad_norm[i, k]),
                     seconds=result.seconds,
-                    branch=classify(float(m1.reshape(-1)[0]), float(ov["theta"].reshape(-1)[0])),
+                    branch=(classify_heads(ov["m"], ov["theta"]) if spec.heads > 1
+                            else classify(float(m1.reshape(-1)[0]), float(ov["theta"].reshape(-1)[0]))),
                     overlaps={key: v.tolist() for key, v in ov.items()},
                 )
             )
@@ -260,7 +264,7 @@ def overlaps(
 ) -> dict[str, np.ndarray]:
     """``m (L x r)``, ``theta (r x r*)``, ``q (r x r)`` of the query (and ``*_K`` of the key,
     untied)."""
-    d, r = ds.d, spec.rank
+    d, r = ds.d, query_columns(spec)
     P = params["P"].to(torch.float64).cpu()
     Pi = ds.Pi.to(torch.float64).cpu()
     Qs = ds.Q_star.to(torch.float64).cpu()
@@ -272,7 +276,21 @@ def overlaps(
         out["q" + suffix] = (Q.T @ Q / d).numpy()
         if ds.means is not None:  # Gaussian-mixture tokens: s_k = mu_k^T Q / d (docs/model.md (9.1))
             out["s" + suffix] = (ds.means.to(torch.float64).cpu() @ Q / d).numpy()
+    if "vh" in params:  # trained head gains v_h (docs/model.md (11.1))
+        out["gains"] = (params["vh"].to(torch.float64).cpu().reshape(-1) / math.sqrt(d)).numpy()
     return out
+
+
+def classify_heads(m: np.ndarray, theta: np.ndarray, threshold: float = 0.1) -> str:
+    """Which state a run with several heads landed in, from each head's :func:`classify` on its
+    first token's ``m`` (column of the ``L x H`` overlaps) and its first ``theta`` (row of
+    ``H x r*``), as for one head: ``semantic`` or
+    ``positional`` where every head is, ``specialised`` where some heads are semantic and the others
+    positional, ``trivial`` where none learned, ``mixed`` otherwise (docs/model.md (11.1))."""
+    kinds = {classify(float(m[0, k]), float(theta[k, 0])) for k in range(m.shape[1])}
+    if len(kinds) == 1:
+        return kinds.pop()
+    return "specialised" if kinds <= {"semantic", "positional"} and len(kinds) == 2 else "mixed"
 
 
 def _linear_test(spec: ModelSpec, datasets: Sequence[Dataset]) -> list[float]:
@@ -294,6 +312,7 @@ __all__ = [
     "RunResult",
     "TrainingBatch",
     "classify",
+    "classify_heads",
     "parse_inits",
     "simulate",
     "overlaps",

@@ -32,79 +32,16 @@ from typing import cast
 import torch
 
 from attnphase.sim.data import STREAM_INIT, Dataset, generator
-from attnphase.sim.models import Batch, is_untied, n_columns, objective
-from attnphase.spec.defaults import DEFAULT_LR, TRAIN_SETTINGS
+from attnphase.sim.models import Batch, is_untied, n_columns, objective, query_columns
 from attnphase.spec.problem import ModelSpec, positional_axis
+from attnphase.spec.training import OPTIMIZERS as OPTIMIZERS  # (re-exported: attnphase.sim)
+from attnphase.spec.training import TrainSettings
 
 log = logging.getLogger(__name__)
 
-INITS = ("semantic", "positional", "random")
-OPTIMIZERS = ("gd", "adam")
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+INITS = ("semantic", "positional", "random", "specialised")
 #: steps between two calls of :func:`train`'s ``progress``
 PROGRESS_EVERY = 50
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """Optimiser settings (defaults: :data:`attnphase.spec.defaults.TRAIN_SETTINGS`; docs/simulation.md).
-
-    ``lr`` ``None`` means 0.15 for GD (on the summed loss ``R``) and 0.01 for Adam. ``momentum`` is
-    an
-    optional heavy-ball term for GD (0 = plain GD, the reference). ``grad``: ``auto`` (analytic for
-    the
-    identity value), ``analytic`` or ``autograd``.
-    """
-
-    optimizer: str = TRAIN_SETTINGS["optimizer"]
-    lr: float | None = TRAIN_SETTINGS["lr"]
-    max_steps: int = TRAIN_SETTINGS["max_steps"]
-    tol: float = TRAIN_SETTINGS["tol"]
-    momentum: float = TRAIN_SETTINGS["momentum"]
-    betas: tuple[float, float] = TRAIN_SETTINGS["betas"]
-    eps: float = TRAIN_SETTINGS["eps"]
-    grad: str = TRAIN_SETTINGS["grad"]
-    dtype: str = TRAIN_SETTINGS["dtype"]
-    device: str = TRAIN_SETTINGS["device"]
-    log_every: int = TRAIN_SETTINGS["log_every"]
-
-    def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            choices = ", ".join(OPTIMIZERS)
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose from {choices}")
-        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        steps = self.max_steps
-        if isinstance(steps, bool) or int(steps) != steps or steps < 0:
-            raise ValueError(f"max_steps must be an integer >= 0, got {self.max_steps}")
-        if not (math.isfinite(self.tol) and self.tol >= 0):
-            raise ValueError(f"tol must be >= 0, got {self.tol}")
-        if not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"momentum must lie in [0, 1), got {self.momentum}")
-        if self.grad not in ("auto", "analytic", "autograd"):
-            raise ValueError(f"unknown gradient mode {self.grad!r}; choose auto/analytic/autograd")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r}; choose float32 or float64")
-        check_device(self.device)
-
-    @property
-    def learning_rate(self) -> float:
-        return DEFAULT_LR[self.optimizer] if self.lr is None else float(self.lr)
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
-
-
-def check_device(device: str) -> None:
-    """``ValueError`` for an unknown device or a CUDA request on a machine without CUDA."""
-    if device == "cpu":
-        return
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} requested but CUDA is not available")
-        return
-    raise ValueError(f"unknown device {device!r}; choose cpu or cuda")
 
 
 def stack_batch(datasets: Sequence[Dataset]) -> Batch:
@@ -128,8 +65,10 @@ def init_params(
     for name in inits:
         if name not in INITS:
             raise ValueError(f"unknown init {name!r}; choose from {', '.join(INITS)} or all")
+    if "specialised" in inits and spec.heads < 2:
+        raise ValueError("the specialised start (one head semantic, the others positional) needs heads >= 2")
     ds0 = datasets[0]
-    d, r, dtype, device = ds0.d, spec.rank, ds0.X.dtype, ds0.X.device
+    d, r, dtype, device = ds0.d, query_columns(spec), ds0.X.dtype, ds0.X.device
     c = n_columns(spec)
     P = torch.empty(len(datasets), len(inits), d, c, dtype=torch.float64)
     U = W = M = None
@@ -143,12 +82,22 @@ def init_params(
             gen = generator(ds.seed, STREAM_INIT, INITS.index(name))
             noise = 0.1 * torch.randn(d, c, generator=gen, dtype=torch.float64)
             Q = noise[:, :r].clone()
-            if name == "semantic":
+            semantic = ds.Q_star.to(torch.float64).cpu()
+            u = torch.as_tensor(positional_axis(spec), dtype=torch.float64)  # (pi_1; cross: (10.4))
+            positional = u @ ds.Pi.to(torch.float64).cpu() / math.sqrt(d)
+            if spec.heads > 1:  # (every head, or head 0 semantic and the others positional: (11.1))
+                if name == "semantic":
+                    Q += semantic[:, :1]
+                elif name == "positional":
+                    Q += positional[:, None]
+                elif name == "specialised":
+                    Q[:, :1] += semantic[:, :1]
+                    Q[:, 1:] += positional[:, None]
+            elif name == "semantic":
                 j = min(r, spec.teacher_rank)
-                Q[:, :j] = ds.Q_star[:, :j].to(torch.float64).cpu()
+                Q[:, :j] = semantic[:, :j]
             elif name == "positional":
-                u = torch.as_tensor(positional_axis(spec), dtype=torch.float64)  # (pi_1; cross: (10.4))
-                Q[:, 0] = u @ ds.Pi.to(torch.float64).cpu() / math.sqrt(d)
+                Q[:, 0] = positional
             if is_untied(spec):
                 Kmat = noise[:, r:] if name == "random" else Q
                 P[i, k] = torch.cat([Q, Kmat], dim=1)
@@ -157,6 +106,9 @@ def init_params(
             if W is not None:
                 W[i, k] = 0.1 * torch.randn(d, spec.value_rank, generator=gen, dtype=torch.float64)
     out = {"P": P}
+    if spec.head_gains == "trained":  # vh = sqrt(d) v_h, start v_h = 1/H (docs/model.md (11.1))
+        out["vh"] = torch.full((len(datasets), len(inits), 1, spec.heads), math.sqrt(d) / spec.heads,
+                               dtype=torch.float64)
     if spec.value == "gain":  # g = sqrt(d) v, start v = value_gain (docs/model.md (6.5))
         out["g"] = torch.full((len(datasets), len(inits), 1, 1), math.sqrt(d) * spec.gain_start,
                               dtype=torch.float64)

@@ -18,10 +18,10 @@ import numpy as np
 Matrix = tuple[tuple[float, ...], ...]
 
 #: Text accepted as a boolean (lower case).
-BOOL_TEXT = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+BOOL_TEXT = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
 
 #: The kinds of value a parameter can hold (see :func:`convert`).
-KINDS = ("float", "int", "str", "bool", "matrix")
+KINDS = ("float", "int", "str", "bool", "matrix", "floats")
 
 #: Integers are stored as 64-bit (numpy arrays, seeds, the results store): larger ones are refused.
 INT_LIMIT = 2**63
@@ -62,6 +62,19 @@ def to_int(value: Any, name: str) -> int:
     if not -INT_LIMIT <= v < INT_LIMIT:
         raise ValueError(f"{name} must be a 64-bit integer (|{name}| < 2^63), got {value!r}")
     return v
+
+
+def to_floats(value: Any, name: str) -> tuple[float, ...]:
+    """``value`` (text ``"0.9,0.999"`` or a sequence of numbers) as a non-empty tuple of finite floats."""
+    if isinstance(value, str):
+        items: list[Any] = [t for t in value.replace(" ", "").split(",") if t]
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value)
+    else:
+        raise ValueError(f"{name} must be numbers separated by commas, got {value!r}")
+    if not items:
+        raise ValueError(f"{name} must hold at least one number, got {value!r}")
+    return tuple(to_float(v, name) for v in items)
 
 
 def to_bool(value: Any, name: str) -> bool:
@@ -152,6 +165,7 @@ _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "bool": to_bool,
     "str": to_str,
     "matrix": as_matrix,
+    "floats": to_floats,
 }
 
 

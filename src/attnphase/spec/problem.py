@@ -233,6 +233,16 @@ class ModelSpec:
         None, "matrix", "cross-attention: L x L' Gram Pi Pi'^T/d between query and key embeddings "
         "(default: 0, keys orthogonal to queries)", example="1,-1;-1,1", group="cross", extension=True)
 
+    # ---- attention heads and maps (docs/model.md section 11)
+    heads: int = described(1, "int", "attention heads H of the student, each of rank 1 with its own tied key and "
+                           "query", minimum=1, maximum=_attention.MAX_HEADS, group="attention", extension=True)
+    head_gains: str = described("fixed", "str", "head gains v_h: fixed (1/H) or trained", choices=_attention.HEAD_GAINS,
+                                group="attention", extension=True)
+    activation: str = described("softmax", "str", "the student's attention map", choices=tuple(_attention.ACTIVATIONS),
+                                group="attention", extension=True)
+    teacher_activation: str = described("softmax", "str", "the teacher's attention map",
+                                        choices=tuple(_attention.ACTIVATIONS), group="attention", extension=True)
+
     def __post_init__(self) -> None:
         for name in ("mixture_align", "mixture_probs"):  # (a number or a 1-d sequence: one row)
             v = getattr(self, name)
@@ -243,6 +253,7 @@ class ModelSpec:
         for name in ("L", "rank", "teacher_rank"):
             if getattr(self, name) > MAX_SIZE:
                 raise ValueError(f"{name} must be <= {MAX_SIZE}, got {getattr(self, name)}")
+        self._check_heads()
         L = self.L
         cols = self._check_cross()
         if self.is_cross:
@@ -331,6 +342,21 @@ class ModelSpec:
         if np.linalg.eigvalsh(full).min() < -1e-9:
             raise ValueError("mixture_align is impossible for these means: the Gram of (mu_1..mu_K, Q*) "
                              "with |Q*|^2/d = 1 is not positive semi-definite")
+
+    def _check_heads(self) -> None:
+        """``ValueError`` for several heads where they are not defined: each head is rank 1 with tied
+        key and query (docs/model.md (11.1)), on the models that declare ``multi-head``."""
+        if self.heads == 1:
+            if self.head_gains != "fixed":
+                raise ValueError("head_gains applies to several heads (heads > 1)")
+            return
+        covering = _attention.names("multi-head")
+        if self.variant not in covering:
+            raise ValueError(f"several heads cover the variants {', '.join(covering)}, got variant {self.variant!r}")
+        if self.rank != 1:
+            raise ValueError(f"each head has rank 1: heads > 1 needs rank = 1, got rank {self.rank}")
+        if self.mixture or self.value != "identity":
+            raise ValueError("several heads cover uniform tokens (mixture 0) and value = identity")
 
     def _check_cross(self) -> int:
         """The columns of ``A``: ``L'`` for cross-attention, ``L`` otherwise; ``ValueError`` for

@@ -24,7 +24,7 @@ from attnphase.sweeps.runner import SweepReport, run_sweep
 from attnphase.sweeps.store import ResultStore, open_store
 
 #: the states of :data:`attnphase.sim.basins.BASIN_STATES` (repeated: no torch import here)
-STATES = ("semantic", "positional", "mixed", "trivial")
+STATES = ("semantic", "positional", "mixed", "trivial", "specialised")
 #: the branches compared for the global minimum
 _BRANCHES = ("semantic", "positional")
 
@@ -162,6 +162,8 @@ def basin_map(
             te[i, j], se[i, j] = _num(out.get("test_error")), _num(out.get("test_error_se"))
             tl[i, j], steps[i, j] = _num(out.get("train_loss")), _num(out.get("mean_steps"))
             n[i, j], conv[i, j] = int(out.get("n_runs", 0)), int(out.get("converged", 0))
+    if np.isnan(fr["specialised"]).all():  # (one head: no specialised state)
+        del fr["specialised"]
     p0 = points[0].params if points else {}
     keys = ("d", "seeds", "seed0", "init_scale", "optimizer", "lr", "max_steps", "tol", "dtype")
     return BasinMap(omegas, alphas, int(p0.get("d", 0)), {k: p0.get(k) for k in keys}, fr, te,

@@ -10,7 +10,8 @@ Values come from CLI flags (``--param alpha=0.1:2:20 --param omega=0,0.3``) or a
     sigma = 0.5
 
 Numbers use :func:`attnphase.spec.parse.parse_range`; strings and booleans are comma lists;
-matrices (``A``, ``positions``) are separated by ``|``, e.g. ``A=0.6,0.4;0.4,0.6|0.3,0.7;0.8,0.2``.
+matrices (``A``, ``positions``) and number lists (``train_betas``) are separated by ``|``, e.g.
+``A=0.6,0.4;0.4,0.6|0.3,0.7;0.8,0.2``.
 Unknown names, empty ranges and malformed files raise ``ValueError``.
 """
 
@@ -27,7 +28,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-from attnphase.spec.parse import parse_matrix, parse_range, to_bool
+from attnphase.spec.parse import parse_matrix, parse_range, to_bool, to_floats
 from attnphase.sweeps.canonical import canonical_value, point_key
 from attnphase.sweeps.kinds import Param, get_kind
 
@@ -98,6 +99,8 @@ def parse_values(p: Param, text: str) -> tuple[Any, ...]:
     text = text.strip()
     if not text:
         raise ValueError(f"{label}: range is empty")
+    if p.none is not None and text.lower() == p.none:
+        return (None,)
     if p.type == "float":
         return parse_range(text, label)
     if p.type == "int":
@@ -116,6 +119,8 @@ def parse_values(p: Param, text: str) -> tuple[Any, ...]:
         return names
     if p.type == "matrix":
         return tuple(parse_matrix(t, label) for t in text.split("|"))
+    if p.type == "floats":
+        return tuple(to_floats(t, label) for t in text.split("|"))
     raise ValueError(f"unknown parameter type {p.type!r}")  # pragma: no cover
 
 
@@ -161,6 +166,9 @@ def fixed_from_items(kind: str, items: Sequence[str], prefix: str = "") -> dict[
     out: dict[str, Any] = {}
     for item in items:
         name, text = _split_assignment(item)
+        if prefix and prefix + name not in pm:
+            known = ", ".join(n[len(prefix):] for n in pm if n.startswith(prefix))
+            raise ValueError(f"unknown setting {name!r} for kind {kind!r}; known: {known}")
         name = prefix + name
         k.check_names([name])
         vals = parse_values(pm[name], text)

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from attnphase._revision import combine, function_digest, numerics_revision
-from attnphase.spec.defaults import DEFAULT_LR, ONE_START_SETTINGS, SOLVER_PRESET, training
+from attnphase.spec.defaults import DEFAULT_LR, SOLVER_PRESET, training
 from attnphase.spec.parse import KINDS, convert, parse_range
 from attnphase.spec.problem import ModelSpec, model_parameters
 
@@ -69,6 +69,8 @@ class Param:
     help: str = ""
     #: a CLI value is a comma list of values (False: the whole text is one value)
     split: bool = True
+    #: the text that stands for ``None`` (``FieldInfo.none`` of the schema), if the value may be ``None``
+    none: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,19 +134,15 @@ KIND_PRESET: Mapping[str, str] = MappingProxyType({"theory": "solve", "curve": "
 
 
 def _solver_params(kind: str) -> tuple[Param, ...]:
-    """``solver_<field>`` for each scalar field of :class:`attnphase.theory.SolverSettings`, its
-    default the value of ``kind``'s preset (:data:`KIND_PRESET`)."""
-    from attnphase.theory import SolverSettings
+    """``solver_<field>`` for each field of :class:`attnphase.theory.SolverSettings`, from its
+    schema (:func:`attnphase.theory.settings.solver_parameters`: the names and values a theory
+    command's ``--solver NAME=VALUE`` takes), its default the value of ``kind``'s preset
+    (:data:`KIND_PRESET`)."""
+    from attnphase.theory.settings import SolverSettings, solver_parameters
 
-    command = KIND_PRESET[kind]
-    preset = SolverSettings.preset(SOLVER_PRESET[command])
-    what = f"solver setting (default: the {SOLVER_PRESET[command]!r} preset of attnphase {command})"
-    out = []
-    for f in dataclasses.fields(SolverSettings):
-        t = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(f.default))
-        if t is not None:
-            out.append(Param(SOLVER_PREFIX + f.name, t, getattr(preset, f.name), what))
-    return tuple(out)
+    preset = SolverSettings.preset(SOLVER_PRESET[KIND_PRESET[kind]])
+    return tuple(Param(SOLVER_PREFIX + p.name, p.kind, getattr(preset, p.name), p.help,
+                       none=p.info.none) for p in solver_parameters())
 
 
 def _normalize_solver(kind: str, params: Mapping[str, Any], out: dict[str, Any], branches: tuple[str, ...] = ()) -> None:
@@ -165,20 +163,20 @@ def point_solver_settings(kind: str, params: Mapping[str, Any]) -> Any:
     """The :class:`~attnphase.theory.SolverSettings` of a point of the theory kind ``kind``: the
     preset of the command of the same name (:data:`KIND_PRESET`) with the point's ``solver_<field>``
     parameters applied on top; a one-start ``solver_response`` runs on one rule, as the command's
-    (:data:`attnphase.spec.defaults.ONE_START_SETTINGS`)."""
+    (:meth:`~attnphase.theory.SolverSettings.preset`)."""
     from attnphase.theory import SolverSettings
-    from attnphase.theory.saddle import ONE_START
 
     given = {k[len(SOLVER_PREFIX):]: v for k, v in params.items() if k.startswith(SOLVER_PREFIX)}
-    if given.get("response") in ONE_START:
-        given = {**ONE_START_SETTINGS, **given}
     return SolverSettings.preset(SOLVER_PRESET[KIND_PRESET[kind]], **given)
 
 
 def _coerce(p: Param, v: Any) -> Any:
-    """``v`` converted to the type of ``p`` (``ValueError`` if impossible)."""
+    """``v`` converted to the type of ``p`` (``ValueError`` if impossible); ``p``'s text for
+    ``None`` (``Param.none``, e.g. ``"auto"``) is ``None``."""
+    if p.none is not None and isinstance(v, str) and v.strip().lower() == p.none:
+        v = None
     if v is None:
-        if p.default is None:
+        if p.default is None or p.none is not None:
             return None
         raise ValueError(f"{p.name} must not be empty")
     return convert(p.type, v, p.name)
@@ -315,9 +313,9 @@ def _transition_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict
 
     spec = model_spec(params)
     settings = point_solver_settings("transition", params)
-    # solver_n_replicas > 1: mean and standard error over independent QMC scrambles
+    # solver_replicas > 1: mean and standard error over independent QMC scrambles
     runs = [find_transition(spec, settings=dataclasses.replace(settings, seed=settings.seed + k), widen=True).to_dict()
-            for k in range(max(1, settings.n_replicas))]
+            for k in range(max(1, settings.replicas))]
     return _split_diagnostics(combine_transitions(runs, settings.seed))
 
 
@@ -374,8 +372,9 @@ def _curve_compute(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str,
         diag["converged"].append(bool(getattr(p, "converged", True)))
         diag["iterations"].append(getattr(p, "iterations", None))
         diag["reason"].append(str(getattr(p, "reason", "")))
-        ref = (getattr(p, "diagnostics", None) or {}).get("refined") or {}
-        diag["refined"].append({k: ref.get(k) for k in ("applied", "nodes", "errors", "reason") if k in ref} or None)
+        ref = getattr(p, "refinement", None)
+        kept = {} if ref is None else ref.to_dict()
+        diag["refined"].append({k: kept[k] for k in ("applied", "nodes", "errors", "reason") if k in kept} or None)
     return result, diag
 
 
@@ -390,23 +389,13 @@ SIM_INITS = ("semantic", "positional", "random")
 
 
 def _sim_train_params() -> tuple[Param, ...]:
-    """``train_<field>`` for each scalar field of :class:`attnphase.sim.TrainSettings` (none
-    where the simulator cannot be imported: its points are then stored as errors)."""
-    try:
-        from attnphase.sim import TrainSettings
-    except ImportError:
-        return ()
-    out = []
-    for f in dataclasses.fields(TrainSettings):
-        if f.name in ("device", "log_every"):  # do not change results: not part of the key
-            continue
-        default = f.default
-        t = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(default))
-        if t is None and default is None and "float" in str(f.type):
-            t = "float"  # e.g. lr: float | None
-        if t is not None:
-            out.append(Param("train_" + f.name, t, default, "training setting"))
-    return tuple(out)
+    """``train_<field>`` for each field of :class:`attnphase.spec.training.TrainSettings`, from its
+    schema (the names and values the training commands' ``--train NAME=VALUE`` takes), but
+    ``device`` and ``log_every``, which do not change results and are not part of a point's key."""
+    from attnphase.spec.training import train_parameters
+
+    return tuple(Param("train_" + p.name, p.kind, p.default, p.help, none=p.info.none)
+                 for p in train_parameters() if p.name not in ("device", "log_every"))
 
 
 def _sim_params() -> tuple[Param, ...]:
@@ -456,7 +445,7 @@ def _one_torch_thread() -> Iterator[None]:
 
 
 def _train_settings(params: Mapping[str, Any]) -> Any:
-    from attnphase.sim import TrainSettings
+    from attnphase.spec.training import TrainSettings
 
     return TrainSettings(**{k[len("train_"):]: v for k, v in params.items() if k.startswith("train_")})
 

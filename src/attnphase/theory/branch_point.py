@@ -14,6 +14,15 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec, positional_axis
 from attnphase.theory.channels import AttentionMap
 from attnphase.theory.classification import MIXED, classify, has_mixed
+from attnphase.theory.diagnostics import (
+    HAT_KEYS,
+    ErrorEstimate,
+    ErrorTarget,
+    FixedPointInfo,
+    PointDiagnostics,
+    QuadratureInfo,
+    Refinement,
+)
 from attnphase.theory.fixed_point import (
     FixedPointResult,
 )
@@ -75,6 +84,8 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
 
 #: the private fields of :class:`BranchPoint` that hold the solver's state
 _SOLVER_STATE = ("_op", "_jacobian", "_data", "_fine")
+#: the fields of :class:`BranchPoint` that :meth:`BranchPoint.to_dict` puts in its ``diagnostics``
+_RECORDS = ("fixed_point", "refinement", "error_estimate", "error_target")
 
 
 @dataclass(frozen=True)
@@ -83,8 +94,13 @@ class BranchPoint:
     ``q = Q.Q/d``, ``theta = Q*.Q/d``, ``m = pi_1.Q/d``; ``V`` in paper convention), with the
     training error ``train_loss`` ((4.1)) and the test error ``test_error`` ((4.2)). Matrices for
     ``r > 1`` are in ``q_matrix`` etc. ``exists``: the solve converged on this branch (``reason``
-    says why not otherwise); ``diagnostics``: how it was solved, refined and its error estimate.
-    Built complete: it is never changed after construction."""
+    says why not otherwise); ``fixed_point``, ``refinement``, ``error_estimate`` and
+    ``error_target``: how the fixed point was solved, carried to the fine rules, its
+    integration-error estimate and the error target's raise of the refinement order
+    (:mod:`~attnphase.theory.diagnostics`; ``None`` where there was none); ``diagnostics``: the
+    notes of the branch's solve and continuation (``direct_start``, ``ends``, ...). :meth:`record`
+    is all of it as the JSON of ``attnphase solve --json``. Built complete: it is never changed after
+    construction."""
 
     branch: str
     alpha: float
@@ -102,6 +118,10 @@ class BranchPoint:
     q_matrix: tuple = ()
     m_matrix: tuple = ()
     theta_matrix: tuple = ()
+    fixed_point: FixedPointInfo | None = None
+    refinement: Refinement | None = None
+    error_estimate: ErrorEstimate | None = None
+    error_target: ErrorTarget | None = None
     # The solver's state at the point, kept for warm starts of nearby solves (not part of the
     # result: left out of repr, comparisons and to_dict).
     #: the order parameters in paper convention
@@ -120,11 +140,21 @@ class BranchPoint:
         """The fixed point's order parameters in paper convention (``None`` where the branch is absent)."""
         return self._op
 
+    def record(self) -> dict[str, Any]:
+        """The solver's record of the point: the fixed point's keys, ``diagnostics`` and the other
+        typed records as JSON under ``refined``, ``error_estimate`` and ``target`` (where the point
+        has them)."""
+        return PointDiagnostics(self.fixed_point, self.refinement, self.error_estimate, self.error_target,
+                                self.diagnostics).to_dict()
+
     def to_dict(self) -> dict[str, Any]:
-        """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state."""
-        d = asdict(replace(self, _op=None, _jacobian=None, _data=None, _fine=None))
-        for key in _SOLVER_STATE:
+        """The point's fields as :func:`dataclasses.asdict` gives them, without the solver's state,
+        the typed records in ``diagnostics`` (:meth:`record`)."""
+        d = asdict(replace(self, _op=None, _jacobian=None, _data=None, _fine=None, diagnostics={},
+                           fixed_point=None, refinement=None, error_estimate=None, error_target=None))
+        for key in (*_SOLVER_STATE, *_RECORDS):
             del d[key]
+        d["diagnostics"] = self.record()
         return d
 
     def summary(self) -> dict[str, Any]:
@@ -157,19 +187,12 @@ def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedP
         reason = "ok"
     train = -sd.free_energy(op, res.data)
     test = sd.test_error(op, order=DRAFT_TEST_ORDER, log2_n=DRAFT_TEST_LOG2) if draft else sd.test_error(op)
-    diag = {
-        "residual": res.residual,
-        "seconds": res.seconds,
-        "solver_reason": res.reason,
-        "quadrature": {"method": sd.rule.method, "order": sd.rule.order, "nodes": sd.rule.size},
-        "prox_max_grad": float(np.max(res.data.prox.grad_norm)),
-        "classified_as": found,
-        "V_hat": res.data.hats.V_hat.tolist(),
-        "q_hat": res.data.hats.q_hat.tolist(),
-        "m_hat": res.data.hats.m_hat.tolist(),
-        "theta_hat": res.data.hats.theta_hat.tolist(),
-        **({"draft_test_error": True} if draft else {}),
-    }
+    info = FixedPointInfo(
+        residual=res.residual, seconds=res.seconds, solver_reason=res.reason,
+        quadrature=QuadratureInfo(sd.rule.method, sd.rule.order, sd.rule.size),
+        prox_max_grad=float(np.max(res.data.prox.grad_norm)), classified_as=found,
+        hats={k: getattr(res.data.hats, k).tolist() for k in HAT_KEYS},
+    )
     return BranchPoint(
         branch=branch,
         alpha=float(alpha),
@@ -179,7 +202,8 @@ def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedP
         test_error=float(test),
         converged=bool(res.converged),
         iterations=int(res.iterations),
-        diagnostics=diag,
+        diagnostics={"draft_test_error": True} if draft else {},
+        fixed_point=info,
         _jacobian=res.jacobian,
         _data=res.data,
         **overlap_fields(sd, op),

@@ -67,8 +67,8 @@ def solve_point(
     (:func:`start_point`, first on the cheaper ``warmup_order`` rule) or from ``start`` (with its
     ``jacobian`` and data step ``warm``: continuation).
 
-    The integration error estimate (``diagnostics["error_estimate"]``, relative, per unknown) is
-    computed by :func:`linear_response_estimate` from ``settings.n_replicas - 1`` independent rules.
+    The integration error estimate (``error_estimate``, relative, per unknown) is
+    computed by :func:`linear_response_estimate` from ``settings.replicas - 1`` independent rules.
     ``draft``: an intermediate point (its test error on the cheap ``DRAFT_TEST_ORDER`` rule; see
     :func:`final_test_error`). A direct start that does not converge is retried by continuation
     from smaller alphas (:func:`ramp_origins`, :func:`continue_from`); with ``thorough`` (a single solve)
@@ -104,10 +104,10 @@ def solve_point(
     point = to_point(spec, alpha, branch, sd, res, draft=draft)
     if ramp and direct and not point.exists and (not res.converged or thorough):
         point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft, budget)
-    if error_estimate and point.exists and settings.n_replicas > 1:
+    if error_estimate and point.exists and settings.replicas > 1:
         assert point.order_params is not None  # (a point that exists has its order parameters)
         est = linear_response_estimate(spec, alpha, settings, point.order_params, point.test_error)
-        point = replace(point, diagnostics={**point.diagnostics, "error_estimate": est})
+        point = replace(point, error_estimate=est)
     return point
 
 
@@ -413,7 +413,7 @@ def locate_end(branch: str, held: Sequence[BranchPoint], bad: float, failed: Bra
                 where = float(np.clip(av, lo, hi))
                 x_e = xv
                 kind = "collapse" if abs(xv) < COLLAPSE_FRACTION * abs(getattr(last, key)) else "fold"
-    found = failed.diagnostics.get("classified_as") if failed.converged else None
+    found = failed.fixed_point.classified_as if failed.converged and failed.fixed_point is not None else None
     to_zero = found == "trivial" or (not failed.converged and abs(getattr(failed, key)) < CLASSIFY_TOL)
     if branch in DEFINING and kind != "collapse" and to_zero and abs(getattr(last, key)) < COLLAPSE_NEAR * CLASSIFY_TOL:
         kind, where, x_e = "collapse", 0.5 * (lo + hi), 0.0  # (merged within the classification's resolution)

@@ -29,10 +29,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnphase.spec.attention import attention_model
+from attnphase.spec.attention import ACTIVATIONS, activation, attention_model
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import native
 from attnphase.theory.geometries import score_form, score_mask, written_out
+
+#: the most heads the theory covers (docs/model.md section 11)
+THEORY_MAX_HEADS = 1
+
+
+def check_attention_covered(spec: ModelSpec) -> None:
+    """``ValueError`` (one line) where the theory does not cover the attention map or the heads of
+    ``spec`` (the registry's ``supports`` of each map, :data:`THEORY_MAX_HEADS`), saying that the
+    simulator does."""
+    for role, name in (("student", spec.activation), ("teacher", spec.teacher_activation)):
+        if not activation(name).covers("theory"):
+            covered = ", ".join(n for n, a in ACTIVATIONS.items() if a.covers("theory"))
+            raise ValueError(f"the theory covers the {role} activation {covered}, got {name!r}; the simulator "
+                             "covers every activation (attnphase simulate)")
+    if spec.heads > THEORY_MAX_HEADS:
+        raise ValueError(f"the theory covers heads <= {THEORY_MAX_HEADS}, got heads = {spec.heads}; the simulator "
+                         "covers several heads (attnphase simulate)")
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ from attnphase.theory.classification import MIXED
 
 def is_refined(point: BranchPoint) -> bool:
     """The point was carried to the fine rules (:func:`refine_point` converged on the branch)."""
-    return bool((getattr(point, "diagnostics", None) or {}).get("refined", {}).get("applied"))
+    ref = getattr(point, "refinement", None)
+    return ref is not None and ref.applied
 
 
 def left_branch(point: BranchPoint) -> str | None:
     """The branch that :func:`refine_point` converged to when it left ``point``'s branch
     (``None`` if it did not leave it or was not run)."""
-    return point.diagnostics.get("refined", {}).get("left_to")
+    return None if point.refinement is None else point.refinement.left_to
 
 
 #: a branch exists on the fine rules only if the overlap that defines it exceeds this many
@@ -41,7 +42,8 @@ def fine_absence(point: BranchPoint) -> str | None:
     """
     to = left_branch(point)
     if to is not None:
-        n = point.diagnostics["refined"].get("nodes")
+        assert point.refinement is not None  # (left_branch read it)
+        n = point.refinement.nodes
         return f"refined on {n} nodes, the fixed point converges to the {to} branch"
     why = settled_unresolved(point)
     if why is not None:
@@ -52,7 +54,7 @@ def fine_absence(point: BranchPoint) -> str | None:
     if bad is None:
         return None
     key, err = bad
-    n = point.diagnostics["refined"].get("replicas")
+    n = None if point.refinement is None else point.refinement.replicas
     return (f"{key} = {getattr(point, key):.3g} is not resolved from zero on the fine rules "
             f"(relative standard error {err:.2g} over {n} rules)")
 
@@ -60,13 +62,16 @@ def fine_absence(point: BranchPoint) -> str | None:
 def settled_unresolved(point: BranchPoint) -> str | None:
     """Why the branch is not resolved, where :func:`refine_point` decided it from the fine rules'
     own fixed points before its fallback (:func:`_rules_unresolve`); ``None`` otherwise."""
-    return (getattr(point, "diagnostics", None) or {}).get("refined", {}).get("unresolved")
+    ref = getattr(point, "refinement", None)
+    return None if ref is None else ref.unresolved
 
 
 def unresolved_overlap(point: BranchPoint) -> tuple[str, float] | None:
     """The overlap that defines ``point``'s branch (``theta`` semantic, ``m`` positional, both
     mixed) and its relative error estimate, if that is above ``1 / RESOLVE_SE``."""
-    est = point.diagnostics.get("error_estimate") or {}
+    est = point.error_estimate
+    if est is None:
+        return None
     for key in DEFINING_OVERLAPS.get(point.branch, ()):
         err = est.get(f"{key}_user")
         if err is not None and err * RESOLVE_SE > 1:

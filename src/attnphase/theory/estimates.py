@@ -9,11 +9,11 @@ replaces this estimate.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
+from attnphase.theory.diagnostics import ErrorEstimate
 from attnphase.theory.fixed_point import SolverSettings, make_saddle, warm_starts
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
@@ -64,7 +64,7 @@ def user_errors(sd: Saddle, op: OrderParams, samples: np.ndarray, se: bool) -> d
 
 
 def linear_response_estimate(spec: ModelSpec, alpha: float, settings: SolverSettings, op: OrderParams,
-                             test_error: float) -> dict[str, Any]:
+                             test_error: float) -> ErrorEstimate:
     """Integration-error estimate of the fixed point ``op`` of the solver's rule, whose test error
     is ``test_error``, by linear response (docs/model.md (7.3)): relative errors per unknown
     (:meth:`OrderParams.names`), of the test error and of the summary overlaps in user units.
@@ -73,14 +73,14 @@ def linear_response_estimate(spec: ModelSpec, alpha: float, settings: SolverSett
     rules (``gh``: orders ``order + 2k``), the fixed point of rule ``k`` is
     ``x_k ~ x* - J^{-1} r_k(x*)`` with ``J`` the Jacobian of ``r`` (forward differences). The
     root-mean-square of ``x_k - x*`` over the replicas estimates the error of ``x*``; it costs
-    ``n_unknowns + n_replicas`` data steps instead of ``n_replicas`` full solves.
+    ``n_unknowns + replicas`` data steps instead of ``replicas`` full solves.
     """
     sd = make_saddle(spec, alpha, settings)
     L, F, rs = sd.L, sd.F, sd.rs
     x0 = op.to_vector()
     free, scale, J, resid = _response(sd, settings, x0)
     deltas = []
-    for k in range(1, settings.n_replicas):
+    for k in range(1, settings.replicas):
         if settings.method == "qmc":
             sdk = make_saddle(spec, alpha, settings, seed=settings.seed + 7919 * k)
         else:
@@ -94,10 +94,9 @@ def linear_response_estimate(spec: ModelSpec, alpha: float, settings: SolverSett
     rel = np.sqrt(np.mean(D**2, axis=0)) / np.maximum(np.abs(x0), 1e-300)
     rel[~free] = 0.0
     names = op.names()
-    out: dict[str, Any] = {n: float(v) for n, v in zip(names, rel, strict=True)}
+    out: dict[str, float] = {n: float(v) for n, v in zip(names, rel, strict=True)}
     tests = [sd.test_error(OrderParams.from_vector(x0 + d, L, F, rs)) for d in D]
     out["test_error"] = float(np.sqrt(np.mean((np.asarray(tests) - test_error) ** 2)) / test_error)
     # the user-facing scalars
     out.update(user_errors(sd, op, x0 + D, se=False))
-    out["method"] = f"linear response over {len(deltas)} extra {settings.method} rules"
-    return out
+    return ErrorEstimate(out, f"linear response over {len(deltas)} extra {settings.method} rules")

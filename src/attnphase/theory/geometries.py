@@ -8,7 +8,8 @@ bilinear scores ``s_lj = h_l^T M h_j`` and a mask (causal: ``j <= l``). :func:`s
 
 :data:`GEOMETRIES` lists the geometries whose proximal kernel (docs/model.md (3.2)) is written out
 as straight-line C (:mod:`attnphase.theory.native.codegen`): the reference case ``L = 2``,
-``r = 1`` and the sizes of the variants. It is plain data, read by the generator and by the
+``r = 1`` and the sizes of the variants, as the registry of attention models declares them. It is
+plain data, read by the generator and by the
 kernel picker (:func:`attnphase.theory.channels.prox_batch`); this module imports neither.
 """
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnphase.spec.attention import attention_model, score_mask
+from attnphase.spec.attention import MODELS, attention_model, score_mask
 
 __all__ = ["Geometry", "score_form", "score_mask"]
 
@@ -64,18 +65,10 @@ class Geometry:
         return score_mask(self.variant, self.L, self.keys)
 
 
-#: the geometries whose proximal kernel is written out in C
-GEOMETRIES: tuple[Geometry, ...] = (
-    *(Geometry("tied", L, 1) for L in (2, 3, 4, 5)),
-    *(Geometry("causal", L, 1) for L in (2, 3, 4, 5)),
-    *(Geometry("tied", L, 2) for L in (2, 3)),
-    Geometry("causal", 2, 2),
-    Geometry("untied", 2, 1),
-    Geometry("untied-causal", 2, 1),
-    Geometry("untied", 3, 1),
-    Geometry("cross", 4, 1, keys=2),
-    Geometry("untied-cross", 4, 1, keys=2),
-)
+#: the geometries whose proximal kernel is written out in C: the sizes each registered model
+#: declares (:attr:`attnphase.spec.attention.AttentionModel.written_out`)
+GEOMETRIES: tuple[Geometry, ...] = tuple(
+    Geometry(m.name, L, rank, keys) for m in MODELS.values() for L, rank, keys in m.written_out)
 
 
 def written_out(L: int, M: np.ndarray, mask: np.ndarray) -> Geometry | None:

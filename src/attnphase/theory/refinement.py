@@ -39,6 +39,7 @@ from attnphase.theory.confirmation import (
 from attnphase.theory.confirmation import left_branch as left_branch
 from attnphase.theory.confirmation import settled_unresolved as settled_unresolved
 from attnphase.theory.confirmation import unresolved_overlap as unresolved_overlap
+from attnphase.theory.diagnostics import ErrorEstimate, Refinement
 from attnphase.theory.estimates import user_errors
 from attnphase.theory.fine_rules import fine_union, nested_first
 from attnphase.theory.fixed_point import (
@@ -246,9 +247,9 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     (``BranchPoint._fine``, a few MB at order 11) for a refinement to finer rules from there
     (:func:`nested_first`; the overlap target of :func:`solve_refined`).
 
-    Standard errors over the fine scrambles are in ``diagnostics["refined"]["errors"]``
-    (absolute for ``train_loss`` and ``test_error``, relative for the order parameters) and, as
-    relative errors of the reported values, in ``diagnostics["error_estimate"]``. A refinement
+    Standard errors over the fine scrambles are in ``refinement.errors`` (:class:`Refinement`;
+    absolute for ``train_loss`` and ``test_error``, relative for the order parameters) and, as
+    relative errors of the reported values, in ``error_estimate``. A refinement
     that does not converge returns the coarse point with the reason.
     """
     order = settings.refine_order
@@ -268,22 +269,23 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     if exact and retry and fallback and qn is not None and not qn.ok:
         why = _rules_unresolve(sd, fine, tried, point.branch, settings) if n > 1 else None
         if why is not None:
-            return _not_refined(point, {**info, "applied": False, "unresolved": why,
-                                        "reason": "refinement did not converge: " + qn.message})
-        fb, info["fallback"] = _fallback_refine(union, point.order_params, settings, qs)
+            return _not_refined(point, info.with_(applied=False, unresolved=why,
+                                                  reason="refinement did not converge: " + qn.message))
+        fb, fb_note = _fallback_refine(union, point.order_params, settings, qs)
+        info = info.with_(fallback=fb_note)
         if fb is not None:
             qn, x_units = fb
     if qn is None or not qn.ok:
-        return _not_refined(point, {**info, **_failure(sd, qn)})
+        return _not_refined(point, _failure(info, sd, qn))
     x = qn.x
     op = OrderParams.from_vector(x, sd.L, sd.F, sd.rs)
-    info.update(step=float(np.max(np.abs(x - x0) / np.maximum(np.abs(x0), 1e-3))), evaluations=qn.evals,
-                solver_reason=qn.message, residual=qn.rel)
+    info = info.with_(step=float(np.max(np.abs(x - x0) / np.maximum(np.abs(x0), 1e-3))), evaluations=qn.evals,
+                      solver_reason=qn.message, residual=qn.rel)
     landed = classify(op, float(np.sqrt(sd.s2)), has_mixed(spec))
     if landed != point.branch:
         # (see left_branch: the coarse point may be an artefact of its rule)
-        return _not_refined(point, {**info, "applied": False, "reason": "the refined point left the branch",
-                                    "left_to": landed})
+        return _not_refined(point, info.with_(applied=False, reason="the refined point left the branch",
+                                              left_to=landed))
     # each fine rule at x (from the union's minima there where its last evaluation was the full one at x)
     full_at_x = _warm_at(qn, x) is not None
     steps, starts, cuts = _rule_steps(fine, op, qn.ds, settings, full=full_at_x)
@@ -291,26 +293,27 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     mean = replace(steps[0], hats=hats, mean_M=float(np.mean([ds.mean_M for ds in steps])))
     train = -sd.free_energy(op, mean)
     test = sd.test_error(op)
-    info["applied"] = True
-    est = None
+    info = info.with_(applied=True)
+    est = point.error_estimate
     if n > 1:
-        X, info["rule_solves"] = _rule_fixed_points(sd, fine, steps, x, x_units, qn.J, starts, cuts, settings)
-        info["errors"], est = _fine_errors(sd, x, op, X, steps, train, test, settings.method)
+        X, rule_solves = _rule_fixed_points(sd, fine, steps, x, x_units, qn.J, starts, cuts, settings)
+        errors, est = _fine_errors(sd, x, op, X, steps, train, test, settings.method)
+        info = info.with_(rule_solves=tuple(rule_solves), errors=errors)
     kept = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
     return replace(
         point, train_loss=float(train), test_error=float(test), **overlap_fields(sd, op),
         _fine=(union, n, qn.ds) if keep_fine and full_at_x and settings.method == "qmc" else None,
-        diagnostics={**kept, "refined": info, **({"error_estimate": est} if est is not None else {})},
+        diagnostics=kept, refinement=info, error_estimate=est,
     )
 
 
-def _refinement_record(settings: SolverSettings, union: Saddle, n: int, point: BranchPoint) -> dict[str, Any]:
-    """The start of ``diagnostics["refined"]``: the fine rules and the coarse point's values."""
+def _refinement_record(settings: SolverSettings, union: Saddle, n: int, point: BranchPoint) -> Refinement:
+    """The start of a point's :class:`Refinement`: the fine rules and the coarse point's values."""
     coarse = {"train_loss": point.train_loss, "test_error": point.test_error, "q": point.q, "m": point.m,
               "theta": point.theta,
               **({"test_error_order": DRAFT_TEST_ORDER} if point.diagnostics.get("draft_test_error") else {})}
-    return {"method": settings.method, "order": settings.refine_order, "replicas": n, "nodes": union.rule.size,
-            "teacher_scale": union.rule.teacher_scale, "mirror": union.mirror, "coarse": coarse}
+    return Refinement(method=settings.method, order=settings.refine_order, replicas=n, nodes=union.rule.size,
+                      teacher_scale=union.rule.teacher_scale, mirror=union.mirror, coarse=coarse)
 
 
 def _stage_settings(settings: SolverSettings, tol: float | None) -> SolverSettings:
@@ -360,29 +363,28 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
     return qn, x0, tried
 
 
-def _not_refined(point: BranchPoint, info: dict[str, Any]) -> BranchPoint:
-    """``point`` as it was, with why its refinement was not applied in ``diagnostics["refined"]``."""
-    return replace(point, diagnostics={**point.diagnostics, "refined": info})
+def _not_refined(point: BranchPoint, info: Refinement) -> BranchPoint:
+    """``point`` as it was, with why its refinement was not applied in its ``refinement``."""
+    return replace(point, refinement=info)
 
 
-def _failure(sd: Saddle, qn: QuasiNewtonResult | None) -> dict[str, Any]:
-    """The ``diagnostics["refined"]`` entries of a refinement that did not converge, with where it
-    stopped (user units): e.g. on the way to another branch."""
-    out: dict[str, Any] = {"applied": False,
-                           "reason": "refinement did not converge: " + ("invalid start" if qn is None else qn.message)}
-    if qn is not None:
-        q_u, m_u, th_u = sd.user_scalars(OrderParams.from_vector(qn.x, sd.L, sd.F, sd.rs))
-        out["stopped_at"] = {"q": float(q_u), "m": float(m_u), "theta": float(th_u)}
-        out["reason"] += f" (stopped at m {m_u:.3g}, theta {th_u:.3g})"
-    return out
+def _failure(info: Refinement, sd: Saddle, qn: QuasiNewtonResult | None) -> Refinement:
+    """``info`` completed for a refinement that did not converge, with where it stopped (user
+    units): e.g. on the way to another branch."""
+    reason = "refinement did not converge: " + ("invalid start" if qn is None else qn.message)
+    if qn is None:
+        return info.with_(applied=False, reason=reason)
+    q_u, m_u, th_u = sd.user_scalars(OrderParams.from_vector(qn.x, sd.L, sd.F, sd.rs))
+    return info.with_(applied=False, reason=reason + f" (stopped at m {m_u:.3g}, theta {th_u:.3g})",
+                      stopped_at={"q": float(q_u), "m": float(m_u), "theta": float(th_u)})
 
 
 def _fine_errors(sd: Saddle, x: np.ndarray, op: OrderParams, X: np.ndarray, steps: list[DataStep], train: float,
-                 test: float, method: str) -> tuple[dict[str, float], dict[str, Any]]:
+                 test: float, method: str) -> tuple[dict[str, float], ErrorEstimate]:
     """Standard errors over the fine rules of the refined point ``x`` (``op``) from each rule's own fixed
-    point (rows of ``X``) and data step at ``op``: absolute ones (``diagnostics["refined"]["errors"]``:
+    point (rows of ``X``) and data step at ``op``: absolute ones (``Refinement.errors``:
     training and test error absolute, order parameters relative) and the relative error estimate
-    (``diagnostics["error_estimate"]``). Each rule's own fixed point, rather than a
+    (:class:`ErrorEstimate`). Each rule's own fixed point, rather than a
     linear-response step with the union's Broyden Jacobian: that was off by up to 9x in the
     standard error where the Jacobian was poor (L = 3)."""
     n = len(steps)
@@ -392,10 +394,9 @@ def _fine_errors(sd: Saddle, x: np.ndarray, op: OrderParams, X: np.ndarray, step
     errors = {"train_loss": float(np.std(trains, ddof=1) / np.sqrt(n)),
               "test_error": float(np.std(tests, ddof=1) / np.sqrt(n)),
               **{nm: float(v) for nm, v in zip(op.names(), rel, strict=True)}}
-    est: dict[str, Any] = {**{nm: errors[nm] for nm in op.names()}, "test_error": errors["test_error"] / test,
-                           "train_loss": errors["train_loss"] / abs(train), **user_errors(sd, op, X, se=True),
-                           "method": f"standard error over {n} fine {method} rules (refinement)"}
-    return errors, est
+    rel_est = {**{nm: errors[nm] for nm in op.names()}, "test_error": errors["test_error"] / test,
+               "train_loss": errors["train_loss"] / abs(train), **user_errors(sd, op, X, se=True)}
+    return errors, ErrorEstimate(rel_est, f"standard error over {n} fine {method} rules (refinement)")
 
 
 #: iterations of the full solver when the refinement's quasi-Newton stages fail (the L = 3

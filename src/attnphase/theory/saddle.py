@@ -20,6 +20,7 @@ from attnphase.theory import native as native
 from attnphase.theory.channels import (
     AttentionMap,
     ProxResult,
+    check_attention_covered,
     cross_offset_tokens,
     default_starts,
     escape_saddles,
@@ -91,6 +92,7 @@ class Saddle:
         if spec.value not in ("identity", "gain"):
             raise ValueError("the theory solver covers value = identity and gain only (lowrank and full "
                              "do not enter at leading order, docs/model.md (6.4)); use the simulator")
+        check_attention_covered(spec)
         self.spec = spec
         self.alpha = float(alpha)
         self.amap = AttentionMap.from_spec(spec)

@@ -1,14 +1,21 @@
 """The settings of the theory solver: :class:`SolverSettings` (integration rule, iteration, damping,
 refinement and error target), its presets and the error estimates an error target applies to.
+
+Each field is described once (:func:`attnphase.spec.schema.described`, group ``solver``): the
+description checks its value, and makes the theory commands' flags (the common settings) and
+their ``--solver NAME=VALUE`` items (the rare ones, ``FieldInfo.rare``) and the theory sweep kinds'
+``solver_<name>`` parameters (:func:`solver_parameters`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from attnphase.spec.defaults import ONE_START_SETTINGS
+from attnphase.spec.schema import Parameter, changes_from_items, described, parameters
 from attnphase.theory.responses import ONE_START, RESPONSES
 
 #: which error estimates ``SolverSettings.target_error`` applies to (``target_on``): the test
@@ -19,6 +26,9 @@ TARGET_KEYS = {"test_error": ("test_error",), "overlaps": ("q_user", "m_user", "
 
 
 TARGET_ON = tuple(TARGET_KEYS)
+
+#: the schema group of every solver setting
+_S = {"group": "solver"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,7 @@ class SolverSettings:
         Weight of the old point in the damped iteration ``x <- damping x + (1 - damping) F(x)``.
     anderson : int
         Depth of the Anderson acceleration.
-    n_replicas : int
+    replicas : int
         Independent QMC scrambles solved to estimate the integration error (1: no estimate).
     seed : int
         Of the QMC scrambles (the coarse rule's, and through it those of the error estimate and
@@ -106,7 +116,8 @@ class SolverSettings:
         docs/model.md (3.6)) or ``"semantic-start"`` or ``"positional-start"`` (each node keeps
         the minimum reached from the teacher's fields at the student's norm, or from the
         student's positional means, docs/model.md (3.7); on one rule: ``refine_order`` and
-        ``target_error`` 0, the error estimate from the ``n_replicas`` rules).
+        ``target_error`` 0, the error estimate from the ``replicas`` rules). :meth:`preset` gives them that one rule
+        (:data:`attnphase.spec.defaults.ONE_START_SETTINGS`).
 
     Raises
     ------
@@ -116,30 +127,61 @@ class SolverSettings:
         refinement or an error target; ``target_error`` with fewer than two ``refine_replicas``).
     """
 
-    method: str = "qmc"
-    order: int = 12
-    warmup_order: int | None = 8
-    tol: float = 1e-8
-    max_iter: int = 300
-    damping: float = 0.7
-    anderson: int = 5
-    n_replicas: int = 3
-    seed: int = 0
-    full_starts_every: int = 25
-    switch_width: float = 1e-5
-    polish_below: float = 1e-2
-    anderson_below: float = 3e-2
-    max_polish: int = 3
-    max_rescue: int = 3
-    noise_tol: float = 1e-6
-    refine_order: int = 0
-    refine_replicas: int = 4
-    target_error: float = 0.0
-    target_on: str = "test_error"
-    max_refine_order: int = 15
-    fine_teacher_scale: float | None = None
-    mirror: bool | None = None
-    response: str = "global"
+    method: str = described("qmc", "str", "integration rule of the data step: scrambled Sobol (x4 symmetrised) or "
+                            "product Gauss-Hermite", choices=("qmc", "gh"), rare=True, **_S)
+    order: int = described(12, "int", "qmc: log2 of the base sample (x4 symmetrised); gh: points per dimension",
+                           minimum=2, **_S)
+    warmup_order: int | None = described(8, "int", "a cheaper rule iterated first, when below order (none: no "
+                                          "warm-up)", minimum=2, none="none", rare=True, **_S)
+    tol: float = described(1e-8, "float", "relative change of every unknown at convergence", minimum=0.0,
+                           maximum=1.0, strict_minimum=True, strict_maximum=True, **_S)
+    max_iter: int = described(300, "int", "fixed-point iterations at most", minimum=1, rare=True, **_S)
+    damping: float = described(0.7, "float", "weight of the old point in the damped iteration", minimum=0.0,
+                               maximum=1.0, strict_maximum=True, rare=True, **_S)
+    anderson: int = described(5, "int", "depth of the Anderson acceleration", minimum=0, rare=True, **_S)
+    replicas: int = described(3, "int", "independent QMC scrambles solved for the integration error estimate, "
+                              "1: none", minimum=1, **_S)
+    seed: int = described(0, "int", "seed of the QMC scrambles, coarse and fine rules: another seed gives "
+                          "independent rules, a check of the reported integration error", minimum=0, **_S)
+    full_starts_every: int = described(25, "int", "iterations between two proximal solves from the full "
+                                       "multi-start set (warm starts between)", minimum=1, rare=True, **_S)
+    switch_width: float = described(1e-5, "float", "width tau of a node's split between its two lowest minima",
+                                    minimum=0.0, strict_minimum=True, rare=True, **_S)
+    polish_below: float = described(1e-2, "float", "relative change below which the quasi-Newton stage "
+                                    "takes over", minimum=0.0, strict_minimum=True, rare=True, **_S)
+    anderson_below: float = described(3e-2, "float", "relative change below which the iteration is "
+                                      "Anderson-mixed (damped above)", minimum=0.0, strict_minimum=True,
+                                      rare=True, **_S)
+    max_polish: int = described(3, "int", "quasi-Newton stages at most", minimum=0, rare=True, **_S)
+    max_rescue: int = described(3, "int", "quasi-Newton stages at most that a period-two cycle starts",
+                                minimum=0, rare=True, **_S)
+    noise_tol: float = described(1e-6, "float", "residual accepted when tol is below the rule's noise floor "
+                                 "(at least tol)", minimum=0.0, maximum=1.0, strict_minimum=True,
+                                 strict_maximum=True, rare=True, **_S)
+    refine_order: int = described(0, "int", "carry the coarse fixed points to refine_replicas finer rules of "
+                                  "this order (qmc: log2 of each base sample; multi-fidelity refinement, which "
+                                  "also gives the error estimate; 0: off)", minimum=0, **_S)
+    refine_replicas: int = described(4, "int", "independent fine rules of the refinement", minimum=1, rare=True,
+                                     **_S)
+    target_error: float = described(0.0, "float", "raise a branch's refinement order (from refine_order) until "
+                                    "the estimated relative error of what target_on names is at most this (0: "
+                                    "one refinement at refine_order, the fastest)", minimum=0.0,
+                                    maximum=1.0, strict_maximum=True, **_S)
+    target_on: str = described("test_error", "str", "which estimates target_error applies to", choices=TARGET_ON,
+                               rare=True, **_S)
+    max_refine_order: int = described(15, "int", "highest refinement order for target_error", minimum=2,
+                                      rare=True, **_S)
+    fine_teacher_scale: float | None = described(None, "float", "the fine rules draw the teacher noises from "
+                                                 "N(0, s^2) with importance weights (1: the plain rule; auto: 1.4 "
+                                                 "at L = 2, rank 1, 1 elsewhere)", minimum=1.0, maximum=3.0,
+                                                 none="auto", rare=True, **_S)
+    mirror: bool | None = described(None, "bool", "the fine rules pair every node with its mirror in the "
+                                    "conjugates: the same minima, less scatter (auto: on for the tied and causal "
+                                    "students at L = 2, rank 1, uncorrelated tokens)", none="auto", rare=True, **_S)
+    response: str = described("global", "str", "which minimum each sample's fields take: the global one, followed "
+                              "locally without the jumps, or the one reached from the teacher's fields or from the "
+                              "student's positional means (docs/model.md (3.3), (3.6), (3.7))",
+                              choices=RESPONSES, **_S)
 
     #: the named presets of :meth:`preset`: the fields each one sets (the others keep their
     #: defaults above). ``fast``: branches followed on 2^8 x 4 nodes to ``tol`` 1e-6, no error
@@ -151,7 +193,7 @@ class SolverSettings:
     #: the refinements go to order 15, the highest, where the estimates are 1.3e-4 to 1.9e-4: a
     #: target of 1e-4 is not reached there).
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = MappingProxyType({
-        "fast": MappingProxyType({"order": 8, "tol": 1e-6, "noise_tol": 1e-4, "n_replicas": 1, "refine_order": 10}),
+        "fast": MappingProxyType({"order": 8, "tol": 1e-6, "noise_tol": 1e-4, "replicas": 1, "refine_order": 10}),
         "default": MappingProxyType({"order": 8, "refine_order": 11, "target_error": 1e-3, "target_on": "overlaps"}),
         "precise": MappingProxyType({"order": 8, "refine_order": 11, "target_error": 2e-4, "target_on": "overlaps"}),
     })
@@ -159,7 +201,11 @@ class SolverSettings:
     @classmethod
     def preset(cls, name: str, **changes: Any) -> SolverSettings:
         """The named settings ``"fast"``, ``"default"`` or ``"precise"`` (:attr:`PRESETS`), with
-        ``changes`` (field names) applied on top.
+        ``changes`` (field names) applied on top. A one-start ``response`` (``semantic-start``,
+        ``positional-start``) runs on one rule: where ``changes`` do not set them, the preset's
+        order, warm-up, refinement and error target give way to
+        :data:`attnphase.spec.defaults.ONE_START_SETTINGS` (docs/model.md (3.7)), as on the
+        command line (``attnphase solve --response positional-start``).
 
         ``SolverSettings()`` itself holds the single-rule solver's defaults (order 12, no
         refinement), which :func:`attnphase.theory.solve_point` uses; ``preset("default")`` is the
@@ -167,42 +213,22 @@ class SolverSettings:
         """
         if name not in cls.PRESETS:
             raise ValueError(f"unknown solver preset {name!r}; choose from {', '.join(cls.PRESETS)}")
+        if changes.get("response") in ONE_START:  # (one rule: docs/model.md (3.7))
+            changes = {**ONE_START_SETTINGS, **changes}
         return cls(**{**cls.PRESETS[name], **changes})
 
     def __post_init__(self) -> None:
-        if self.method not in ("qmc", "gh"):
-            raise ValueError(f"unknown integration method {self.method!r}; choose qmc or gh")
-        if self.order < 2:
-            raise ValueError("integration order must be >= 2")
-        if not 0 < self.tol < 1:
-            raise ValueError("tol must lie in (0, 1)")
-        if self.max_iter < 1:
-            raise ValueError("max_iter must be >= 1")
-        if not self.tol <= self.noise_tol < 1:
-            raise ValueError("noise_tol must lie in [tol, 1)")
-        if not 0 <= self.damping < 1:
-            raise ValueError("damping must lie in [0, 1)")
-        if self.refine_order != 0 and self.refine_order < 2:
+        for p in solver_parameters():  # (kinds, choices and bounds: the schema)
+            object.__setattr__(self, p.name, p.coerce(getattr(self, p.name)))
+        if not self.tol <= self.noise_tol:
+            raise ValueError(f"noise_tol must lie in [tol, 1), got {self.noise_tol} below tol {self.tol}")
+        if self.refine_order == 1:
             raise ValueError("refine_order must be 0 (off) or >= 2")
         if self.method == "qmc":  # (4 * 2^order nodes per rule; see quadrature.MAX_NODES)
             for name in ("order", "refine_order", "max_refine_order"):
                 if getattr(self, name) > 20:
-                    raise ValueError(f"{name.replace('_', '-')} must be <= 20 for qmc (4 * 2^20 nodes per rule), "
+                    raise ValueError(f"{name} must be <= 20 for qmc (4 * 2^20 nodes per rule), "
                                      f"got {getattr(self, name)}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got {self.seed}")
-        if self.n_replicas < 1:
-            raise ValueError(f"replicas must be >= 1 (1: no error estimate), got {self.n_replicas}")
-        if self.refine_replicas < 1:
-            raise ValueError("refine_replicas must be >= 1")
-        if self.fine_teacher_scale is not None and not 1 <= self.fine_teacher_scale <= 3:
-            raise ValueError(f"teacher-scale must lie in [1, 3], got {self.fine_teacher_scale}")
-        if not 0 <= self.target_error < 1:
-            raise ValueError("target_error must lie in [0, 1) (0: off)")
-        if self.target_on not in TARGET_ON:
-            raise ValueError(f"unknown target {self.target_on!r}; choose from {', '.join(TARGET_ON)}")
-        if self.response not in RESPONSES:
-            raise ValueError(f"unknown response {self.response!r}; choose from {', '.join(RESPONSES)}")
         if self.response in ONE_START and (self.refine_order or self.target_error):
             raise ValueError(f"the {self.response} response runs on one rule (refine_order 0, target_error 0): its "
                              "one-start selection makes the map too rough for the multi-fidelity refinement")
@@ -215,3 +241,18 @@ class SolverSettings:
 #: on 2^8 x 4 nodes (tol 1e-6; about 1-2 % integration error on the overlaps), the points that
 #: locate alpha_c and alpha_l refined on 4 x 2^10 x 4 nodes (see ``refine_point``)
 FAST: Mapping[str, Any] = MappingProxyType({**SolverSettings.PRESETS["fast"], "warmup_order": None})
+
+
+def solver_parameters() -> tuple[Parameter, ...]:
+    """The :class:`~attnphase.spec.schema.Parameter` of every :class:`SolverSettings` field, in
+    field order."""
+    return parameters(SolverSettings)
+
+
+def solver_changes(items: Sequence[str], option: str = "--solver") -> dict[str, Any]:
+    """``NAME=VALUE`` items (``option``'s, e.g. ``--solver max_iter=500``) as the
+    :class:`SolverSettings` fields they set, each value read and checked by the field's schema;
+    ``ValueError`` (one line) for an item without ``=``, an unknown name (the known ones listed)
+    or a bad value. A name may use ``-`` for ``_``."""
+    return changes_from_items(solver_parameters(), items, option)
+

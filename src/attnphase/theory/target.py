@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
-from typing import Any
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.branches import (
@@ -22,6 +21,7 @@ from attnphase.theory.branches import (
     semantic_by_arclength,
     solve_point,
 )
+from attnphase.theory.diagnostics import ErrorTarget, Refinement, TargetStep
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import TARGET_KEYS, SolverSettings
 from attnphase.theory.refinement import (
@@ -40,7 +40,7 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     """One branch at one ``alpha`` by the multi-fidelity path: the fixed point on the solver's
     (coarse) rule, then :func:`refine_point` to ``settings.tol`` on the fine rules, whose standard
     error is the error estimate. Where the refinement does not converge the coarse point is
-    returned with the reason in ``diagnostics["refined"]`` and the linear-response error estimate
+    returned with the reason in its ``refinement`` and the linear-response error estimate
     of the coarse rule (seen for ``rank = 2``: the coarse rule's ``m = 0`` semantic point is not a
     fixed point of the fine rules, which drift to the mixed branch; docs/variants.md), unless the
     overlap that defines the branch is not resolved there (:func:`coarse_absence`). Where the coarse
@@ -76,11 +76,14 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     if marked is not point:
         return marked
     if not is_refined(point):
-        point = coarse = final_test_error(spec, replace(coarse, diagnostics=point.diagnostics), settings)
-        if coarse.exists and settings.n_replicas > 1:
+        point = coarse = final_test_error(spec, replace(coarse, diagnostics=point.diagnostics,
+                                                        refinement=point.refinement,
+                                                        error_estimate=point.error_estimate,
+                                                        error_target=point.error_target), settings)
+        if coarse.exists and settings.replicas > 1:
             assert coarse.order_params is not None  # (a point that exists has its order parameters)
             est = linear_response_estimate(spec, alpha, settings, coarse.order_params, coarse.test_error)
-            point = coarse = replace(coarse, diagnostics={**coarse.diagnostics, "error_estimate": est})
+            point = coarse = replace(coarse, error_estimate=est)
             why = coarse_absence(point)
             if why is not None:
                 return replace(point, exists=False, reason=f"{branch} branch not resolved: {why}")
@@ -142,9 +145,10 @@ def _refine_by_continuation(spec: ModelSpec, alpha: float, branch: str, settings
     why = fine_absence(point)
     if why is not None:
         return None, f"{how} ({key} {getattr(mid, key):.3g}): not resolved on the fine rules ({why})"
-    if failed.exists or failed.diagnostics.get("refined"):
+    if failed.exists or failed.refinement is not None:
+        why = None if failed.refinement is None else failed.refinement.reason
         note = (f"the refinement of the coarse point (coarse {key} {getattr(failed, key):.3g}) failed "
-                f"({failed.diagnostics.get('refined', {}).get('reason')}); {how} instead")
+                f"({why}); {how} instead")
     else:
         note = f"the coarse solve found no point of the branch ({failed.reason}); {how} instead"
     return (mid, _with_retry(point, note)), note
@@ -152,9 +156,8 @@ def _refine_by_continuation(spec: ModelSpec, alpha: float, branch: str, settings
 
 def _with_retry(point: BranchPoint, note: str) -> BranchPoint:
     """``point`` with ``note`` (what the second try of :func:`solve_refined` did) as
-    ``diagnostics["refined"]["retry"]``."""
-    refined = {**point.diagnostics.get("refined", {}), "retry": note}
-    return replace(point, diagnostics={**point.diagnostics, "refined": refined})
+    ``refinement.retry``."""
+    return replace(point, refinement=(point.refinement or Refinement()).with_(retry=note))
 
 
 def coarse_absence(point: BranchPoint) -> str | None:
@@ -208,7 +211,7 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
     relative error estimate of the test error (``settings.target_on``: or of the summary overlaps,
     or of both: :func:`target_estimate`) is at most ``settings.target_error`` or
     ``max_refine_order`` is reached; the history (order, the targeted estimate, the test error's,
-    nodes, the seconds each refinement took, and why one failed) is in ``diagnostics["target"]``.
+    nodes, the seconds each refinement took, and why one failed) is the point's ``error_target``.
 
     Each step goes to the order that the estimate's decay predicts, ``N^-TARGET_DECAY`` in the
     number of nodes ``N`` (one order doubles ``N``), at least one order up: the intermediate
@@ -218,40 +221,42 @@ def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSetti
     equal value (full-map residuals 1.7e-4, 3.1e-4, 4.8e-4 in turn), and the fallback spent 97 s
     of the 127 s of that step at order 14 without converging either."""
     order = settings.refine_order
-    history: list[dict[str, Any]] = []
+    history: list[TargetStep] = []
 
     def estimate(p: BranchPoint, on: str = settings.target_on) -> float:
         return target_estimate(p, on) if is_refined(p) else math.inf
 
     err = estimate(point)
     kept = order
-    history.append({"order": order, "estimate": err, "test_error_estimate": estimate(point, "test_error"),
-                    "nodes": point.diagnostics["refined"].get("nodes")})
+    history.append(TargetStep(order, err, estimate(point, "test_error"), nodes=_nodes(point)))
     while err > settings.target_error and order < settings.max_refine_order:
         order = min(settings.max_refine_order, order + order_step(spec, err, settings.target_error))
         t0 = time.perf_counter()
         nxt = refine_point(spec, point, replace(settings, refine_order=order), tol=settings.tol, keep_fine=True,
                            fallback=False)
         e = estimate(nxt)
-        history.append({"order": order, "estimate": e, "test_error_estimate": estimate(nxt, "test_error"),
-                        "nodes": nxt.diagnostics["refined"].get("nodes"), "seconds": time.perf_counter() - t0,
-                        **({} if is_refined(nxt) else {"reason": nxt.diagnostics["refined"].get("reason")})})
+        history.append(TargetStep(order, e, estimate(nxt, "test_error"), nodes=_nodes(nxt),
+                                  seconds=time.perf_counter() - t0,
+                                  reason=None if is_refined(nxt) or nxt.refinement is None else nxt.refinement.reason))
         if settled_unresolved(nxt) is not None:
             point, kept = nxt, order  # (the branch is not resolved on these rules: mark_unresolved says so)
             break
         if not math.isfinite(e):
             break  # (that refinement failed: keep the last refined point)
         point, err, kept = nxt, e, order
-    return replace(point, _fine=None, diagnostics={**point.diagnostics, "target": {
-        "target_error": settings.target_error, "on": settings.target_on, "met": err <= settings.target_error,
-        "order": kept, "history": history}})
+    return replace(point, _fine=None, error_target=ErrorTarget(
+        target_error=settings.target_error, target_on=settings.target_on, met=err <= settings.target_error,
+        order=kept, history=tuple(history)))
+
+
+def _nodes(point: BranchPoint) -> int | None:
+    """The nodes of the fine rules of ``point``'s refinement (``None``: not refined)."""
+    return None if point.refinement is None else point.refinement.nodes
 
 
 def target_estimate(point: BranchPoint, on: str) -> float:
     """The largest relative error estimate of ``point`` among the quantities ``on`` names
     (``TARGET_KEYS``; an overlap that is zero by symmetry has estimate 0); ``inf`` without one."""
-    est = point.diagnostics.get("error_estimate") or {}
-    vals = [est.get(k) for k in TARGET_KEYS[on]]
-    if any(v is None for v in vals):
+    if point.error_estimate is None:
         return math.inf
-    return float(max(v for v in vals if v is not None))
+    return point.error_estimate.largest(TARGET_KEYS[on])

@@ -88,7 +88,7 @@ SCAN_STEPS = 4
 
 def _refined_se(p: BranchPoint, key: str) -> float | None:
     """Standard error of ``key`` over the fine rules of a refined point (``None`` otherwise)."""
-    return p.diagnostics.get("refined", {}).get("errors", {}).get(key)
+    return None if p.refinement is None else p.refinement.error(key)
 
 
 def _root_error(hist: Sequence[tuple[float, float, float | None]]) -> float | None:
@@ -151,7 +151,7 @@ class TransitionSearch:
 
     def fine(self, p: BranchPoint) -> BranchPoint:
         """``p`` refined (:func:`refine_point`, to ``REFINE_TOL``) where the settings ask for it."""
-        if not self.settings.refine_order or not p.exists or "refined" in p.diagnostics:
+        if not self.settings.refine_order or not p.exists or p.refinement is not None:
             return p  # (a point given already refined, e.g. by the curves command, is kept)
         key = (p.branch, p.alpha)
         if key not in self.refined:
@@ -165,7 +165,7 @@ class TransitionSearch:
         the grid's end (``alpha = 2.4``, coarse ``m = 0.070``) to ``m = -0.0032``, resolved from
         zero by the teacher-scaled fine rules, and stopped, so the branch was taken to reach the
         grid's end; refined to ``tol`` it is not resolved."""
-        if not p.exists or not self.settings.refine_order or "refined" in p.diagnostics:
+        if not p.exists or not self.settings.refine_order or p.refinement is not None:
             return self.fine(p)
         key = ("exact", p.branch, p.alpha)
         if key not in self.refined:
@@ -532,7 +532,7 @@ class TransitionSearch:
 
 def _theta_error(p: BranchPoint) -> float | None:
     """The relative error estimate of ``p``'s ``theta`` (user units; ``None`` if it has none)."""
-    return (p.diagnostics.get("error_estimate") or {}).get("theta_user")
+    return None if p.error_estimate is None else p.error_estimate.get("theta_user")
 
 
 def _falls(lo: float | None, hi: float | None) -> bool:

@@ -173,11 +173,12 @@ def solve_gain(spec: ModelSpec, alpha: float, branch: str, settings: SolverSetti
     for attempt in range(2):
         sp = _gain_spec(spec, v)
         point = solve_refined(sp, alpha, branch, settings)
-        refined = point.diagnostics.get("refined", {})
-        if not point.exists or not refined.get("applied"):
+        refined = point.refinement
+        if not point.exists or refined is None or not refined.applied:
             return GainPoint(branch, float(alpha), False, f"refinement at gain {v:.6g}: {point.reason}", v,
                              math.nan, point, slopes, tuple(hist))
-        order = int(refined["order"])
+        assert refined.order is not None  # (an applied refinement names its order)
+        order = refined.order
         fine, union = fine_union(sp, alpha, replace(settings, refine_order=order), branch)
         assert point.order_params is not None
         ds = union.data_step(point.order_params)
@@ -225,8 +226,14 @@ def _diff_of(s: GainPoint, p: GainPoint) -> tuple[float, float]:
     rules' standard errors of the two, combined)."""
     if not (s.success and p.success and s.point is not None and p.point is not None):
         return math.nan, math.nan
-    es = [pt.diagnostics.get("refined", {}).get("errors", {}).get("train_loss", math.nan) for pt in (s.point, p.point)]
+    es = [_train_se(pt) for pt in (s.point, p.point)]
     return s.train_loss - p.train_loss, math.hypot(*es)
+
+
+def _train_se(point: BranchPoint) -> float:
+    """The standard error of ``point``'s training error over its fine rules (NaN: none)."""
+    se = None if point.refinement is None else point.refinement.error("train_loss")
+    return math.nan if se is None else se
 
 
 def gain_transition(spec: ModelSpec, alphas: Sequence[float], settings: SolverSettings | None = None,
