@@ -6,10 +6,11 @@ variant of :data:`attnphase.checks.VARIANT_MODELS`), the mixture's reference cas
 baseline ``attnphase solve --alpha 1 --omega 0.3 --preset fast``, each ``--repeats`` times in turn
 (so that a drift of the machine's speed hits all alike). Prints each case's median, its ratio to
 the baseline's median, and the cases whose median is over ``--limit`` seconds (the target: 10 s on
-2 cores).
+2 cores). ``--named``: also the slow points of docs/solver.md ("Known limitations", :data:`NAMED`).
 
     python benchmarks/bench_box.py                      # 8 reference points, every variant, 3 repeats
     python benchmarks/bench_box.py --points 16 --seed 1 --repeats 1
+    python benchmarks/bench_box.py --points 0 --named --repeats 1  # (--points 0: no sampled point, no variant)
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ from attnphase.checks import VARIANT_MODELS, sample_box
 
 BASELINE = "attnphase solve --alpha 1 --omega 0.3 --preset fast"
 MIXTURE = BASELINE + " --mixture 2 --mixture-sep 1 --mixture-align 0.5"
+#: points of the box where the solve was slow (docs/solver.md, "Known limitations")
+NAMED = {
+    "sigma 2 alpha 3": "attnphase solve --alpha 3 --omega 0.3 --sigma 2 --lam 1e-4 --preset fast",
+    "untied small lam": ("attnphase solve --alpha 0.5668 --omega 0.7158 --sigma 1.144 --lam 0.0001289 --preset fast "
+                         "--variant untied"),
+    "rank2 small alpha": ("attnphase solve --alpha 0.06281 --omega 0.1433 --sigma 1.11 --lam 0.0007325 --preset fast "
+                          "--rank 2"),
+}
 
 
 def main() -> None:
@@ -32,11 +41,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--limit", type=float, default=10.0)
+    ap.add_argument("--named", action="store_true", help="also the slow points of NAMED")
     args = ap.parse_args()
     variants = [m for m in VARIANT_MODELS if m != "reference"]
     cases = {"baseline": BASELINE, "mixture reference": MIXTURE}
     cases.update({f"reference {i}": p.command() for i, p in enumerate(sample_box(args.points, seed=args.seed))})
-    cases.update({p.model: p.command() for p in sample_box(len(variants), seed=args.seed + 1, models=variants)})
+    if args.points:
+        cases.update({p.model: p.command() for p in sample_box(len(variants), seed=args.seed + 1, models=variants)})
+    if args.named:
+        cases.update(NAMED)
     times: dict[str, list[float]] = {k: [] for k in cases}
     for rep in range(args.repeats):
         for name, cmd in cases.items():

@@ -347,12 +347,19 @@ def test_period_two_oscillation_is_broken_by_the_quasi_newton_stage():
     assert np.max(np.abs(res.op.m)) < 1e-9 and res.op.q[0, 0] > 0.1
 
 
-def test_collapse_to_zero_weights_is_not_a_branch():
+def test_collapse_to_zero_weights_is_not_a_branch(monkeypatch: pytest.MonkeyPatch):
     """alpha = 50, lambda = 0.01: the trivial start, damped in ``V^-1``, goes to ``q -> 0`` with
     ``V = 25``, where the proximal minimisers at ``w = 0`` are not zero (``V_hat ~ q^-1/2``): not a
     fixed point. That is reported as not converged, and the continuation of the full solve reaches
     the branch (test above). At lambda = 50 ``q = 0`` is the fixed point (the ridge wins: the
-    minimisers at ``w = 0`` are zero) and is kept (test_large_lambda_gives_the_trivial_branch)."""
+    minimisers at ``w = 0`` are zero) and is kept (test_large_lambda_gives_the_trivial_branch).
+    The relative change stays at 1-1.8 all the way down, so the stall test ends the solve first
+    (STALL_RUN iterations after its smallest change); without it the collapse is caught."""
+    from attnphase.theory import fixed_point
+
+    p = solve_point(ModelSpec(omega=0.3), 50.0, "trivial", FAST, ramp=False, error_estimate=False)
+    assert not p.exists and "stalled" in p.reason
+    monkeypatch.setattr(fixed_point, "STALL_RUN", FAST.max_iter)
     p = solve_point(ModelSpec(omega=0.3), 50.0, "trivial", FAST, ramp=False, error_estimate=False)
     assert not p.exists and "collapsed to q = 0" in p.reason
 
@@ -455,3 +462,52 @@ def test_branch_point_keeps_the_solver_state_private():
     assert d["diagnostics"] is not p.diagnostics  # (a copy)
     assert "_op" not in repr(p) and "_data" not in repr(p)
     assert p == dataclasses.replace(p, _op=None, _jacobian=None, _data=None)
+
+
+def test_symmetry_zeros_are_exact_on_the_sign_closed_rule():
+    """At ``theta = 0`` and ``m = 0`` the coarse (sign-closed) rule's ``theta_hat`` and ``m_hat``
+    are exact zeros, not rounding (~1e-14) that an unstable direction amplifies."""
+    from attnphase.theory.branch_point import start_point
+    from attnphase.theory.fixed_point import make_saddle
+
+    spec = ModelSpec(omega=0.3, sigma=2.0, lam=1e-4)
+    sd = make_saddle(spec, 3.0, FAST)
+    ds = sd.data_step(sd.from_paper(start_point(spec, "trivial", sd.F)))
+    assert np.all(ds.hats.theta_hat == 0.0) and np.all(ds.hats.m_hat == 0.0)
+    assert ds.hats.q_hat[0, 0] > 0
+
+
+def test_a_wandering_iteration_ends_stalled_on_its_branch():
+    """sigma = 2, lambda = 1e-4, alpha = 3: the trivial point of the coarse rule is unstable under
+    the damped map (the relative change wandered between 0.03 and 1.5 for all of max_iter, and
+    rounding in ``theta`` took the iterate to ``theta`` 0.09). It now stays at ``m = theta = 0``
+    and ends STALL_RUN iterations after its smallest change, not at max_iter."""
+    from attnphase.theory.branch_point import start_point
+    from attnphase.theory.fixed_point import STALL_RUN, make_saddle, solve_fixed_point
+
+    spec = ModelSpec(omega=0.3, sigma=2.0, lam=1e-4)
+    sd = make_saddle(spec, 3.0, FAST)
+    res = solve_fixed_point(sd, sd.from_paper(start_point(spec, "trivial", sd.F)), FAST)
+    assert not res.converged and res.reason.startswith("stalled")
+    assert STALL_RUN < len(res.history) < FAST.max_iter // 2
+    assert np.all(res.op.theta == 0.0) and np.all(res.op.m == 0.0)
+
+
+def test_the_recovery_budget_stops_a_continuation_and_is_reported():
+    """A continuation charges its data steps to the budget and stops once it is spent; a failed
+    direct start whose rescue ran out of budget names the origins it did not try."""
+    from attnphase.theory.branches import continue_from
+    from attnphase.theory.continuation import RecoveryBudget
+    from attnphase.theory.fixed_point import make_saddle
+
+    spec = ModelSpec(omega=0.3)
+    budget = RecoveryBudget(1)
+    assert continue_from(spec, 1.0, "semantic", FAST, 0.5, budget) is None
+    assert budget.spent
+    b2 = RecoveryBudget(10**12)
+    assert continue_from(spec, 1.0, "semantic", FAST, 0.5, b2) is not None
+    sd = make_saddle(spec, 1.0, FAST)
+    assert 0 < b2.total - b2.left and (b2.total - b2.left) % (sd.rule.size * sd.L * sd.F) == 0
+    p = solve_point(ModelSpec(omega=0.3, sigma=2.0, lam=1e-4), 3.0, "trivial", FAST, error_estimate=False,
+                    budget=RecoveryBudget(1))
+    assert not p.exists and "budget" in p.reason and "before continuations from alpha = 0.5 or" in p.reason

@@ -34,7 +34,7 @@ from attnphase.theory.channels import AttentionMap as AttentionMap
 from attnphase.theory.classification import CLASSIFY_TOL, MIXED
 from attnphase.theory.classification import classify as classify
 from attnphase.theory.classification import has_mixed as has_mixed
-from attnphase.theory.continuation import ArclengthResult, arclength, parabola
+from attnphase.theory.continuation import ArclengthResult, RecoveryBudget, arclength, parabola
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import FixedPointResult as FixedPointResult
 from attnphase.theory.fixed_point import (
@@ -60,6 +60,7 @@ def solve_point(
     draft: bool = False,
     thorough: bool = False,
     ramp: bool = True,
+    budget: RecoveryBudget | None = None,
 ) -> BranchPoint:
     """Fixed point of ``branch`` (docs/model.md (5.1)) at ``alpha`` on the solver's rule
     (:func:`solve_fixed_point`, docs/model.md (7.2)), from the recommended start
@@ -75,7 +76,9 @@ def solve_point(
     went trivial at ``alpha = 1.0`` and 1.5 while the branch exists there (continuation from 0.5
     reaches it).
     Below ``lambda = LAM_RAMP[0]`` a continuation in the ridge follows (:func:`_lam_ramp`).
-    ``ramp=False``: none of these (the first point of a continuation).
+    ``ramp=False``: none of these (the first point of a continuation). ``budget``: the data steps
+    this solve spends are charged to it (a continuation's points share one; see
+    :class:`RecoveryBudget`).
     """
     check_alpha(alpha)
     settings = settings or SolverSettings()
@@ -89,14 +92,18 @@ def solve_point(
         if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
             sd0 = make_saddle(spec, alpha, settings, order=settings.warmup_order)
             res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6))
+            if budget is not None:
+                budget.spend(res0.iterations, sd0)
             if res0.converged:
                 start = res0.op
                 if jacobian is None:
                     jacobian = res0.jacobian
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
+    if budget is not None:
+        budget.spend(res.iterations, sd)
     point = to_point(spec, alpha, branch, sd, res, draft=draft)
     if ramp and direct and not point.exists and (not res.converged or thorough):
-        point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft)
+        point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft, budget)
     if error_estimate and point.exists and settings.replicas > 1:
         assert point.order_params is not None  # (a point that exists has its order parameters)
         est = linear_response_estimate(spec, alpha, settings, point.order_params, point.test_error)
@@ -105,26 +112,38 @@ def solve_point(
 
 
 def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, failed: BranchPoint,
-                     thorough: bool, draft: bool) -> BranchPoint:
+                     thorough: bool, draft: bool, budget: RecoveryBudget | None = None) -> BranchPoint:
     """``branch`` at ``alpha`` by continuation where the direct start gave ``failed``: in
     ``alpha`` from each of :func:`ramp_origins` in turn (:func:`continue_from`), then in the ridge
-    (:func:`_lam_ramp`). The point reached says ``failed``'s reason under
-    ``diagnostics["direct_start"]``; where none arrives, ``failed`` with what was tried."""
-    ramped, tried = None, []
+    (:func:`_lam_ramp`), all within one :class:`RecoveryBudget` (``budget``, a new one where none
+    is given). The point reached says ``failed``'s reason under ``diagnostics["direct_start"]``;
+    where none arrives, ``failed`` with what was tried (and, where the budget ran out, what was
+    not)."""
+    budget = budget or RecoveryBudget()
+    ramped, tried, skipped = None, [], []
     for a0 in ramp_origins(alpha, near=thorough):
+        if budget.spent:
+            skipped.append(f"alpha = {a0:g}")
+            continue
         tried.append(f"alpha = {a0:g}")
-        ramped = continue_from(spec, alpha, branch, settings, a0)
+        ramped = continue_from(spec, alpha, branch, settings, a0, budget)
         if ramped is not None:
             break
     if ramped is None and spec.lam < LAM_RAMP[0]:
-        tried.append(f"lambda = {LAM_RAMP[0]:g}")
-        ramped = _lam_ramp(spec, alpha, branch, settings, thorough)
+        if budget.spent:
+            skipped.append(f"lambda = {LAM_RAMP[0]:g}")
+        else:
+            tried.append(f"lambda = {LAM_RAMP[0]:g}")
+            ramped = _lam_ramp(spec, alpha, branch, settings, thorough, budget)
     if ramped is not None:
         if not draft:
             ramped = final_test_error(spec, ramped, settings)
         return replace(ramped, diagnostics={**ramped.diagnostics, "direct_start": failed.reason})
-    if tried:
-        return replace(failed, reason=f"{failed.reason} (nor by continuation from {' or '.join(tried)})")
+    if tried or skipped:
+        notes = [f"nor by continuation from {' or '.join(tried)}"] if tried else []
+        if skipped:
+            notes.append(f"{budget.message()} before continuations from {' or '.join(skipped)}")
+        return replace(failed, reason=f"{failed.reason} ({'; '.join(notes)})")
     return failed
 
 
@@ -167,7 +186,8 @@ def ramp_origins(alpha: float, near: bool = True) -> list[float]:
 
 
 def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
-                  origin: float) -> BranchPoint | None:
+                  origin: float, budget: RecoveryBudget | None = None,
+                  first: BranchPoint | None = None) -> BranchPoint | None:
     """The branch continued from ``origin`` up to ``alpha`` (geometric steps, at least
     ``RAMP_STEPS`` and at most a factor ``RAMP_RATIO`` each), for a direct start that did not
     converge (or, in a single solve, converged to another branch): the starts
@@ -180,22 +200,34 @@ def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     0.3) were not reached, with factors of at most 1.5 (12 steps) both are. From ``alpha = 0.5``
     the trivial branch of ``L >= 5`` was not reached either (the start left the valid domain at
     0.5 and 1 while the branch continues smoothly from 0.2); from 0.1 it is. ``None`` if the
-    continuation does not arrive."""
+    continuation does not arrive (or ``budget``, a new :class:`RecoveryBudget` where none is
+    given, runs out on the way). ``first``: the point at ``origin``, where already solved
+    (:func:`origin_point`)."""
+    budget = budget or RecoveryBudget()
     n = max(RAMP_STEPS, int(np.ceil(abs(np.log(alpha / origin)) / np.log(RAMP_RATIO) - 1e-9)))
     grid = np.geomspace(origin, alpha, n + 1)
-    first = solve_point(spec, float(grid[0]), branch, settings, error_estimate=False, draft=True, ramp=False)
-    return continue_through(first, [(spec, float(a)) for a in grid[1:]], branch, settings)
+    if first is None:
+        first = origin_point(spec, origin, branch, settings, budget)
+    return continue_through(first, [(spec, float(a)) for a in grid[1:]], branch, settings, budget)
+
+
+def origin_point(spec: ModelSpec, origin: float, branch: str, settings: SolverSettings,
+                 budget: RecoveryBudget | None = None) -> BranchPoint:
+    """The first point of a continuation from ``origin`` (:func:`continue_from`,
+    :func:`semantic_by_arclength`): the direct start there, without rescue."""
+    return solve_point(spec, origin, branch, settings, error_estimate=False, draft=True, ramp=False, budget=budget)
 
 
 def continue_through(last: BranchPoint, steps: list[tuple[ModelSpec, float]], branch: str,
-                     settings: SolverSettings) -> BranchPoint | None:
+                     settings: SolverSettings, budget: RecoveryBudget | None = None) -> BranchPoint | None:
     """Continuation of ``branch`` from the point ``last`` through ``steps`` (model, alpha), each
-    point started from the previous one (its Jacobian and minimisers); ``None`` if it is lost."""
+    point started from the previous one (its Jacobian and minimisers); ``None`` if it is lost
+    (or ``budget`` runs out before the last step)."""
     for sp, a in steps:
-        if not last.exists:
+        if not last.exists or (budget is not None and budget.spent):
             return None
         last = solve_point(sp, a, branch, settings, start=last.order_params, error_estimate=False,
-                           jacobian=last._jacobian, warm=last._data, draft=True)
+                           jacobian=last._jacobian, warm=last._data, draft=True, budget=budget)
     return last if last.exists else None
 
 
@@ -204,7 +236,7 @@ LAM_RAMP = (0.01, 0.003, 0.001, 0.0003)
 
 
 def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
-              thorough: bool) -> BranchPoint | None:
+              thorough: bool, budget: RecoveryBudget | None = None) -> BranchPoint | None:
     """The branch continued in the ridge from ``lambda = LAM_RAMP[0]`` (where the starts of
     :func:`start_point` were tuned) down to ``spec.lam``, for a direct start (and the continuations in
     ``alpha``) that failed at a smaller ridge: ``V`` grows as ``lambda`` falls (trivial branch at
@@ -213,8 +245,8 @@ def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettin
     ``None`` if the continuation does not arrive."""
     lams = [lam for lam in LAM_RAMP if lam > spec.lam] + [spec.lam]
     first = solve_point(spec.replace(lam=lams[0]), alpha, branch, settings, error_estimate=False, draft=True,
-                        thorough=thorough)
-    return continue_through(first, [(spec.replace(lam=lam), alpha) for lam in lams[1:]], branch, settings)
+                        thorough=thorough, budget=budget)
+    return continue_through(first, [(spec.replace(lam=lam), alpha) for lam in lams[1:]], branch, settings, budget)
 
 
 def final_test_error(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
@@ -520,15 +552,17 @@ def branch_holes(points: Sequence[BranchPoint]) -> list[float]:
 PAST_FOLD = 30
 
 
-def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings,
-                          origin: float) -> tuple[BranchPoint | None, str | None]:
+def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings, origin: float,
+                          p0: BranchPoint | None = None) -> tuple[BranchPoint | None, str | None]:
     """The semantic branch from its point at ``origin`` to ``alpha`` by pseudo-arclength
     continuation (:func:`~attnphase.theory.continuation.arclength`, docs/model.md (7.6)) on the rule of ``settings``, for
     :func:`attnphase.theory.target.solve_refined` where the continuation with warm starts lost it: ``(the point at alpha,
     None)``, or ``(None, why)`` (``None`` where not even the origin was found), e.g. that the
     branch ends at a fold between ``alpha`` and ``origin`` (causal student, ``omega = 0.3``:
-    ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md)."""
-    p0 = solve_point(spec, origin, "semantic", settings, error_estimate=False, draft=True, ramp=False)
+    ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md). ``p0``: the point at
+    ``origin`` (:func:`origin_point`), where already solved."""
+    if p0 is None:
+        p0 = origin_point(spec, origin, "semantic", settings)
     if not p0.exists or p0.order_params is None:
         return None, None
     end = arclength(spec, p0.order_params, origin, alpha, "semantic", settings, past_fold=PAST_FOLD)

@@ -11,6 +11,9 @@ point at the target ``alpha`` where it reached it.
 
 ``alpha`` enters the equations only as the factor of the conjugates (docs/model.md (3.3)): one
 data step at ``x`` gives ``G`` at every ``alpha``, so the derivative in ``alpha`` costs no data step.
+
+:class:`RecoveryBudget` bounds the work of the continuations in ``alpha`` and in the ridge that
+rescue a failed direct start (:func:`attnphase.theory.branches.solve_point`).
 """
 
 from __future__ import annotations
@@ -417,3 +420,38 @@ def arclength(
         st = _State(y, a, g, ds, J, t)
         h = min(max_step, h * 1.5)
     return result(False, f"stopped after {max_points} points at alpha {st.alpha:.4g}", points, fold, fold_pt)
+
+
+#: the work that the continuations rescuing one failed direct start may spend together
+#: (:class:`RecoveryBudget`), in proximal problems solved (data steps times nodes times tokens
+#: times fields per token, which tracks the data step's time across the variants within a factor
+#: 1.3): 600 data steps of the ``fast`` coarse rule (2^8 x 4 nodes) of the reference model, a few
+#: seconds on the 2-core machine. Without it the ladder of origins in ``alpha`` and in the ridge,
+#: with a ladder of its own at the larger ridge, cost minutes where every rung fails (sigma = 2,
+#: lambda = 1e-4, alpha = 3: 24 continuations)
+RECOVERY_PROX = 600 * 1024 * 2
+
+
+class RecoveryBudget:
+    """The work left to the continuations that rescue one failed direct start
+    (:func:`~attnphase.theory.branches.solve_point`, :func:`~attnphase.theory.branches.continue_from`), in proximal problems (``RECOVERY_PROX``):
+    each fixed-point solve charges its data steps; once spent, no further continuation is
+    started, a continuation under way stops, and the absence says so. Counted, not timed: the
+    same solve ends the same way on any machine."""
+
+    def __init__(self, prox: int = RECOVERY_PROX) -> None:
+        self.total = prox
+        self.left = prox
+
+    def spend(self, steps: int, saddle: Saddle) -> None:
+        """Charge ``steps`` data steps on ``saddle`` (its rule's nodes times its tokens and fields)."""
+        self.left -= steps * saddle.rule.size * saddle.L * saddle.F
+
+    @property
+    def spent(self) -> bool:
+        """Nothing is left."""
+        return self.left <= 0
+
+    def message(self) -> str:
+        """The budget's end in words."""
+        return f"the continuations' budget of {self.total:,} proximal problems was spent"

@@ -67,6 +67,15 @@ class FixedPointResult:
 #: break where the map's slope is below -1/beta (seen: the positional overlap ``m`` near the
 #: trivial branch at lambda <= 5e-4); the quasi-Newton stage is then run from the current point
 OSCILLATION_RUN = 3
+#: the damped iteration has stalled, and ends without convergence, when its relative change has
+#: not fallen below ``STALL_GAIN`` of its smallest value for ``STALL_RUN`` iterations: it wanders
+#: instead of converging (the trivial branch at sigma = 2, lambda = 1e-4, alpha = 3: its fixed
+#: point on the coarse rule is unstable under the damped map, whose slope in ``q`` is ~1.5, and
+#: the relative change wandered between 0.03 and 1.5 until max_iter). A slow convergence keeps
+#: making new minima (sigma = 2, lambda = 1e-4, alpha = 0.5, trivial: a factor ~0.97 an iteration
+#: after a plateau of 40 iterations at 0.3-0.48, converged in 137)
+STALL_RUN = 60
+STALL_GAIN = 0.9
 #: ``q`` (in units of ``sigma^2``) below which the iteration has collapsed to ``Q = 0`` (all prior
 #: means ``w`` zero). That is a fixed point where the proximal minimiser at ``w = 0`` is ``h = 0``
 #: (large lambda: the ridge wins), but not where it is not (``I/V + ell''(0)`` indefinite at some
@@ -137,6 +146,7 @@ def solve_fixed_point(
     signs: list[tuple[int, int]] = []  # the leading change of each iteration (period-2 cycles)
     last_J: np.ndarray | None = None  # the Jacobian of the last polish
     ds_at_x = False  # the last data step was evaluated exactly at the returned x
+    best_rel, best_it = np.inf, 0  # the smallest relative change (by STALL_GAIN) and its iteration
     for it in range(1, settings.max_iter + 1):
         op = OrderParams.from_vector(x, L, F, rs)
         if not is_valid(op):
@@ -162,6 +172,12 @@ def solve_fixed_point(
             converged, reason, x = True, "converged", fx
             break
         signs.append(_lead_sign(res, x))
+        if rel < STALL_GAIN * best_rel:
+            best_rel, best_it = rel, it
+        elif it - best_it >= STALL_RUN:
+            reason = (f"stalled: the relative change has not fallen below {STALL_GAIN:g} of its smallest "
+                      f"value ({best_rel:.1e}) in {STALL_RUN} iterations")
+            break
         polish = rel < settings.polish_below and full and n_polished < settings.max_polish
         # a period-2 cycle of the damped iteration (see OSCILLATION_RUN): the quasi-Newton stage
         # from the current point (forward-difference Jacobian), and a halved step afterwards
@@ -186,6 +202,7 @@ def solve_fixed_point(
                     break
                 x, full_next = qn.x, True
                 acc.restart()
+                best_rel, best_it = np.inf, it  # (a new start for the stall test)
                 continue
         if full and n_polished >= settings.max_polish and rel < settings.noise_tol:
             # the discretised map is only smooth down to ~1e-7 on branches where many nodes

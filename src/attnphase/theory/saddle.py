@@ -291,17 +291,19 @@ class Saddle:
         q_hat = a * q_sum
         Ris = sym_sqrt(R, inverse=True)
         th_hat = a * th_sum @ Ris
-        if self.rule.copies != "signs":
-            # the symmetry zeros a sign-closed rule gives exactly: with theta = 0 the integrand of
-            # theta_hat is odd under eta -> -eta (T(h*) is even in h*); with m = 0 that of m_hat
-            # is odd under (xi, eta) -> -(xi, eta) (the loss is even in h, T in h*)
-            if self.mixture is not None:
-                m_hat, th_hat = self.mixture.impose_zeros(op.m, op.theta, m_hat, th_hat)
-            else:
-                if not np.any(op.theta):
-                    th_hat = np.zeros_like(th_hat)
-                if not np.any(op.m):
-                    m_hat = np.zeros_like(m_hat)
+        # the symmetry zeros: with theta = 0 the integrand of theta_hat is odd under eta -> -eta
+        # (T(h*) is even in h*); with m = 0 that of m_hat is odd under (xi, eta) -> -(xi, eta)
+        # (the loss is even in h, T in h*). A sign-closed rule gives them up to rounding only
+        # (~1e-14), which the iteration amplifies where its branch is unstable in that direction
+        # (the trivial start at sigma = 2, alpha = 3: theta 1e-14 -> 0.09 in 300 iterations), so
+        # they are imposed on every rule
+        if self.mixture is not None:
+            m_hat, th_hat = self.mixture.impose_zeros(op.m, op.theta, m_hat, th_hat)
+        else:
+            if not np.any(op.theta):
+                th_hat = np.zeros_like(th_hat)
+            if not np.any(op.m):
+                m_hat = np.zeros_like(m_hat)
         if self.response == "local":  # (docs/model.md (3.6): without the jumps' surface term)
             V_hat = self.local_v_hat(op.V, w, T, h1, h2 if np.isfinite(M2).any() else None,
                                      np.clip(M2 - prox.value, 0.0, None), switch_width)

@@ -17,6 +17,7 @@ from attnphase.theory.branches import (
     BranchPoint,
     continue_from,
     final_test_error,
+    origin_point,
     semantic_by_arclength,
     solve_point,
 )
@@ -124,9 +125,10 @@ def _refine_by_continuation(spec: ModelSpec, alpha: float, branch: str, settings
         return None, ""
     origin = alpha / RAMP_DOWN if branch == "positional" else RAMP_DOWN * alpha
     how = f"continued {'up' if branch == 'positional' else 'down'} from alpha {origin:g} on order {mid_settings.order}"
-    mid = continue_from(spec, alpha, branch, mid_settings, origin)
+    p0 = origin_point(spec, origin, branch, mid_settings)  # (the first point of both continuations below)
+    mid = continue_from(spec, alpha, branch, mid_settings, origin, first=p0)
     if mid is None and branch == "semantic":
-        mid, end = semantic_by_arclength(spec, alpha, mid_settings, origin)
+        mid, end = semantic_by_arclength(spec, alpha, mid_settings, origin, p0)
         if mid is None:
             return None, f"{how}: " + (end or "the branch was lost on the way")
         how += " by pseudo-arclength continuation"
