@@ -155,7 +155,9 @@ def test_semantic_start_is_refused_where_it_is_not_defined():
     from attnphase import SolverSettings
 
     with pytest.raises(ValueError, match="runs on one rule"):
-        SolverSettings.preset("fast", response="semantic-start")
+        SolverSettings(refine_order=10, response="semantic-start")
+    one_rule = SolverSettings.preset("fast", response="semantic-start")  # (the preset runs it on one rule)
+    assert one_rule.refine_order == 0 and one_rule.target_error == 0
     with pytest.raises(ValueError, match="describes the semantic branch"):
         ap.solve(1.5, spec=CAUSAL, settings=_semantic_start())
     with pytest.raises(ValueError, match="rank 1"):
@@ -291,7 +293,7 @@ def test_positional_start_is_refused_where_it_is_not_defined():
     with pytest.raises(ValueError, match="rank 1"):
         ap.solve(1.0, omega=0.3, rank=2, branch="positional", settings=_one_start("positional-start"))
     with pytest.raises(ValueError, match="runs on one rule"):
-        SolverSettings.preset("fast", response="positional-start")
+        SolverSettings(refine_order=10, response="positional-start")
     with pytest.raises(ValueError, match="theta stability covers the responses"):
         positional_stability(L3, 0.6, response="local")
     bad = _cli("solve", "--alpha", "0.6", "--L", "3", "--response", "positional-start")

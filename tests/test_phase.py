@@ -209,7 +209,7 @@ def test_phase_diagram_along_sigma_and_lam(tmp_path, capsys, fake_physics):
         (["--omega", "0,1.5"], "omega"),
         (["--sigma", "-1"], "sigma"),
         (["--simulate", "--alpha", "0:1:3"], "alpha"),
-        (["--solver", "nonsense=1"], "unknown parameter 'solver_nonsense'"),
+        (["--solver", "nonsense=1"], "unknown setting 'nonsense' for kind 'transition'; known: method, order"),
         (["--solver", "order=4,5"], "one value"),
     ],
 )
