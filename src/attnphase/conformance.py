@@ -42,14 +42,14 @@ from attnphase.spec.attention import (
     attention_model,
     score_mask,
 )
+from attnphase.spec.defaults import training
 from attnphase.spec.problem import VARIANTS, ModelSpec
 
 __all__ = ["Case", "Check", "ConformanceResult", "case", "cases", "check_model", "conformance_spec", "theory_covers"]
 
-#: the heavy-ball gradient descent the simulator check trains with (the same minima as plain GD,
-#: docs/simulation.md): float64, momentum 0.9, gradient tolerance 1e-6
-TRAINING: Mapping[str, Any] = {"optimizer": "gd", "lr": 0.15, "momentum": 0.9, "tol": 1e-6, "max_steps": 30000,
-                               "dtype": "float64"}
+#: the training of the simulator check: heavy-ball GD (the same minima as plain GD,
+#: docs/simulation.md) in float64 to the gradient tolerance 1e-6 (``spec.defaults.TRAINING``)
+TRAINING: Mapping[str, Any] = training("conformance")
 
 #: the reference parameters every conformance point starts from (docs/model.md section 1)
 BASE: Mapping[str, Any] = {"omega": 0.3, "sigma": 0.5, "lam": 0.01}
@@ -284,7 +284,10 @@ def check_model(name: str, *, d: int = 500, seeds: int = 4, train: bool = True, 
         import torch
 
         torch.set_num_threads(threads)
-    sim = ap.simulate(conf.alpha, d, init=conf.branch, seeds=seeds, spec=spec, progress=False, **TRAINING)
+    from attnphase.sim import TrainSettings
+
+    sim = ap.simulate(conf.alpha, d, init=conf.branch, seeds=seeds, spec=spec, progress=False,
+                      settings=TrainSettings(**TRAINING))
     unconverged = [r.seed for r in sim.runs if not r.converged]
     elsewhere = [f"seed {r.seed}: {r.branch}" for r in sim.runs if r.branch != conf.branch]
     sim_ok = not unconverged and not elsewhere

@@ -79,14 +79,16 @@ _HEAVY_BALL: Mapping[str, Any] = MappingProxyType({**_SHARP, "max_steps": 4000, 
 #: (:func:`attnphase.compare` and ``attnphase compare``: GD with heavy-ball momentum, the same
 #: minima in fewer steps), ``sim-transition`` (``attnphase sim-transition`` and
 #: :func:`attnphase.sim.transition.sim_transition`, as ``compare``), ``basins`` (the ``basins``
-#: sweep kind and ``attnphase basins``) and ``demo`` (the demo's simulations, on top of the
-#: ``simulation`` sweep kind's settings).
+#: sweep kind and ``attnphase basins``), ``demo`` (the demo's simulations, on top of the
+#: ``simulation`` sweep kind's settings) and ``conformance`` (:func:`attnphase.conformance.check_model`:
+#: heavy-ball GD in float64 to the gradient tolerance 1e-6).
 TRAINING: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "simulate": MappingProxyType({**_SHARP, "max_steps": 10000}),
     "compare": _HEAVY_BALL,
     "sim-transition": _HEAVY_BALL,
     "basins": _SHARP,
     "demo": MappingProxyType({"max_steps": 10000, "momentum": 0.9}),
+    "conformance": MappingProxyType({"max_steps": 30000, "momentum": 0.9, "log_every": 0}),
 })
 
 
