@@ -5,7 +5,8 @@ At each ``alpha`` of ``--alphas`` (``omega``, ``sigma``, ``lambda`` fixed):
 * the theory of the two-head student (``attnphase.solve(alpha, heads=2, branch="all")``, the
   ``fast`` preset): every branch (semantic, positional, specialised, trivial), its training and
   test error, and which is the global minimum; and the one-head student's branches beside it;
-* gradient descent at ``--d`` with two heads, from the semantic, positional, specialised and
+* gradient descent at ``--d`` with two heads (gains fixed at 1/2 or trained: ``--head-gains``),
+  from the semantic, positional, specialised and
   random starts (``--seeds`` each; heavy ball 0.9, float64, until ``||grad R|| / sqrt(d) < --tol``
   or ``--max-steps``): the state each run reaches (classified per head), its errors and per-head
   overlaps. A run that did not meet the tolerance is written with ``converged = 0`` and never drawn.
@@ -34,15 +35,16 @@ from attnphase.sim.simulate import classify_heads
 
 STARTS = ("semantic", "positional", "specialised", "random")
 RUN_FIELDS = ("alpha", "omega", "sigma", "lam", "d", "seed", "start", "converged", "steps", "state",
-              "train_loss", "test_error", "theta_1", "theta_2", "m_1", "m_2", "q_11", "q_22", "q_12")
+              "train_loss", "test_error", "theta_1", "theta_2", "m_1", "m_2", "q_11", "q_22", "q_12", "v_1", "v_2")
 THEORY_FIELDS = ("alpha", "heads", "branch", "exists", "global_minimum", "train_loss", "test_error",
                  "theta_1", "theta_2", "m_1", "m_2", "error_estimate", "reason")
 
 
-def theory_rows(alpha: float, heads: int, model: dict) -> list[dict]:
+def theory_rows(alpha: float, heads: int, model: dict, head_gains: str = "fixed") -> list[dict]:
     """Every branch of the ``heads``-head student at ``alpha`` (``fast`` preset)."""
     try:
-        res = ap.solve(alpha, branch="all", settings="fast", progress=False, heads=heads, **model)
+        gains = {"head_gains": head_gains} if heads > 1 else {}
+        res = ap.solve(alpha, branch="all", settings="fast", progress=False, heads=heads, **gains, **model)
     except ValueError as exc:  # (a combination the theory does not cover)
         return [{"alpha": alpha, "heads": heads, "branch": "", "exists": 0, "reason": str(exc)}]
     rows = []
@@ -61,7 +63,8 @@ def theory_rows(alpha: float, heads: int, model: dict) -> list[dict]:
 
 
 def gd_rows(alpha: float, args: argparse.Namespace, model: dict) -> list[dict]:
-    res = ap.simulate(alpha, args.d, init=list(STARTS), seeds=args.seeds, heads=2, progress=False,
+    res = ap.simulate(alpha, args.d, init=list(STARTS), seeds=args.seeds, heads=2, head_gains=args.head_gains,
+                      progress=False,
                       optimizer="gd", momentum=0.9, tol=args.tol, max_steps=args.max_steps, dtype="float64",
                       threads=args.threads, **model)
     rows = []
@@ -73,7 +76,9 @@ def gd_rows(alpha: float, args: argparse.Namespace, model: dict) -> list[dict]:
                      "d": args.d, "seed": r.seed, "start": r.init, "converged": int(r.converged), "steps": r.steps,
                      "state": r.branch, "train_loss": r.train_loss, "test_error": r.test_error,
                      "theta_1": th[0], "theta_2": th[1], "m_1": m[0], "m_2": m[1],
-                     "q_11": q[0, 0], "q_22": q[1, 1], "q_12": q[0, 1]})
+                     "q_11": q[0, 0], "q_22": q[1, 1], "q_12": q[0, 1],
+                     "v_1": r.overlaps["gains"][0] if "gains" in r.overlaps else 0.5,
+                     "v_2": r.overlaps["gains"][1] if "gains" in r.overlaps else 0.5})
     return rows
 
 
@@ -136,6 +141,7 @@ def main() -> None:
     ap_.add_argument("--tol", type=float, default=1e-6)
     ap_.add_argument("--max-steps", type=int, default=40000)
     ap_.add_argument("--threads", type=int, default=None)
+    ap_.add_argument("--head-gains", default="fixed", choices=("fixed", "trained"))
     ap_.add_argument("--no-gd", action="store_true", help="the theory only")
     ap_.add_argument("--csv", type=Path, default=Path("heads_gd.csv"))
     ap_.add_argument("--theory-csv", type=Path, default=Path("heads_theory.csv"))
@@ -147,7 +153,7 @@ def main() -> None:
     for a in alphas:
         t0 = time.perf_counter()
         for heads in (2, 1):
-            theory += theory_rows(a, heads, model)
+            theory += theory_rows(a, heads, model, args.head_gains)
         print(f"theory alpha = {a:g}: {time.perf_counter() - t0:.0f} s", flush=True)
         write(args.theory_csv, theory, THEORY_FIELDS)
     runs = read(args.csv)
@@ -164,7 +170,7 @@ def main() -> None:
         conv = [r for r in runs if float(r["alpha"]) == a]
         print(f"GD alpha = {a:g}: {sum(int(r['converged']) for r in conv)}/{len(conv)} converged, "
               f"states {sorted({r['state'] for r in conv})}, {time.perf_counter() - t0:.0f} s", flush=True)
-    title = (f"omega = {args.omega:g}, sigma = {args.sigma:g}, lambda = {args.lam:g}; "
+    title = (f"omega = {args.omega:g}, sigma = {args.sigma:g}, lambda = {args.lam:g}, head gains {args.head_gains}; "
              f"GD d = {args.d}, {args.seeds} seeds per start")
     plot(theory, runs, args.out, title)
     print(f"wrote {args.out}", flush=True)
