@@ -39,6 +39,28 @@ def _target_rows(hs, omega, A, causal, out):  # pragma: no cover - jitted
             out[l, k] = (1.0 - omega) * sm + omega * A[l, k]
 
 
+@nb.njit(cache=True)
+def _target_rows_map(hs, omega, A, causal, tmaps, out, scores, d1, d2):  # pragma: no cover - jitted
+    """``T = (1 - omega) phi*(h* h*^T) + omega A`` at one node for the teacher's map ``phi*`` of
+    ``tmaps = (code, log L, 1/L)`` (docs/model.md (11.2)); ``code = 0`` (softmax) is
+    :func:`_target_rows`."""
+    L, R = hs.shape
+    if tmaps[0] <= 0.0:
+        _target_rows(hs, omega, A, causal, out)
+        return
+    code = int(tmaps[0])
+    for l in range(L):
+        for k in range(L):
+            acc = 0.0
+            for a in range(R):
+                acc += hs[l, a] * hs[k, a]
+            scores[k] = acc
+            d2[k] = 1.0 if (k <= l or not causal) else 0.0
+        _phi_row(code, tmaps[1], tmaps[2], scores, d2 > 0.5, out[l], d1, d2)
+        for k in range(L):
+            out[l, k] = (1.0 - omega) * out[l, k] + omega * A[l, k]
+
+
 @nb.njit(cache=True, parallel=True)
 def target_kernel(hstar, omega, A, causal, out):  # pragma: no cover - jitted
     """The target map of docs/model.md (1.2) at every node: ``out[i] = T(hstar[i])``."""
@@ -82,6 +104,204 @@ def _student_rows(h, Mh, mask, P, reciprocal=False):  # pragma: no cover - jitte
 
 
 @nb.njit(cache=True)
+def _phi_row(code, logL, invL, s, mask_row, p, d1, d2):  # pragma: no cover - jitted
+    """One row of an attention map (docs/model.md (11.2)): ``p = phi(s)`` with its first and
+    second derivatives ``d1``, ``d2`` for the element-wise maps (sigmoid ``1/(1 + exp(log L - s))``,
+    ReLU ``max(s, 0)/L``, linear ``s/L``; ReLU's second derivative is 0 off its kink and its first
+    is taken as 0 at ``s = 0``), the row softmax for ``code = 0`` (its derivatives are written in
+    terms of ``p``: ``d1``, ``d2`` unused); masked entries 0."""
+    L = s.shape[0]
+    if code == 0:
+        mx = -1e300
+        for j in range(L):
+            if mask_row[j] and s[j] > mx:
+                mx = s[j]
+        tot = 0.0
+        for j in range(L):
+            if mask_row[j]:
+                v = np.exp(s[j] - mx)
+                p[j] = v
+                tot += v
+            else:
+                p[j] = 0.0
+        for j in range(L):
+            p[j] /= tot
+        return
+    for j in range(L):
+        if not mask_row[j]:
+            p[j] = 0.0
+            d1[j] = 0.0
+            d2[j] = 0.0
+        elif code == 1:
+            z = s[j] - logL
+            if z >= 0.0:
+                v = 1.0 / (1.0 + np.exp(-z))
+            else:
+                e = np.exp(z)
+                v = e / (1.0 + e)
+            p[j] = v
+            d1[j] = v * (1.0 - v)
+            d2[j] = v * (1.0 - v) * (1.0 - 2.0 * v)
+        elif code == 2:
+            p[j] = s[j] * invL if s[j] > 0.0 else 0.0
+            d1[j] = invL if s[j] > 0.0 else 0.0
+            d2[j] = 0.0
+        else:
+            p[j] = s[j] * invL
+            d1[j] = invL
+            d2[j] = 0.0
+
+
+@nb.njit(cache=True)
+def _student_heads(h, mask, forms, gains, maps, Sk, D1, D2, Mhk, MThk, scores, S):  # pragma: no cover - jitted
+    """The student map of several heads (docs/model.md (11.1), (11.2)) at one node:
+    ``S = sum_k v_k phi(s^k)``, ``s^k_lj = h_l^T M_k h_j`` (``forms[k] = M_k``, ``gains[k] = v_k``,
+    ``maps = (code, log L, 1/L)`` of :data:`attnphase.theory.channels.MAP_CODES`), each head's map in ``Sk[k]``, its
+    derivatives in ``D1[k]``, ``D2[k]`` (element-wise maps), ``M_k h_j`` in ``Mhk[k]`` and
+    ``M_k^T h_j`` in ``MThk[k]`` (``scores`` (K, L): scratch)."""
+    K = forms.shape[0]
+    L, F = h.shape
+    code = int(maps[0])
+    for l in range(L):
+        for j in range(L):
+            S[l, j] = 0.0
+    for k in range(K):
+        _form_rows(forms[k], h, Mhk[k])
+        _form_rows(forms[k].T, h, MThk[k])
+        for l in range(L):
+            for j in range(L):
+                acc = 0.0
+                for a in range(F):
+                    acc += h[l, a] * Mhk[k, j, a]
+                scores[k, j] = acc
+            _phi_row(code, maps[1], maps[2], scores[k], mask[l], Sk[k, l], D1[k, l], D2[k, l])
+            for j in range(L):
+                S[l, j] += gains[k] * Sk[k, l, j]
+
+
+@nb.njit(cache=True)
+def _heads_loss_grad_hess(h, T, C, mask, want_hess, grad, hess, wk):  # pragma: no cover - jitted
+    """Loss ``ell`` (docs/model.md (1.4), (11.3)), gradient and optionally Hessian at one node for
+    the student map of :func:`_student_heads` (the map in ``wk[12:15]``).
+
+    With ``E = (S - T) C`` the derivative in head ``k``'s scores is
+    ``gamma^k_lj = v_k p^k_lj (E_lj - E_l . p^k_l)`` (softmax) or ``v_k phi'(s^k_lj) E_lj``
+    (element-wise maps); row ``l`` of the loss depends on the scores of row ``l`` only, whose
+    Hessian over all heads is ``(J^k)^T C J^m`` (``J^k_aj = d S_la / d s^k_lj``) plus, within a
+    head, the second derivative of its map weighted by ``E_l``. The fields enter through
+    ``d s^k_lj / d h_a = delta_la M_k h_j + delta_ja M_k^T h_l`` and the second-order terms
+    ``gamma^k_ab M_k + gamma^k_ba M_k^T``."""
+    Dm, E = wk[3], wk[4]
+    forms, gains, maps = wk[12], wk[13], wk[14]
+    Sk, D1, D2, gk, Mhk, MThk, Jk, CJk, Hk, Dk, HDk, epk = wk[15:]
+    K = forms.shape[0]
+    L, F = h.shape
+    n = L * F
+    soft = int(maps[0]) == 0
+    _student_heads(h, mask, forms, gains, maps, Sk, D1, D2, Mhk, MThk, epk, Dm)
+    for l in range(L):
+        for j in range(L):
+            Dm[l, j] -= T[l, j]
+    val = 0.0
+    for l in range(L):
+        for j in range(L):
+            acc = 0.0
+            for k in range(L):
+                acc += Dm[l, k] * C[k, j]
+            E[l, j] = acc
+            val += Dm[l, j] * acc
+    val = 0.5 * val
+    for k in range(K):
+        for l in range(L):
+            acc = 0.0
+            for j in range(L):
+                acc += E[l, j] * Sk[k, l, j]
+            epk[k, l] = acc
+            for j in range(L):
+                if soft:
+                    gk[k, l, j] = gains[k] * Sk[k, l, j] * (E[l, j] - acc)
+                else:
+                    gk[k, l, j] = gains[k] * D1[k, l, j] * E[l, j]
+    for a in range(L):
+        for mu in range(F):
+            acc = 0.0
+            for k in range(K):
+                for j in range(L):
+                    acc += gk[k, a, j] * Mhk[k, j, mu] + gk[k, j, a] * MThk[k, j, mu]
+            grad[a * F + mu] = acc
+    if not want_hess:
+        return val
+    for i in range(n):
+        for k in range(n):
+            hess[i, k] = 0.0
+    KL = K * L
+    for l in range(L):
+        for k in range(K):
+            for a in range(L):
+                for j in range(L):
+                    if soft:
+                        Jk[k, a, j] = gains[k] * Sk[k, l, a] * ((1.0 if a == j else 0.0) - Sk[k, l, j])
+                    else:
+                        Jk[k, a, j] = gains[k] * D1[k, l, j] if a == j else 0.0
+            for a in range(L):
+                for j in range(L):
+                    acc = 0.0
+                    for b in range(L):
+                        acc += C[a, b] * Jk[k, b, j]
+                    CJk[k, a, j] = acc
+        for k in range(K):
+            for j in range(L):
+                for m in range(K):
+                    for i in range(L):
+                        acc = 0.0
+                        for a in range(L):
+                            acc += Jk[k, a, j] * CJk[m, a, i]
+                        if k == m:
+                            if soft:
+                                p = Sk[k, l]
+                                if i == j:
+                                    acc += gk[k, l, j]
+                                acc -= gains[k] * p[j] * p[i] * (E[l, j] + E[l, i] - 2.0 * epk[k, l])
+                            elif i == j:
+                                acc += gains[k] * D2[k, l, j] * E[l, j]
+                        Hk[k * L + j, m * L + i] = acc
+        for k in range(K):
+            for j in range(L):
+                r = k * L + j
+                for i in range(n):
+                    Dk[r, i] = 0.0
+                for mu in range(F):
+                    Dk[r, l * F + mu] += Mhk[k, j, mu]
+                    Dk[r, j * F + mu] += MThk[k, l, mu]
+        for r in range(KL):
+            for i in range(n):
+                acc = 0.0
+                for c in range(KL):
+                    acc += Hk[r, c] * Dk[c, i]
+                HDk[r, i] = acc
+        for i in range(n):
+            for k in range(i, n):
+                acc = 0.0
+                for r in range(KL):
+                    acc += Dk[r, i] * HDk[r, k]
+                hess[i, k] += acc
+    for k in range(K):
+        M = forms[k]
+        for a in range(L):
+            for b in range(L):
+                for mu in range(F):
+                    for nu in range(F):
+                        i = a * F + mu
+                        c = b * F + nu
+                        if i <= c:
+                            hess[i, c] += gk[k, a, b] * M[mu, nu] + gk[k, b, a] * M[nu, mu]
+    for i in range(n):
+        for k in range(i):
+            hess[i, k] = hess[k, i]
+    return val
+
+
+@nb.njit(cache=True)
 def _form_rows(M, h, out):  # pragma: no cover - jitted
     """``out_j = M h_j`` for every row ``h_j`` of ``h`` (the bilinear score form applied to the
     fields; ``M.T`` for ``M^T h_j``)."""
@@ -107,9 +327,11 @@ def _mix_rows(mix, u, out):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True)
-def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T):  # pragma: no cover - jitted
+def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T, wk, tmaps):  # pragma: no cover - jitted
     """``ell(w; T(h*))`` at one Gaussian node ``x = (xi, eta)`` (fields as in ``Saddle.fields``:
-    ``w = m + xi qs``, ``h* = xi B + eta Rs``, both mixed across positions by ``mix``)."""
+    ``w = m + xi qs``, ``h* = xi B + eta Rs``, both mixed across positions by ``mix``); the
+    student's map of several heads or another map where ``wk`` holds one (:func:`_work`,
+    docs/model.md (11.3)), the teacher's of ``tmaps``."""
     L, F = m.shape
     R = Rs.shape[0]
     nxi = L * F
@@ -129,9 +351,16 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
                 acc += x[nxi + l * R + b] * Rs[b, a]
             u[l, a] = acc
     _mix_rows(mix, u, hs)
-    _form_rows(M, w, u)  # (u <- M w_j, then the two maps)
-    _student_rows(w, u, mask, S)
-    _target_rows(hs, omega, A, causal, T)
+    maps = wk[14]
+    if maps[0] >= 0.0:
+        _student_heads(w, mask, wk[12], wk[13], maps, wk[15], wk[16], wk[17], wk[19], wk[20], wk[26], S)
+    else:
+        _form_rows(M, w, u)  # (u <- M w_j, then the two maps)
+        _student_rows(w, u, mask, S)
+    if tmaps[0] > 0.0:
+        _target_rows_map(hs, omega, A, causal, tmaps, T, wk[6], wk[26][0], wk[4][0])
+    else:
+        _target_rows(hs, omega, A, causal, T)
     out = 0.0
     for l in range(L):
         for j in range(L):
@@ -142,9 +371,10 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
 
 
 @nb.njit(cache=True, parallel=True)
-def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
+def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks,
+                         forms, gains, maps, tmaps):  # pragma: no cover - jitted
     """The test-error sum of docs/model.md (4.2): ``sum_i w_i ell(x_i)`` over the nodes ``X``
-    with weights ``W``, or, where ``X`` has no
+    with weights ``W`` (the student's and the teacher's maps as in :func:`_node_test_loss`), or, where ``X`` has no
     rows, over the product rule ``(t, wt)^dim`` (``dim = L (F + R)``), its nodes decoded from the
     flat index (last coordinate fastest) instead of stored."""
     L, F = m.shape
@@ -162,6 +392,7 @@ def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, caus
         u = np.zeros((L, max(F, R)))
         S = np.zeros((L, L))
         T = np.zeros((L, L))
+        wk = _work(L, F, forms, gains, maps)
         acc = 0.0
         for i in range(c * size, min(N, (c + 1) * size)):
             if product:
@@ -175,20 +406,27 @@ def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, caus
             else:
                 x[:] = X[i]
                 wi = W[i]
-            acc += wi * _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T)
+            acc += wi * _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T, wk, tmaps)
         part[c] = acc
     return part.sum()
 
 
 # Scratch space is allocated once per chunk of nodes (allocation inside the Newton loop dominated
-# the run time otherwise). ``_work(L, F)`` returns the buffers in the order the kernels expect.
+# the run time otherwise). ``_work(L, F, forms, gains, maps)`` returns the buffers in the order the
+# kernels expect, followed by the student's map (``forms``, ``gains``, ``maps``: see
+# :func:`_student_heads`) and the buffers of its heads.
 @nb.njit(cache=True)
-def _work(L, F):  # pragma: no cover - jitted
+def _work(L, F, forms, gains, maps):  # pragma: no cover - jitted
     n = L * F
+    K = forms.shape[0]
     return (
         np.zeros((L, F)), np.zeros((L, F)), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, L)),
         np.zeros((L, L)), np.zeros(L), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, n)),
         np.zeros((L, n)), np.zeros((L, L)),
+        forms, gains, maps,
+        np.zeros((K, L, L)), np.zeros((K, L, L)), np.zeros((K, L, L)), np.zeros((K, L, L)),
+        np.zeros((K, L, F)), np.zeros((K, L, F)), np.zeros((K, L, L)), np.zeros((K, L, L)),
+        np.zeros((K * L, K * L)), np.zeros((K * L, n)), np.zeros((K * L, n)), np.zeros((K, L)),
     )
 
 
@@ -203,7 +441,10 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
     ``M h`` terms before its ``M^T h`` terms, ``J^T C J`` as ``J^T (C J)`` on the upper triangle,
     and the second-order terms of the scores added one by one.
     """
-    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD, CJ = wk
+    maps = wk[14]
+    if maps[0] >= 0.0:
+        return _heads_loss_grad_hess(h, T, C, mask, want_hess, grad, hess, wk)
+    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD, CJ = wk[:12]
     L, F = h.shape
     n = L * F
     _form_rows(M, h, Mh)
@@ -432,11 +673,13 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
 
 
 @nb.njit(cache=True, parallel=True)
-def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap):  # pragma: no cover
+def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap,
+                forms, gains, maps):  # pragma: no cover
     """The global minimiser of the proximal problem (docs/model.md (3.2)) at every node: damped
     Newton (:func:`_newton`) from each of ``starts[i]``, the lowest objective kept (``out_h``,
     ``out_val``, ``out_gn``), every start's minimum in ``cand_h``, ``cand_val``; the nodes cut into
-    ``n_chunks`` chunks. ``Winv`` and ``C`` are symmetrised first, as the written-out C kernels
+    ``n_chunks`` chunks; the student map ``M`` (one softmax head) or, where ``maps[0] >= 0``,
+    the heads and map of ``forms``, ``gains``, ``maps`` (:func:`_student_heads`). ``Winv`` and ``C`` are symmetrised first, as the written-out C kernels
     do (which read their upper triangles only)."""
     N, L, F = w.shape
     S = starts.shape[1]
@@ -444,7 +687,7 @@ def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, 
     Wt = 0.5 * (Winv + Winv.T)
     Ct = 0.5 * (C + C.T)
     for c in nb.prange(n_chunks):
-        wk = _work(L, F)
+        wk = _work(L, F, forms, gains, maps)
         nw = _newton_work(L, F)
         h = np.zeros((L, F))
         cand_gn = np.zeros(S)
@@ -471,22 +714,22 @@ def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, 
 
 
 @nb.njit(cache=True, parallel=True)
-def hessian_kernel(hh, T, C, M, mask, out):  # pragma: no cover - jitted
+def hessian_kernel(hh, T, C, M, mask, out, forms, gains, maps):  # pragma: no cover - jitted
     """The Hessian of ``ell`` (docs/model.md (1.4)) at every node's fields ``hh[i]``."""
     N, L, F = hh.shape
     n = L * F
     for i in nb.prange(N):
-        wk = _work(L, F)
+        wk = _work(L, F, forms, gains, maps)
         grad = np.zeros(n)
         _loss_grad_hess(hh[i], T[i], C, M, mask, True, grad, out[i], wk)
 
 
 @nb.njit(cache=True, parallel=True)
-def value_kernel(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
+def value_kernel(hh, w, Winv, T, C, M, mask, out_val, out_grad, forms, gains, maps):  # pragma: no cover - jitted
     """The proximal objective (docs/model.md (3.2)) and its gradient at every node's ``hh[i]``."""
     N, L, F = hh.shape
     for i in nb.prange(N):
-        wk = _work(L, F)
+        wk = _work(L, F, forms, gains, maps)
         dummy = np.zeros((1, 1))
         out_val[i] = _objective(hh[i], w[i], Winv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
 
