@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.classification import classify, has_mixed
+from attnphase.theory.classification import classify, combined_branch
 from attnphase.theory.fixed_point import RelativeUnits, SolverSettings, is_valid, make_saddle, warm_starts
 from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle
 
@@ -321,7 +321,7 @@ def arclength(
     sd = make_saddle(spec, alpha0, settings, order=order, seed=seed)
     x0 = start.to_vector()
     ex = _Extended(sd, x0, settings.switch_width)
-    mixed = has_mixed(spec)
+    mixed = combined_branch(spec)
     direction = math.copysign(1.0, target - alpha0)
     y = x0[ex.free] / ex.scale
     n = y.size
