@@ -5,8 +5,6 @@ theory still refuses."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -138,3 +136,43 @@ def test_bad_input_names_what_stays_uncovered() -> None:
     with pytest.raises(ValueError, match="softmax on cross-attention"):
         check_attention_covered(ModelSpec(variant="cross", L=4, L_keys=2, activation="relu"))
     check_attention_covered(ModelSpec(heads=2, activation="sigmoid", teacher_activation="relu"))
+
+
+@pytest.mark.parametrize(("heads", "act"), [(1, "relu"), (2, "relu"), (2, "softmax"), (2, "sigmoid")])
+def test_default_starts_reach_the_grid_minimum(heads: int, act: str) -> None:
+    """The multi-start set of docs/model.md (7.2) finds the global proximal minimum of several
+    heads and of the ReLU map, whose kink makes the loss piecewise smooth (docs/model.md (11.3)):
+    no start of a grid over the ball around ``w`` ends lower."""
+    from attnphase.theory.channels import default_starts
+
+    rng = np.random.default_rng(7)
+    spec = ModelSpec(heads=heads, activation=act, omega=0.3)
+    amap = AttentionMap.from_spec(spec)
+    L, F, N = 2, amap.field_dim, 24
+    w = rng.normal(scale=0.8, size=(N, L, F))
+    T = target_map(rng.normal(scale=0.5, size=(N, L, 1)), spec)
+    V = 3.0 * np.eye(F)
+    C = 0.25 * np.eye(L)
+    best = prox_batch(w, T, V, C, amap, starts=default_starts(w, V))
+    axis = np.linspace(-3.0, 3.0, 7 if F == 2 else 25)
+    grid = np.stack(np.meshgrid(*([axis] * (L * F)), indexing="ij"), axis=-1).reshape(-1, L, F)
+    brute = prox_batch(w, T, V, C, amap, starts=np.ascontiguousarray(w[:, None] + grid[None]))
+    assert np.all(best.value <= brute.value + 1e-9)
+    assert np.max(best.grad_norm) < 1e-6
+
+
+def test_classification_names_the_specialised_branch() -> None:
+    """Two heads: a fixed point with ``theta`` and ``m`` is ``specialised`` (docs/model.md (11.3)),
+    where rank 2 calls it ``mixed``; the branches of two heads include it."""
+    from attnphase.theory.branch_point import branches_for, start_point
+    from attnphase.theory.classification import SPECIALISED, classify, combined_branch
+
+    spec = ModelSpec(heads=2, omega=0.3)
+    assert branches_for(spec) == ("semantic", "positional", "trivial", SPECIALISED)
+    assert combined_branch(ModelSpec(rank=2)) == "mixed" and combined_branch(ModelSpec()) is None
+    op = start_point(spec, SPECIALISED, 2)
+    assert op.theta[0, 0] > 0 and op.theta[1, 0] == 0 and np.all(op.m[:, 0] == 0) and np.any(op.m[:, 1] != 0)
+    assert classify(op, spec.sigma, combined_branch(spec)) == SPECIALISED
+    assert classify(op, spec.sigma, True) == "mixed"
+    assert classify(start_point(spec, "semantic", 2), spec.sigma, SPECIALISED) == "semantic"
+    assert not AttentionMap.from_spec(spec).rotation_invariant

@@ -221,7 +221,7 @@ def _accept(ex: _Extended, y: np.ndarray, a: float, J: np.ndarray, row: np.ndarr
     return None
 
 
-def _point(ex: _Extended, y: np.ndarray, alpha: float, J: np.ndarray, mixed: bool) -> ArcPoint:
+def _point(ex: _Extended, y: np.ndarray, alpha: float, J: np.ndarray, mixed: bool | str | None) -> ArcPoint:
     sd = ex.sd
     op = ex.op(y)
     q, m, theta = (float(v) for v in sd.user_scalars(op))

@@ -18,18 +18,17 @@ from typing import Any
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.classification import combined_branch
 from attnphase.theory.branches import (
     DRAFT_TEST_ORDER,
     MIXED,
     BranchPoint,
     classify,
     continue_through,
-    has_mixed,
     overlap_fields,
     solve_point,
 )
 from attnphase.theory.channels import ProxResult
+from attnphase.theory.classification import combined_branch
 from attnphase.theory.confirmation import (
     DEFINING_OVERLAPS,
     RESOLVE_SE,
