@@ -136,6 +136,13 @@ def test_bad_input_names_what_stays_uncovered() -> None:
     with pytest.raises(ValueError, match="softmax on cross-attention"):
         check_attention_covered(ModelSpec(variant="cross", L=4, L_keys=2, activation="relu"))
     check_attention_covered(ModelSpec(heads=2, activation="sigmoid", teacher_activation="relu"))
+    from attnphase.theory.responses import check_response
+    from attnphase.theory.stability import check_stability
+
+    with pytest.raises(ValueError, match="one head"):
+        check_response(ModelSpec(heads=2), "semantic-start")
+    with pytest.raises(ValueError, match="one head"):
+        check_stability(ModelSpec(heads=2))
 
 
 @pytest.mark.parametrize(("heads", "act"), [(1, "relu"), (2, "relu"), (2, "softmax"), (2, "sigmoid")])
@@ -176,3 +183,21 @@ def test_classification_names_the_specialised_branch() -> None:
     assert classify(op, spec.sigma, True) == "mixed"
     assert classify(start_point(spec, "semantic", 2), spec.sigma, SPECIALISED) == "semantic"
     assert not AttentionMap.from_spec(spec).rotation_invariant
+
+
+@pytest.mark.parametrize(("heads", "act", "teacher"), [(2, "softmax", "softmax"), (2, "relu", "sigmoid"),
+                                                      (1, "linear", "relu")])
+def test_test_error_sum_matches_numpy(heads: int, act: str, teacher: str) -> None:
+    """The compiled test-error sum (docs/model.md (4.2)) of several heads and other maps equals its
+    numpy reference on the same product rule (docs/model.md (11.3))."""
+    from attnphase.theory import SolverSettings
+    from attnphase.theory.branch_point import start_point
+    from attnphase.theory.fixed_point import make_saddle
+
+    spec = ModelSpec(heads=heads, activation=act, teacher_activation=teacher, omega=0.3)
+    sd = make_saddle(spec, 1.0, SolverSettings(order=6, refine_order=0))
+    op = sd.from_paper(start_point(spec, "specialised" if heads == 2 else "semantic", sd.F))
+    fast = sd.test_error(op, order=5)
+    ref = sd.test_error_numpy(op, order=5)
+    assert fast == pytest.approx(ref, rel=1e-11)
+    assert fast > 0.0
