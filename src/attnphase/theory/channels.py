@@ -6,7 +6,10 @@ optional mask (causal: ``j <= l``). A variant is therefore a pair ``(M, mask)``:
 
 * ``tied``: fields ``h_l in R^r``, ``M = I_r``  -> ``S = softmax(h h^T)``;
 * ``untied``: fields ``h_l = (hQ_l, hK_l) in R^{2r}``, ``M = [[0, I], [0, 0]]`` -> ``S = softmax(hQ hK^T)``;
-* ``causal`` / ``untied-causal``: the same with the lower-triangular mask.
+* ``causal`` / ``untied-causal``: the same with the lower-triangular mask;
+* ``H`` heads of rank 1 (docs/model.md (11.1)): the fields and ``M = I_H`` of the tied student of
+  rank ``H``, the map ``S = sum_k v_k phi(h M_k h^T)`` with ``M_k = e_k e_k^T``; ``phi`` the row
+  softmax or an element-wise map (docs/model.md (11.2)), on the generic kernels only.
 
 The loss of a field configuration is ``ell(h; T) = 1/2 tr((S - T) C (S - T)^T)`` (``C = sigma^2 I``:
 ``sigma^2/2 ||S - T||_F^2``). Its gradient and Hessian are written analytically:
@@ -104,7 +107,8 @@ class AttentionMap:
 
     @property
     def rank(self) -> int:
-        """Student rank ``r`` (``field_dim = blocks * r``)."""
+        """Student rank ``r`` (``field_dim = blocks * r``; ``H`` for ``H`` heads of rank 1, whose
+        fields are those of the tied student of rank ``H``, docs/model.md (11.3))."""
         return self.field_dim // self.blocks
 
     @property
@@ -112,7 +116,8 @@ class AttentionMap:
         """Rank ``r >= 2``: scores and ridge are invariant under ``Q -> Q U`` (and ``K -> K U``
         for untied keys/queries) for orthogonal ``U``, i.e. under ``I_blocks (x) U`` on the
         fields (``Saddle.gauge_fix``, the ``mixed`` branch, the reflection-symmetrised QMC
-        rule)."""
+        rule). Several heads are not: only permutations of the heads leave their scores
+        unchanged (docs/model.md (11.3))."""
         return self.rank >= 2 and self.heads == 1
 
     @staticmethod
