@@ -95,7 +95,7 @@ class AttentionMap:
         return out
 
     def kernel_maps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(forms, gains, maps)`` of the generic kernels (:func:`attnphase.theory.jit._student_heads`):
+        """``(forms, gains, maps)`` of the generic kernels (:func:`attnphase.theory.jit_maps.student_heads`):
         ``maps = (code, log L, 1/L)``, the code ``-1`` for the :attr:`standard` map."""
         return (self.forms, np.asarray(self.gains, dtype=np.float64),
                 map_params(self.activation, self.tokens or self.mask.shape[0], reference=self.standard))
