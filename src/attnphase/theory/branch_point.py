@@ -13,7 +13,7 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec, positional_axis
 from attnphase.theory.channels import AttentionMap
-from attnphase.theory.classification import MIXED, classify, has_mixed
+from attnphase.theory.classification import MIXED, SPECIALISED, classify, combined_branch, has_mixed
 from attnphase.theory.diagnostics import (
     HAT_KEYS,
     ErrorEstimate,
@@ -33,8 +33,10 @@ BRANCHES = ("semantic", "positional", "trivial")
 
 def branches_for(spec: ModelSpec) -> tuple[str, ...]:
     """The branches the solver looks for: :data:`BRANCHES`, and :data:`MIXED` at student rank
-    ``r >= 2`` (tied, causal or untied attention)."""
-    return (*BRANCHES, MIXED) if has_mixed(spec) else BRANCHES
+    ``r >= 2`` (tied, causal or untied attention) or :data:`SPECIALISED` for several heads
+    (docs/model.md (11.3))."""
+    both = combined_branch(spec)
+    return BRANCHES if both is None else (*BRANCHES, both)
 
 
 def semantic_side(spec: ModelSpec) -> str:
@@ -48,12 +50,14 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
     ``L = 2``, ``r = 1``, ``sigma = 0.5``, ``lambda = 0.01`` and generalised to any ``L, r, r*``;
     ``F`` fields per token.
 
-    ``mixed`` (rank >= 2): the first student direction semantic, the second positional."""
+    ``mixed`` (rank >= 2): the first student direction semantic, the second positional; for
+    several heads ``specialised`` the same (head 1 semantic, head 2 positional, docs/model.md
+    (11.3)) and ``semantic`` all heads semantic."""
     L, rs = spec.tokens, spec.teacher_rank
     G = spec.G_array
     pos = G @ positional_axis(spec)  # (G[:, 0]; cross-attention: docs/model.md (10.4))
     s2 = spec.sigma**2 / 0.25  # the starts were tuned at sigma = 0.5
-    if branch == MIXED and F >= 2:
+    if branch in (MIXED, SPECIALISED) and F >= 2:
         # each block of fields (tied: Q; untied: Q and K): axis 0 semantic, the query's axis 1
         # positional (field index block * r + axis)
         r = AttentionMap.from_spec(spec).rank
@@ -75,7 +79,7 @@ def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:
         raise ValueError(f"unknown branch {branch!r}; choose from {', '.join(branches_for(spec))} or all")
     q = q0 * s2 * np.eye(F)
     m = np.zeros((L, F))
-    m[:, 0] = m0 * pos
+    m[:, :spec.heads] = m0 * pos[:, None]  # (several heads: every head positional)
     theta = np.zeros((F, rs))
     for a in range(F):
         theta[a, a % rs] = t0 * s2
@@ -177,7 +181,7 @@ def to_point(spec: ModelSpec, alpha: float, branch: str, sd: Saddle, res: FixedP
     (:func:`classify`). ``draft``: the test error on the cheap ``DRAFT_TEST_ORDER`` rule."""
     op = res.op
     s2 = sd.s2
-    found = classify(op, float(np.sqrt(s2)), has_mixed(spec))
+    found = classify(op, float(np.sqrt(s2)), combined_branch(spec))
     exists = res.converged and found == branch
     if not res.converged:
         reason = f"solver did not converge: {res.reason} (last relative change {res.residual:.2e})"

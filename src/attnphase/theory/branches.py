@@ -31,7 +31,7 @@ from attnphase.theory.branch_point import (
 from attnphase.theory.branch_point import overlap_fields as overlap_fields
 from attnphase.theory.branch_point import semantic_side as semantic_side
 from attnphase.theory.channels import AttentionMap as AttentionMap
-from attnphase.theory.classification import CLASSIFY_TOL, MIXED
+from attnphase.theory.classification import CLASSIFY_TOL, MIXED, SPECIALISED
 from attnphase.theory.classification import classify as classify
 from attnphase.theory.classification import has_mixed as has_mixed
 from attnphase.theory.continuation import ArclengthResult, RecoveryBudget, arclength, parabola
@@ -270,7 +270,7 @@ def _extrapolate(p1: BranchPoint, p2: BranchPoint, alpha: float) -> OrderParams 
 
 
 #: the overlaps (user units, :meth:`BranchPoint.summary`) that define a branch (docs/model.md (5.1))
-DEFINING = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}
+DEFINING = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m"), SPECIALISED: ("theta", "m")}
 #: halvings of a step on which a followed branch was lost (:func:`bridge`): the end of the branch
 #: is bracketed to ``2^-END_HALVINGS`` of the grid's step
 END_HALVINGS = 4

@@ -6,7 +6,10 @@ optional mask (causal: ``j <= l``). A variant is therefore a pair ``(M, mask)``:
 
 * ``tied``: fields ``h_l in R^r``, ``M = I_r``  -> ``S = softmax(h h^T)``;
 * ``untied``: fields ``h_l = (hQ_l, hK_l) in R^{2r}``, ``M = [[0, I], [0, 0]]`` -> ``S = softmax(hQ hK^T)``;
-* ``causal`` / ``untied-causal``: the same with the lower-triangular mask.
+* ``causal`` / ``untied-causal``: the same with the lower-triangular mask;
+* ``H`` heads of rank 1 (docs/model.md (11.1)): the fields and ``M = I_H`` of the tied student of
+  rank ``H``, the map ``S = sum_k v_k phi(h M_k h^T)`` with ``M_k = e_k e_k^T``; ``phi`` the row
+  softmax or an element-wise map (docs/model.md (11.2)), on the generic kernels only.
 
 The loss of a field configuration is ``ell(h; T) = 1/2 tr((S - T) C (S - T)^T)`` (``C = sigma^2 I``:
 ``sigma^2/2 ||S - T||_F^2``). Its gradient and Hessian are written analytically:
@@ -35,31 +38,67 @@ from attnphase.theory import native
 from attnphase.theory.geometries import score_form, score_mask, written_out
 
 #: the most heads the theory covers (docs/model.md section 11)
-THEORY_MAX_HEADS = 1
+THEORY_MAX_HEADS = 2
 
 
 def check_attention_covered(spec: ModelSpec) -> None:
     """``ValueError`` (one line) where the theory does not cover the attention map or the heads of
-    ``spec`` (the registry's ``supports`` of each map, :data:`THEORY_MAX_HEADS`), saying that the
-    simulator does."""
+    ``spec`` (the registry's ``supports`` of each map, :data:`THEORY_MAX_HEADS`, fixed head gains;
+    the maps other than softmax on cross-attention), saying that the simulator does."""
     for role, name in (("student", spec.activation), ("teacher", spec.teacher_activation)):
         if not activation(name).covers("theory"):
             covered = ", ".join(n for n, a in ACTIVATIONS.items() if a.covers("theory"))
             raise ValueError(f"the theory covers the {role} activation {covered}, got {name!r}; the simulator "
                              "covers every activation (attnphase simulate)")
+        if name != "softmax" and spec.is_cross:
+            raise ValueError(f"the theory covers the {role} activation softmax on cross-attention, got {name!r}; "
+                             "the simulator covers every activation (attnphase simulate)")
     if spec.heads > THEORY_MAX_HEADS:
         raise ValueError(f"the theory covers heads <= {THEORY_MAX_HEADS}, got heads = {spec.heads}; the simulator "
                          "covers several heads (attnphase simulate)")
+    if spec.head_gains != "fixed":
+        raise ValueError(f"the theory covers head_gains = fixed, got {spec.head_gains!r}; the simulator "
+                         "trains the head gains (attnphase simulate)")
 
 
 @dataclass(frozen=True)
 class AttentionMap:
-    """Student attention variant: field dimension per position, bilinear form and mask."""
+    """Student attention variant: field dimension per position, bilinear form and mask; the
+    student's attention map ``activation`` (docs/model.md (11.2)) and its ``heads`` with their
+    ``gains`` (docs/model.md (11.1): head ``k`` reads field ``k``, ``M_k = e_k e_k^T``), the maps'
+    ``L`` being ``tokens``."""
 
     name: str
     field_dim: int
     M: np.ndarray
     mask: np.ndarray
+    activation: str = "softmax"
+    heads: int = 1
+    gains: tuple[float, ...] = (1.0,)
+    tokens: int = 0
+
+    @property
+    def standard(self) -> bool:
+        """One softmax head of gain 1: the map of docs/model.md (1.3), on the reference code paths
+        (the written-out C kernels, the reference sums of the generic kernels)."""
+        return self.heads == 1 and self.activation == "softmax" and self.gains == (1.0,)
+
+    @property
+    def forms(self) -> np.ndarray:
+        """The score forms of the heads, (heads, F, F): ``M`` for one head, ``e_k e_k^T`` for
+        head ``k`` of several (docs/model.md (11.3))."""
+        if self.heads == 1:
+            return np.ascontiguousarray(self.M[None], dtype=np.float64)
+        out = np.zeros((self.heads, self.field_dim, self.field_dim))
+        for k in range(self.heads):
+            out[k, k, k] = 1.0
+        return out
+
+    def kernel_maps(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(forms, gains, maps)`` of the generic kernels (:func:`attnphase.theory.jit_maps.student_heads`):
+        ``maps = (code, log L, 1/L)``, the code ``-1`` for the :attr:`standard` map."""
+        return (self.forms, np.asarray(self.gains, dtype=np.float64),
+                map_params(self.activation, self.tokens or self.mask.shape[0], reference=self.standard))
 
     @property
     def blocks(self) -> int:
@@ -68,7 +107,8 @@ class AttentionMap:
 
     @property
     def rank(self) -> int:
-        """Student rank ``r`` (``field_dim = blocks * r``)."""
+        """Student rank ``r`` (``field_dim = blocks * r``; ``H`` for ``H`` heads of rank 1, whose
+        fields are those of the tied student of rank ``H``, docs/model.md (11.3))."""
         return self.field_dim // self.blocks
 
     @property
@@ -76,14 +116,46 @@ class AttentionMap:
         """Rank ``r >= 2``: scores and ridge are invariant under ``Q -> Q U`` (and ``K -> K U``
         for untied keys/queries) for orthogonal ``U``, i.e. under ``I_blocks (x) U`` on the
         fields (``Saddle.gauge_fix``, the ``mixed`` branch, the reflection-symmetrised QMC
-        rule)."""
-        return self.rank >= 2
+        rule). Several heads are not: only permutations of the heads leave their scores
+        unchanged (docs/model.md (11.3))."""
+        return self.rank >= 2 and self.heads == 1
 
     @staticmethod
     def from_spec(spec: ModelSpec) -> AttentionMap:
-        M = score_form(spec.variant, spec.rank)
+        """The student of ``spec``; ``H`` heads of rank 1 have the fields and ``M = I_H`` of the tied
+        rank-``H`` student (docs/model.md (11.3)), each head its own form (:attr:`forms`)."""
+        M = score_form(spec.variant, spec.rank * spec.heads)
         keys = spec.L_keys if spec.is_cross else 0
-        return AttentionMap(spec.variant, M.shape[0], M, score_mask(spec.variant, spec.tokens, keys))
+        return AttentionMap(spec.variant, M.shape[0], M, score_mask(spec.variant, spec.tokens, keys),
+                            spec.activation, spec.heads, (1.0 / spec.heads,) * spec.heads, spec.tokens)
+
+
+#: the codes of the attention maps in the generic kernels (docs/model.md (11.2))
+MAP_CODES = {"softmax": 0, "sigmoid": 1, "relu": 2, "linear": 3}
+
+
+def map_params(name: str, L: int, reference: bool = False) -> np.ndarray:
+    """``(code, log L, 1/L)`` of the attention map ``name`` over rows of ``L`` tokens for the generic
+    kernels (:data:`MAP_CODES`; the code ``-1`` with ``reference``: the one-head softmax path)."""
+    code = -1.0 if reference else float(MAP_CODES[name])
+    return np.array([code, np.log(L), 1.0 / L])
+
+
+def apply_map(name: str, s: np.ndarray, mask: np.ndarray | None, L: int) -> np.ndarray:
+    """The attention map ``name`` (docs/model.md (11.2)) of scores ``s`` (..., L, L) row by row,
+    masked entries 0: the row softmax, or element-wise sigmoid ``1/(1 + exp(log L - s))``, ReLU
+    ``max(s, 0)/L``, linear ``s/L``."""
+    if name == "softmax":
+        return softmax_rows(s, mask)
+    if name == "sigmoid":
+        out = 0.5 * (1.0 + np.tanh(0.5 * (s - np.log(L))))
+    elif name == "relu":
+        out = np.maximum(s, 0.0) / L
+    elif name == "linear":
+        out = s / L
+    else:
+        raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
+    return out if mask is None else np.where(mask, out, 0.0)
 
 
 def softmax_rows(s: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -98,11 +170,16 @@ def softmax_rows(s: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
 def target_map(hstar: np.ndarray, spec: ModelSpec) -> np.ndarray:
     """Target ``T(h*) = (1 - omega) softmax(h* h*^T) + omega A`` (docs/model.md (1.2)) for fields
     of shape (N, L, r*) (the causal target masks the scores above the diagonal; cross-attention:
-    :func:`cross_target_map`)."""
+    :func:`cross_target_map`); another teacher map ``phi*`` in place of the softmax
+    (docs/model.md (11.2)) in numpy."""
     if spec.is_cross:
         return cross_target_map(hstar, spec)
     hstar = np.ascontiguousarray(hstar, dtype=np.float64)
     N, L, R = hstar.shape
+    if spec.teacher_activation != "softmax":  # (docs/model.md (11.2))
+        mask = np.tril(np.ones((L, L), dtype=np.bool_)) if spec.causal_target else None
+        phi = apply_map(spec.teacher_activation, np.einsum("nla,nka->nlk", hstar, hstar), mask, L)
+        return (1.0 - spec.omega) * phi + spec.omega * spec.A_array
     out = np.empty((N, L, L))
     A = np.ascontiguousarray(spec.A_array, dtype=np.float64)
     lib = native.common()
@@ -141,9 +218,16 @@ def _softmax_pairs(s: np.ndarray) -> np.ndarray:
 
 
 def student_map(h: np.ndarray, amap: AttentionMap) -> np.ndarray:
-    """Student attention ``S(h)`` for fields of shape (N, L, field_dim)."""
-    s = np.einsum("nla,ab,nkb->nlk", h, amap.M, h)
-    return softmax_rows(s, amap.mask)
+    """Student attention ``S(h)`` for fields of shape (N, L, field_dim): ``softmax(h M h^T)``
+    (docs/model.md (1.3)), or ``sum_k v_k phi(h M_k h^T)`` over the heads (docs/model.md (11.1))."""
+    if amap.standard:
+        s = np.einsum("nla,ab,nkb->nlk", h, amap.M, h)
+        return softmax_rows(s, amap.mask)
+    L = amap.tokens or amap.mask.shape[0]
+    out = np.zeros(h.shape[:1] + amap.mask.shape)
+    for v, M in zip(amap.gains, amap.forms, strict=True):
+        out += v * apply_map(amap.activation, np.einsum("nla,ab,nkb->nlk", h, M, h), amap.mask, L)
+    return out
 
 
 def loss_numpy(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap) -> np.ndarray:
@@ -311,7 +395,7 @@ def prox_batch(
     cand_val = np.empty((N, S))
     n_chunks = native.chunks(N)
     C = np.ascontiguousarray(C, dtype=np.float64)
-    lib = None if generic else c_prox_library(amap, L)
+    lib = None if generic or not amap.standard else c_prox_library(amap, L)
     if lib is not None and not _fixed_blocks_hold(T, amap, L):
         lib = None  # (a cross-attention target without its fixed blocks: the generic kernel)
     if lib is not None:
@@ -323,7 +407,7 @@ def prox_batch(
         from attnphase.theory.jit import prox_kernel  # noqa: PLC0415 - (numba: only where it runs)
 
         prox_kernel(w, T, starts, Winv, C, np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter,
-                    gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap)
+                    gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap, *amap.kernel_maps())
     return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
 
 
@@ -392,6 +476,8 @@ def _fixed_blocks_hold(T: np.ndarray, amap: AttentionMap, L: int) -> bool:
 def c_prox_library(amap: AttentionMap, L: int) -> native.Library | None:
     """The compiled C proximal kernel of this geometry (:data:`attnphase.theory.geometries.GEOMETRIES`),
     or ``None`` where there is none or the numba kernels run (:func:`attnphase.theory.native.prox_library`)."""
+    if not amap.standard:
+        return None
     g = written_out(L, amap.M, amap.mask)
     return None if g is None else native.prox_library(g)
 
@@ -418,7 +504,7 @@ def objective_batch(
     value_kernel(
         np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64),
         _metric(V, L, mix), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
-        amap.M.astype(np.float64), amap.mask, val, grad,
+        amap.M.astype(np.float64), amap.mask, val, grad, *amap.kernel_maps(),
     )
     return val, grad
 
@@ -431,6 +517,6 @@ def loss_hessian_batch(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: Attent
 
     hessian_kernel(
         np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
-        amap.M.astype(np.float64), amap.mask, out,
+        amap.M.astype(np.float64), amap.mask, out, *amap.kernel_maps(),
     )
     return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 from attnphase.theory.branch_point import (
     BranchPoint,
 )
-from attnphase.theory.classification import MIXED
+from attnphase.theory.classification import MIXED, SPECIALISED
 
 
 def is_refined(point: BranchPoint) -> bool:
@@ -86,4 +86,4 @@ def is_confirmed(point: BranchPoint) -> bool:
 
 
 #: the overlaps (user units) that define a branch: it is absent where they are not resolved
-DEFINING_OVERLAPS = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m")}
+DEFINING_OVERLAPS = {"semantic": ("theta",), "positional": ("m",), MIXED: ("theta", "m"), SPECIALISED: ("theta", "m")}

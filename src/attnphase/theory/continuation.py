@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from attnphase.spec.problem import ModelSpec
-from attnphase.theory.classification import classify, has_mixed
+from attnphase.theory.classification import classify, combined_branch
 from attnphase.theory.fixed_point import RelativeUnits, SolverSettings, is_valid, make_saddle, warm_starts
 from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle
 
@@ -224,7 +224,7 @@ def _accept(ex: _Extended, y: np.ndarray, a: float, J: np.ndarray, row: np.ndarr
     return None
 
 
-def _point(ex: _Extended, y: np.ndarray, alpha: float, J: np.ndarray, mixed: bool) -> ArcPoint:
+def _point(ex: _Extended, y: np.ndarray, alpha: float, J: np.ndarray, mixed: bool | str | None) -> ArcPoint:
     sd = ex.sd
     op = ex.op(y)
     q, m, theta = (float(v) for v in sd.user_scalars(op))
@@ -324,7 +324,7 @@ def arclength(
     sd = make_saddle(spec, alpha0, settings, order=order, seed=seed)
     x0 = start.to_vector()
     ex = _Extended(sd, x0, settings.switch_width)
-    mixed = has_mixed(spec)
+    mixed = combined_branch(spec)
     direction = math.copysign(1.0, target - alpha0)
     y = x0[ex.free] / ex.scale
     n = y.size

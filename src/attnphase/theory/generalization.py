@@ -11,7 +11,7 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import native
-from attnphase.theory.channels import AttentionMap, loss_numpy, target_map
+from attnphase.theory.channels import AttentionMap, loss_numpy, map_params, target_map
 from attnphase.theory.matrices import f64, sym_sqrt
 from attnphase.theory.mixture import Mixture, mixture_linear_test_error, mixture_test_error
 from attnphase.theory.order_params import OrderParams
@@ -127,11 +127,13 @@ def error_sum(sd: SaddleView, op: OrderParams, order: int = 10, log2_n: int | No
         X, W, n = f64(rule.x), f64(rule.w), rule.size
     wt = wt / wt.sum()
     n_chunks = native.chunks(n)
-    lib = native.common()
-    if lib is None:
+    reference = sd.amap.standard and sd.spec.teacher_activation == "softmax"
+    lib = native.common() if reference else None
+    if lib is None:  # (several heads, other maps: docs/model.md (11.3))
         from attnphase.theory.jit import test_loss_sum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
 
-        return float(test_loss_sum_kernel(X, W, t, wt, *args, n_chunks))
+        tmaps = map_params(sd.spec.teacher_activation, sd.L)
+        return float(test_loss_sum_kernel(X, W, t, wt, *args, n_chunks, *sd.amap.kernel_maps(), tmaps))
     m, qs_, B, Rs_, mix, M, mask, omega, A, causal, C = args
     mask = np.ascontiguousarray(mask, dtype=np.uint8)
     P = native.ptr

@@ -1,6 +1,7 @@
 """The theory's generic numba kernels: the proximal solver of any geometry (docs/model.md (3.2)),
-the target map (1.2), the test-error sum (4.2), the second minimum and the Stein sums (3.3) of a
-data step.
+the target map (1.2) and the test-error sum (4.2); the maps of several heads and other maps are
+in :mod:`attnphase.theory.jit_maps`, the second minimum and the Stein sums (3.3) of a data step in
+:mod:`attnphase.theory.jit_stein`.
 
 They loop over ``L`` and ``F`` at run time. :mod:`attnphase.theory.native` runs their C twins
 where a C compiler works (``kernels.c``, and the proximal kernel written out per geometry by
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from attnphase.theory.jit_maps import form_rows, heads_loss_grad_hess, student_heads, target_rows_map
 
 
 @nb.njit(cache=True)
@@ -82,19 +85,6 @@ def _student_rows(h, Mh, mask, P, reciprocal=False):  # pragma: no cover - jitte
 
 
 @nb.njit(cache=True)
-def _form_rows(M, h, out):  # pragma: no cover - jitted
-    """``out_j = M h_j`` for every row ``h_j`` of ``h`` (the bilinear score form applied to the
-    fields; ``M.T`` for ``M^T h_j``)."""
-    L, F = h.shape
-    for j in range(L):
-        for a in range(F):
-            acc = 0.0
-            for b in range(F):
-                acc += M[a, b] * h[j, b]
-            out[j, a] = acc
-
-
-@nb.njit(cache=True)
 def _mix_rows(mix, u, out):  # pragma: no cover - jitted
     """``out_l = sum_k mix_lk u_k`` over the first ``out.shape[1]`` columns of ``u``."""
     L, n = out.shape
@@ -107,9 +97,11 @@ def _mix_rows(mix, u, out):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True)
-def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T):  # pragma: no cover - jitted
+def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T, wk, tmaps):  # pragma: no cover - jitted
     """``ell(w; T(h*))`` at one Gaussian node ``x = (xi, eta)`` (fields as in ``Saddle.fields``:
-    ``w = m + xi qs``, ``h* = xi B + eta Rs``, both mixed across positions by ``mix``)."""
+    ``w = m + xi qs``, ``h* = xi B + eta Rs``, both mixed across positions by ``mix``); the
+    student's map of several heads or another map where ``wk`` holds one (:func:`_work`,
+    docs/model.md (11.3)), the teacher's of ``tmaps``."""
     L, F = m.shape
     R = Rs.shape[0]
     nxi = L * F
@@ -129,9 +121,16 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
                 acc += x[nxi + l * R + b] * Rs[b, a]
             u[l, a] = acc
     _mix_rows(mix, u, hs)
-    _form_rows(M, w, u)  # (u <- M w_j, then the two maps)
-    _student_rows(w, u, mask, S)
-    _target_rows(hs, omega, A, causal, T)
+    maps = wk[14]
+    if maps[0] >= 0.0:
+        student_heads(w, mask, wk[12], wk[13], maps, wk[15], wk[16], wk[17], wk[19], wk[20], wk[26], S)
+    else:
+        form_rows(M, w, u)  # (u <- M w_j, then the two maps)
+        _student_rows(w, u, mask, S)
+    if tmaps[0] > 0.0:
+        target_rows_map(hs, omega, A, causal, tmaps, T, wk[6], wk[26][0], wk[4][0])
+    else:
+        _target_rows(hs, omega, A, causal, T)
     out = 0.0
     for l in range(L):
         for j in range(L):
@@ -142,9 +141,10 @@ def _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u
 
 
 @nb.njit(cache=True, parallel=True)
-def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks):  # pragma: no cover - jitted
+def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, n_chunks,
+                         forms, gains, maps, tmaps):  # pragma: no cover - jitted
     """The test-error sum of docs/model.md (4.2): ``sum_i w_i ell(x_i)`` over the nodes ``X``
-    with weights ``W``, or, where ``X`` has no
+    with weights ``W`` (the student's and the teacher's maps as in :func:`_node_test_loss`), or, where ``X`` has no
     rows, over the product rule ``(t, wt)^dim`` (``dim = L (F + R)``), its nodes decoded from the
     flat index (last coordinate fastest) instead of stored."""
     L, F = m.shape
@@ -162,6 +162,7 @@ def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, caus
         u = np.zeros((L, max(F, R)))
         S = np.zeros((L, L))
         T = np.zeros((L, L))
+        wk = _work(L, F, forms, gains, maps)
         acc = 0.0
         for i in range(c * size, min(N, (c + 1) * size)):
             if product:
@@ -175,20 +176,27 @@ def test_loss_sum_kernel(X, W, t, wt, m, qs, B, Rs, mix, M, mask, omega, A, caus
             else:
                 x[:] = X[i]
                 wi = W[i]
-            acc += wi * _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T)
+            acc += wi * _node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, w, hs, u, S, T, wk, tmaps)
         part[c] = acc
     return part.sum()
 
 
 # Scratch space is allocated once per chunk of nodes (allocation inside the Newton loop dominated
-# the run time otherwise). ``_work(L, F)`` returns the buffers in the order the kernels expect.
+# the run time otherwise). ``_work(L, F, forms, gains, maps)`` returns the buffers in the order the
+# kernels expect, followed by the student's map (``forms``, ``gains``, ``maps``: see
+# :func:`student_heads`) and the buffers of its heads.
 @nb.njit(cache=True)
-def _work(L, F):  # pragma: no cover - jitted
+def _work(L, F, forms, gains, maps):  # pragma: no cover - jitted
     n = L * F
+    K = forms.shape[0]
     return (
         np.zeros((L, F)), np.zeros((L, F)), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, L)),
         np.zeros((L, L)), np.zeros(L), np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, n)),
         np.zeros((L, n)), np.zeros((L, L)),
+        forms, gains, maps,
+        np.zeros((K, L, L)), np.zeros((K, L, L)), np.zeros((K, L, L)), np.zeros((K, L, L)),
+        np.zeros((K, L, F)), np.zeros((K, L, F)), np.zeros((K, L, L)), np.zeros((K, L, L)),
+        np.zeros((K * L, K * L)), np.zeros((K * L, n)), np.zeros((K * L, n)), np.zeros((K, L)),
     )
 
 
@@ -203,11 +211,14 @@ def _loss_grad_hess(h, T, C, M, mask, want_hess, grad, hess, wk):  # pragma: no 
     ``M h`` terms before its ``M^T h`` terms, ``J^T C J`` as ``J^T (C J)`` on the upper triangle,
     and the second-order terms of the scores added one by one.
     """
-    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD, CJ = wk
+    maps = wk[14]
+    if maps[0] >= 0.0:
+        return heads_loss_grad_hess(h, T, C, mask, want_hess, grad, hess, wk)
+    Mh, MTh, P, Dm, E, gam, ep, Hs, J, Dl, HD, CJ = wk[:12]
     L, F = h.shape
     n = L * F
-    _form_rows(M, h, Mh)
-    _form_rows(M.T, h, MTh)
+    form_rows(M, h, Mh)
+    form_rows(M.T, h, MTh)
     _student_rows(h, Mh, mask, P, True)
     for l in range(L):
         for j in range(L):
@@ -432,11 +443,13 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
 
 
 @nb.njit(cache=True, parallel=True)
-def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap):  # pragma: no cover
+def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap,
+                forms, gains, maps):  # pragma: no cover
     """The global minimiser of the proximal problem (docs/model.md (3.2)) at every node: damped
     Newton (:func:`_newton`) from each of ``starts[i]``, the lowest objective kept (``out_h``,
     ``out_val``, ``out_gn``), every start's minimum in ``cand_h``, ``cand_val``; the nodes cut into
-    ``n_chunks`` chunks. ``Winv`` and ``C`` are symmetrised first, as the written-out C kernels
+    ``n_chunks`` chunks; the student map ``M`` (one softmax head) or, where ``maps[0] >= 0``,
+    the heads and map of ``forms``, ``gains``, ``maps`` (:func:`student_heads`). ``Winv`` and ``C`` are symmetrised first, as the written-out C kernels
     do (which read their upper triangles only)."""
     N, L, F = w.shape
     S = starts.shape[1]
@@ -444,7 +457,7 @@ def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, 
     Wt = 0.5 * (Winv + Winv.T)
     Ct = 0.5 * (C + C.T)
     for c in nb.prange(n_chunks):
-        wk = _work(L, F)
+        wk = _work(L, F, forms, gains, maps)
         nw = _newton_work(L, F)
         h = np.zeros((L, F))
         cand_gn = np.zeros(S)
@@ -471,127 +484,21 @@ def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, 
 
 
 @nb.njit(cache=True, parallel=True)
-def hessian_kernel(hh, T, C, M, mask, out):  # pragma: no cover - jitted
+def hessian_kernel(hh, T, C, M, mask, out, forms, gains, maps):  # pragma: no cover - jitted
     """The Hessian of ``ell`` (docs/model.md (1.4)) at every node's fields ``hh[i]``."""
     N, L, F = hh.shape
     n = L * F
     for i in nb.prange(N):
-        wk = _work(L, F)
+        wk = _work(L, F, forms, gains, maps)
         grad = np.zeros(n)
         _loss_grad_hess(hh[i], T[i], C, M, mask, True, grad, out[i], wk)
 
 
 @nb.njit(cache=True, parallel=True)
-def value_kernel(hh, w, Winv, T, C, M, mask, out_val, out_grad):  # pragma: no cover - jitted
+def value_kernel(hh, w, Winv, T, C, M, mask, out_val, out_grad, forms, gains, maps):  # pragma: no cover - jitted
     """The proximal objective (docs/model.md (3.2)) and its gradient at every node's ``hh[i]``."""
     N, L, F = hh.shape
     for i in nb.prange(N):
-        wk = _work(L, F)
+        wk = _work(L, F, forms, gains, maps)
         dummy = np.zeros((1, 1))
         out_val[i] = _objective(hh[i], w[i], Winv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
-
-
-@nb.njit(cache=True, parallel=True)
-def second_minimum_kernel(best, cand, vals, distinct, out_h, out_v):  # pragma: no cover - jitted
-    """The lowest candidate minimum farther than ``distinct`` (max-norm) from the global one at
-    every node (``out_v = inf`` where there is none): the second minimum of docs/model.md (3.3)."""
-    N, S, n = cand.shape
-    for i in nb.prange(N):
-        jbest = -1
-        vbest = np.inf
-        for s in range(S):
-            d = 0.0
-            for k in range(n):
-                d = max(d, abs(cand[i, s, k] - best[i, k]))
-            if d >= distinct and vals[i, s] < vbest:
-                vbest = vals[i, s]
-                jbest = s
-        if jbest < 0:
-            for k in range(n):
-                out_h[i, k] = best[i, k]
-            out_v[i] = np.inf
-        else:
-            for k in range(n):
-                out_h[i, k] = cand[i, jbest, k]
-            out_v[i] = vbest
-
-
-@nb.njit(cache=True, parallel=True)
-def stein_sums_kernel(wt, w, h1, h2, M1, M2, tau, Vinv, xi, eta, mirror, cm, B,
-                out_m, out_q, out_th, out_v):  # pragma: no cover - jitted
-    """The weighted sums of the Stein forms (docs/model.md (3.3)) over the nodes, one partial sum per
-    chunk (``out_*[c]``, summed by the caller in chunk order: the result does not depend on the
-    threads' timing). ``g_k = (h_k - w) V^{-1}`` at the global (``k = 1``) and second (``k = 2``)
-    minimum, the node split ``p = expit((M2 - M1) / tau)`` between them (``p = 1`` for ``tau = 0``
-    or no second minimum, ``M2 = inf``): ``out_m = sum wt (p g1 + (1-p) g2)`` (L x F),
-    ``out_q = sum_l wt (p g1 g1^T + (1-p) g2 g2^T)``, ``out_th`` the same with ``eta_l^T``, ``out_v``
-    with ``xi_l^T``. Fuses what the numpy form (:func:`attnphase.theory.saddle.stein_sums` with ``compiled=False``) does in
-    eight passes over the nodes.
-
-    ``mirror``: each node is paired with its mirror (:meth:`Saddle.mirror_nodes`), whose noises
-    ``xi' = -xi - 2 cm``, ``eta' = eta + 2 (xi + cm) B`` and share ``s = expit(log r)``,
-    ``log r = (|xi|^2 + |eta|^2 - |xi'|^2 - |eta'|^2) / 2``, are computed here; its ``g`` is
-    ``-g``, so the node adds ``(1 - 2 s) g`` to ``out_m``, ``g g^T`` to ``out_q`` and
-    ``g ((1 - s) xi - s xi')^T``, ``g ((1 - s) eta - s eta')^T`` to ``out_v``, ``out_th``."""
-    N, L, F = w.shape
-    R = eta.shape[2]
-    n_chunks = out_m.shape[0]
-    size = (N + n_chunks - 1) // n_chunks
-    for c in nb.prange(n_chunks):
-        G = np.empty((2, F))  # (g at the global minimum, g at the second)
-        X = np.empty((L, F))  # (the noises the node's g multiplies: its own, or with the mirror's)
-        E = np.empty((L, R))
-        X2 = np.empty((L, F))  # (the mirror's noises)
-        E2 = np.empty((L, R))
-        for i in range(c * size, min(N, (c + 1) * size)):
-            p = 1.0
-            if tau > 0.0:
-                p = 1.0 / (1.0 + np.exp(-(M2[i] - M1[i]) / tau))
-            fm = 1.0
-            if mirror:
-                lr = 0.0  # (twice log r)
-                for l in range(L):
-                    for b in range(F):
-                        X2[l, b] = -xi[i, l, b] - 2.0 * cm[l, b]
-                        lr += xi[i, l, b] * xi[i, l, b] - X2[l, b] * X2[l, b]
-                    for b in range(R):
-                        e2 = eta[i, l, b]
-                        for k in range(F):
-                            e2 += 2.0 * (xi[i, l, k] + cm[l, k]) * B[k, b]
-                        E2[l, b] = e2
-                        lr += eta[i, l, b] * eta[i, l, b] - e2 * e2
-                s = 0.5 * (1.0 + np.tanh(0.25 * lr))  # (expit(lr / 2))
-                fm = 1.0 - 2.0 * s
-                for l in range(L):
-                    for b in range(F):
-                        X[l, b] = (1.0 - s) * xi[i, l, b] - s * X2[l, b]
-                    for b in range(R):
-                        E[l, b] = (1.0 - s) * eta[i, l, b] - s * E2[l, b]
-            else:
-                for l in range(L):
-                    for b in range(F):
-                        X[l, b] = xi[i, l, b]
-                    for b in range(R):
-                        E[l, b] = eta[i, l, b]
-            a1 = wt[i] * p
-            a2 = wt[i] * (1.0 - p)
-            nk = 2 if a2 > 0.0 else 1
-            for l in range(L):
-                for b in range(F):
-                    s1 = 0.0
-                    s2 = 0.0
-                    for k in range(F):
-                        s1 += (h1[i, l, k] - w[i, l, k]) * Vinv[k, b]
-                        s2 += (h2[i, l, k] - w[i, l, k]) * Vinv[k, b]
-                    G[0, b] = s1
-                    G[1, b] = s2
-                for k in range(nk):
-                    cw = a1 if k == 0 else a2
-                    for a in range(F):
-                        u = cw * G[k, a]
-                        out_m[c, l, a] += fm * u
-                        for b in range(F):
-                            out_q[c, a, b] += u * G[k, b]
-                            out_v[c, a, b] += u * X[l, b]
-                        for b in range(R):
-                            out_th[c, a, b] += u * E[l, b]

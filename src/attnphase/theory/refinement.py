@@ -24,11 +24,11 @@ from attnphase.theory.branches import (
     BranchPoint,
     classify,
     continue_through,
-    has_mixed,
     overlap_fields,
     solve_point,
 )
 from attnphase.theory.channels import ProxResult
+from attnphase.theory.classification import combined_branch
 from attnphase.theory.confirmation import (
     DEFINING_OVERLAPS,
     RESOLVE_SE,
@@ -281,7 +281,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     op = OrderParams.from_vector(x, sd.L, sd.F, sd.rs)
     info = info.with_(step=float(np.max(np.abs(x - x0) / np.maximum(np.abs(x0), 1e-3))), evaluations=qn.evals,
                       solver_reason=qn.message, residual=qn.rel)
-    landed = classify(op, float(np.sqrt(sd.s2)), has_mixed(spec))
+    landed = classify(op, float(np.sqrt(sd.s2)), combined_branch(spec))
     if landed != point.branch:
         # (see left_branch: the coarse point may be an artefact of its rule)
         return _not_refined(point, info.with_(applied=False, reason="the refined point left the branch",

@@ -414,9 +414,11 @@ class Saddle:
     def user_scalars(self, op: OrderParams) -> np.ndarray:
         """``(q, m, theta)`` of the summary tables in user units: the entries of rank one (and
         of the query for untied keys/queries); for rank ``r >= 2`` the rotation invariants
-        ``tr q``, ``|m_1|`` (norm of the first position's overlaps) and ``|theta|`` (Frobenius)."""
+        ``tr q``, ``|m_1|`` (norm of the first position's overlaps) and ``|theta|`` (Frobenius),
+        and the same over the heads of several (docs/model.md (11.3): a branch's defining overlap
+        may sit on any head)."""
         qu, mu, tu = self.user_units(op)
-        if self.amap.rotation_invariant:  # (the query's block for untied keys/queries)
+        if self.amap.rotation_invariant or self.amap.heads > 1:  # (the query's block for untied keys/queries)
             r = self.amap.rank
             return np.array([np.trace(qu[:r, :r]), np.linalg.norm(mu[0, :r]), np.linalg.norm(tu[:r])])
         return np.array([qu[0, 0], mu[0, 0], tu[0, 0]])

@@ -73,8 +73,9 @@ STABILITY_VARIANTS = names("stability")
 
 def check_stability(spec: ModelSpec) -> None:
     """``ValueError`` (one line) for a model the theta block does not cover."""
-    if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in STABILITY_VARIANTS:
-        raise ValueError("the theta stability covers the tied, causal and cross students of rank 1 (r = r* = 1)")
+    if spec.rank != 1 or spec.teacher_rank != 1 or spec.variant not in STABILITY_VARIANTS or spec.heads != 1:
+        raise ValueError("the theta stability covers the tied, causal and cross students of rank 1 (r = r* = 1) "
+                         "and one head")
     if spec.mixture or not np.allclose(spec.C_array, spec.sigma**2 * np.eye(spec.tokens)):
         raise ValueError("the theta stability covers uncorrelated tokens without a mixture")
     if spec.value != "identity":

@@ -38,7 +38,7 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
     ``sum_n wt_n E_p[g]`` (L x F), ``sum_n wt_n sum_l E_p[g_l g_l^T]`` (F x F),
     ``sum_n wt_n sum_l E_p[g_l eta_l^T]`` (F x r*) and ``sum_n wt_n sum_l E_p[g_l xi_l^T]`` (F x F),
     ``E_p[f] = p f(g1) + (1 - p) f(g2)``. ``compiled``: one numba pass over the nodes
-    (``jit.stein_sums_kernel`` or its C twin, :mod:`attnphase.theory.native`; parallel, fixed chunks); otherwise numpy (the reference it is tested
+    (``jit_stein.stein_sums_kernel`` or its C twin, :mod:`attnphase.theory.native`; parallel, fixed chunks); otherwise numpy (the reference it is tested
     against; 2x the time of the whole warm-started data step at 65536 nodes, rank 2).
     ``mirror = (cm, B)`` (:meth:`Saddle.mirror_map`): every node is paired with its mirror
     (:func:`mirror_pairs`), whose minima are ``-h_k`` and whose ``g`` is ``-g``: each sum is
@@ -55,7 +55,7 @@ def stein_sums(wt: np.ndarray, w: np.ndarray, h1: np.ndarray, h2: np.ndarray, M1
                                                             mirror is not None, f64(cm), f64(B)]
         lib = native.common()
         if lib is None:
-            from attnphase.theory.jit import stein_sums_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
+            from attnphase.theory.jit_stein import stein_sums_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
 
             stein_sums_kernel(*args, out_m, out_q, out_th, out_v)  # type: ignore[call-arg]  # (a list unpacked into typed parameters)
         else:
@@ -106,7 +106,7 @@ def second_minimum(prox: ProxResult, distinct: float = 1e-5) -> tuple[np.ndarray
     vals = np.ascontiguousarray(prox.candidate_values, dtype=np.float64)
     lib = native.common()
     if lib is None:
-        from attnphase.theory.jit import second_minimum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
+        from attnphase.theory.jit_stein import second_minimum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
 
         second_minimum_kernel(best, cand, vals, float(distinct), h2, v2)
     else:

@@ -1,6 +1,6 @@
 /* The node loops of a data step and of the test error in C (the target map, the Stein sums and
    the test-error sum of docs/model.md (1.2), (3.3), (4.2)): the twins of the numba kernels
-   jit.target_kernel, jit.second_minimum_kernel, jit.stein_sums_kernel and
+   jit.target_kernel, jit_stein.second_minimum_kernel, jit_stein.stein_sums_kernel and
    jit.test_loss_sum_kernel, with the same operations in the same order (attnphase.theory.native
    compiles this file on first use and calls it through ctypes). Arrays are C-contiguous float64
    (the mask uint8); every loop over nodes is cut into the same chunks as the numba kernels, each
@@ -68,7 +68,7 @@ void second_minimum_kernel(long N, long S, long n, const double *best, const dou
     }
 }
 
-/* jit.stein_sums_kernel: out_m (C, L, F), out_q (C, F, F), out_th (C, F, R), out_v (C, F, F), zeroed by the
+/* jit_stein.stein_sums_kernel: out_m (C, L, F), out_q (C, F, F), out_th (C, F, R), out_v (C, F, F), zeroed by the
    caller; C = n_chunks */
 void stein_sums(long N, long L, long F, long R, const double *wt, const double *w, const double *h1,
                 const double *h2, const double *M1, const double *M2, double tau, const double *Vinv,
