@@ -143,14 +143,15 @@ def main() -> None:
     ap_.add_argument("--threads", type=int, default=None)
     ap_.add_argument("--head-gains", default="fixed", choices=("fixed", "trained"))
     ap_.add_argument("--no-gd", action="store_true", help="the theory only")
+    ap_.add_argument("--plot-only", action="store_true", help="draw the figure from the CSVs, computing nothing")
     ap_.add_argument("--csv", type=Path, default=Path("heads_gd.csv"))
     ap_.add_argument("--theory-csv", type=Path, default=Path("heads_theory.csv"))
     ap_.add_argument("--out", type=Path, default=Path("heads_alpha.png"))
     args = ap_.parse_args()
     model = {"omega": args.omega, "sigma": args.sigma, "lam": args.lam}
     alphas = [float(a) for a in args.alphas.split(",")]
-    theory = [r for r in read(args.theory_csv) if float(r["alpha"]) not in alphas]
-    for a in alphas:
+    theory = [r for r in read(args.theory_csv) if args.plot_only or float(r["alpha"]) not in alphas]
+    for a in ([] if args.plot_only else alphas):
         t0 = time.perf_counter()
         for heads in (2, 1):
             theory += theory_rows(a, heads, model, args.head_gains)
@@ -161,7 +162,7 @@ def main() -> None:
         r["state"] = classify_heads(np.array([[float(r["m_1"]), float(r["m_2"])]]),
                                     np.array([[float(r["theta_1"])], [float(r["theta_2"])]]))
     done = {float(r["alpha"]) for r in runs}
-    for a in ([] if args.no_gd else alphas):
+    for a in ([] if args.no_gd or args.plot_only else alphas):
         if a in done:
             continue
         t0 = time.perf_counter()
@@ -170,7 +171,7 @@ def main() -> None:
         conv = [r for r in runs if float(r["alpha"]) == a]
         print(f"GD alpha = {a:g}: {sum(int(r['converged']) for r in conv)}/{len(conv)} converged, "
               f"states {sorted({r['state'] for r in conv})}, {time.perf_counter() - t0:.0f} s", flush=True)
-    title = (f"omega = {args.omega:g}, sigma = {args.sigma:g}, lambda = {args.lam:g}, head gains {args.head_gains}; "
+    title = (f"omega = {args.omega:g}, sigma = {args.sigma:g}, lambda = {args.lam:g}, head gains {args.head_gains}\n"
              f"GD d = {args.d}, {args.seeds} seeds per start")
     plot(theory, runs, args.out, title)
     print(f"wrote {args.out}", flush=True)

@@ -207,11 +207,11 @@ ACTIVATIONS: Mapping[str, Activation] = MappingProxyType({a.name: a for a in (
     Activation("softmax", "exp(s_lj) / sum_k exp(s_lk)", "the row softmax (the paper's)",
                frozenset({"theory", "simulator"}), Conformance(alpha=1.5)),
     Activation("sigmoid", "1 / (1 + exp(log L - s_lj))", "element-wise sigmoid with the bias -log L",
-               frozenset({"theory", "simulator"}), Conformance(alpha=1.5)),
+               frozenset({"theory", "simulator"}), Conformance(alpha=3.0, changes=MappingProxyType({"teacher_activation": "sigmoid"}))),
     Activation("relu", "max(s_lj, 0) / L", "element-wise ReLU divided by L",
-               frozenset({"theory", "simulator"}), Conformance(alpha=1.5)),
+               frozenset({"theory", "simulator"}), Conformance(alpha=3.0, changes=MappingProxyType({"teacher_activation": "relu"}))),
     Activation("linear", "s_lj / L", "the scores themselves divided by L",
-               frozenset({"theory", "simulator"}), Conformance(alpha=1.5)),
+               frozenset({"theory", "simulator"}), Conformance(alpha=3.0, changes=MappingProxyType({"teacher_activation": "linear"}))),
 )})
 
 #: the head gains ``v_h`` of a multi-head student: fixed at ``1 / H`` or trained (the theory
