@@ -186,8 +186,9 @@ def test_classification_names_the_specialised_branch() -> None:
     assert not AttentionMap.from_spec(spec).rotation_invariant
 
 
+@pytest.mark.slow  # (compiling the test-error kernel of the maps: ~12 s on a fresh clone)
 @pytest.mark.parametrize(("heads", "act", "teacher"), [(2, "relu", "sigmoid"), (1, "linear", "relu"),
-                                                      pytest.param(2, "softmax", "softmax", marks=pytest.mark.slow)])
+                                                      (2, "softmax", "softmax")])
 def test_test_error_sum_matches_numpy(heads: int, act: str, teacher: str) -> None:
     """The compiled test-error sum (docs/model.md (4.2)) of several heads and other maps equals its
     numpy reference on the same product rule (docs/model.md (11.3))."""

@@ -165,7 +165,7 @@ def _count(store):
         return 0
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_kill_9_then_rerun_is_complete_without_duplicates(tmp_path, workers):
     store = tmp_path / "s.sqlite"
     grid = ["x=0:1:30", "sleep=0.04"]
