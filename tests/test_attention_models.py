@@ -53,9 +53,9 @@ def test_masks_and_score_forms(name):
 
 
 def test_the_theory_and_the_simulator_read_the_registry():
-    """The field dimension and the score form of the theory, the simulator's untied and causal
-    switches, both halves' masks and the support lists of the theory all follow the registry."""
-    from attnphase.sim.models import is_causal, is_untied, student_mask
+    """The field dimension and the score form of the theory, the simulator's untied switch, both
+    halves' masks and the support lists of the theory all follow the registry."""
+    from attnphase.sim.models import is_untied, student_mask
     from attnphase.theory.channels import AttentionMap
     from attnphase.theory.fine_rules import MIRRORED_VARIANTS, SCALED_VARIANTS
     from attnphase.theory.geometries import Geometry, score_form
@@ -65,7 +65,7 @@ def test_the_theory_and_the_simulator_read_the_registry():
         assert Geometry(name, 4, 2, keys=2 if m.cross else 0).field_dim == 2 * m.weight_matrices
         assert score_form(name, 1).shape == (m.weight_matrices, m.weight_matrices)
         spec = ModelSpec(variant=name, **({"L": 4, "L_keys": 2} if m.cross else {"L": 4}))
-        assert is_untied(spec) == (not m.tied) and is_causal(spec) == m.causal
+        assert is_untied(spec) == (not m.tied)
         expected = score_mask(name, spec.tokens, spec.L_keys if m.cross else 0)
         sim = student_mask(spec)
         assert (sim is None) == (not m.masked) and (expected.all() if sim is None else (sim.numpy() == expected).all())

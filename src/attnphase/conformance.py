@@ -189,7 +189,7 @@ def _check_bad_input(name: str) -> Check:
 
     this = case(name)
     model, spec = attention_model(this.variant), this.spec
-    attention = spec.heads > 1 or spec.activation != "softmax"
+    attention = spec.heads > 1 or spec.activation != "softmax" or spec.teacher_activation != "softmax"
     cases: list[tuple[str, Any, tuple[Any, ...], dict[str, Any]]] = [
         ("sigma = -1", ModelSpec, (), {**spec.to_dict(), "sigma": -1.0}),
         ("alpha = -1 (theory)", ap.solve, (-1.0,), {"spec": spec, "settings": "fast", "progress": False}),

@@ -62,10 +62,6 @@ def is_untied(spec: ModelSpec) -> bool:
     return not attention_model(spec.variant).tied
 
 
-def is_causal(spec: ModelSpec) -> bool:
-    return attention_model(spec.variant).causal
-
-
 def student_mask(spec: ModelSpec, device: torch.device | str = "cpu") -> torch.Tensor | None:
     """The scores the student attends to, ``(L, L)`` booleans, from the registry's mask
     (:func:`attnphase.spec.attention.score_mask`; for cross-attention over the ``L + L'`` tokens);
@@ -141,12 +137,21 @@ def attention(spec: ModelSpec, H: torch.Tensor, gains: torch.Tensor | None = Non
     for cross-attention over the ``L + L'`` tokens, a query attending to the keys, a key to itself:
     docs/model.md (10.5)); ``phi`` the student's activation. With ``H`` heads, ``S = sum_k v_k
     phi(h_k h_k^T)`` with the gains ``v`` (``gains (..., H)``; default ``1/H``, docs/model.md (11.1))."""
-    S = attention_map(spec.activation, scores(spec, H), student_mask(spec, H.device))
-    if spec.heads == 1:
-        return S
-    if gains is None:
-        return S.mean(dim=-3)
-    return (gains.unsqueeze(-1).unsqueeze(-1) * S).sum(dim=-3)
+    A = attention_map(spec.activation, scores(spec, H), student_mask(spec, H.device))
+    return A if spec.heads == 1 else combine_heads(A, head_weights(spec, gains, A))
+
+
+def head_weights(spec: ModelSpec, gains: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    """The gains ``v`` of the heads: the trained ones ``(D, K, 1, H)``, or ``1/H`` each ``(H,)``
+    (docs/model.md (11.1))."""
+    if gains is not None:
+        return gains
+    return torch.full((spec.heads,), 1.0 / spec.heads, dtype=like.dtype, device=like.device)
+
+
+def combine_heads(A: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``S = sum_k v_k A_k`` from the heads' maps ``A (..., H, L, L)`` and their gains ``w``."""
+    return (w.unsqueeze(-1).unsqueeze(-1) * A).sum(dim=-3)
 
 
 def gram_loss(
@@ -275,9 +280,8 @@ def _analytic(
     if spec.heads == 1:
         S = A
     else:
-        w = (torch.full((spec.heads,), 1.0 / spec.heads, dtype=H.dtype, device=H.device) if gains is None
-             else gains)  # (H,) or (D, K, 1, H)
-        S = (w.unsqueeze(-1).unsqueeze(-1) * A).sum(dim=-3)
+        w = head_weights(spec, gains, A)
+        S = combine_heads(A, w)
     xx, yx = batch.Sxx.unsqueeze(1), batch.Syx.unsqueeze(1)
     Sxx_S = S @ xx
     per = (batch.yy.unsqueeze(1) - 2.0 * (S * yx).sum(dim=(-1, -2)) + (Sxx_S * S).sum(dim=(-1, -2)))
