@@ -93,8 +93,9 @@ def test_one_head_softmax_on_the_generic_path_of_heads() -> None:
         m = maps.copy()
         m[0] = code
         val, grad, hess = np.empty(16), np.empty((16, 3)), np.empty((16, 3, 3))
-        jit.value_kernel(h, w, Winv, T, C, amap.M, amap.mask, val, grad, forms, gains, m)
-        jit.hessian_kernel(h, T, C, amap.M, amap.mask, hess, forms, gains, m)
+        jit.node_kernel(h, w, Winv, T, C, amap.M, amap.mask, False, val, grad, np.empty((16, 1, 1)), forms, gains, m)
+        jit.node_kernel(h, h, 0.0 * Winv, T, C, amap.M, amap.mask, True, np.empty(16), np.empty((16, 3)), hess,
+                        forms, gains, m)
         out[code] = (val, grad, hess)
     for x, y in zip(out[-1.0], out[0.0], strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-13, atol=1e-15)

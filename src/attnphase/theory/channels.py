@@ -497,26 +497,25 @@ def objective_batch(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Proximal objective and its gradient at given ``h`` (N, L, F) (for tests and checks)."""
     N, L, F = h.shape
-    val = np.empty(N)
-    grad = np.empty((N, L * F))
-    from attnphase.theory.jit import value_kernel  # noqa: PLC0415 - (numba: only where it runs)
-
-    value_kernel(
-        np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64),
-        _metric(V, L, mix), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
-        amap.M.astype(np.float64), amap.mask, val, grad, *amap.kernel_maps(),
-    )
+    val, grad = np.empty(N), np.empty((N, L * F))
+    _node_kernel(h, w, _metric(V, L, mix), T, C, amap, val, grad, np.empty((N, 1, 1)), False)
     return val, grad
 
 
 def loss_hessian_batch(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap) -> np.ndarray:
-    """Hessian of ``ell`` (not of the proximal objective) at ``h``: shape (N, L*F, L*F)."""
+    """Hessian of ``ell`` (not of the proximal objective) at ``h``: shape (N, L*F, L*F) (the
+    proximal objective's with a zero prior, which adds exact zeros)."""
     N, L, F = h.shape
     out = np.empty((N, L * F, L * F))
-    from attnphase.theory.jit import hessian_kernel  # noqa: PLC0415 - (numba: only where it runs)
-
-    hessian_kernel(
-        np.ascontiguousarray(h, dtype=np.float64), np.ascontiguousarray(T, dtype=np.float64), C.astype(np.float64),
-        amap.M.astype(np.float64), amap.mask, out, *amap.kernel_maps(),
-    )
+    _node_kernel(h, h, np.zeros((L * F, L * F)), T, C, amap, np.empty(N), np.empty((N, L * F)), out, True)
     return out
+
+
+def _node_kernel(h: np.ndarray, w: np.ndarray, Winv: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap,
+                 val: np.ndarray, grad: np.ndarray, hess: np.ndarray, want_hess: bool) -> None:
+    from attnphase.theory.jit import node_kernel  # noqa: PLC0415 - (numba: only where it runs)
+
+    f64 = np.float64
+    node_kernel(np.ascontiguousarray(h, dtype=f64), np.ascontiguousarray(w, dtype=f64), np.ascontiguousarray(Winv, dtype=f64),
+                np.ascontiguousarray(T, dtype=f64), np.ascontiguousarray(C, dtype=f64),
+                np.ascontiguousarray(amap.M, dtype=f64), amap.mask, bool(want_hess), val, grad, hess, *amap.kernel_maps())

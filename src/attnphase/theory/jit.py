@@ -483,22 +483,14 @@ def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, 
                     out_gn[i] = gn
 
 
-@nb.njit(cache=True, parallel=True)
-def hessian_kernel(hh, T, C, M, mask, out, forms, gains, maps):  # pragma: no cover - jitted
-    """The Hessian of ``ell`` (docs/model.md (1.4)) at every node's fields ``hh[i]``."""
+@nb.njit(cache=True)
+def node_kernel(hh, w, Winv, T, C, M, mask, want_hess, out_val, out_grad, out_hess, forms, gains, maps):  # pragma: no cover - jitted
+    """The proximal objective (docs/model.md (3.2)), its gradient and, with ``want_hess``, its
+    Hessian at every node's fields ``hh[i]`` (with ``Winv = 0`` and ``w = hh`` these are the loss
+    ``ell`` of (1.4) and its derivatives: the prior adds exact zeros). One serial kernel for the
+    checks and the saddle escape, which see few nodes: a parallel one per quantity cost a fresh
+    process ~15 s of compilation each."""
     N, L, F = hh.shape
-    n = L * F
-    for i in nb.prange(N):
-        wk = _work(L, F, forms, gains, maps)
-        grad = np.zeros(n)
-        _loss_grad_hess(hh[i], T[i], C, M, mask, True, grad, out[i], wk)
-
-
-@nb.njit(cache=True, parallel=True)
-def value_kernel(hh, w, Winv, T, C, M, mask, out_val, out_grad, forms, gains, maps):  # pragma: no cover - jitted
-    """The proximal objective (docs/model.md (3.2)) and its gradient at every node's ``hh[i]``."""
-    N, L, F = hh.shape
-    for i in nb.prange(N):
-        wk = _work(L, F, forms, gains, maps)
-        dummy = np.zeros((1, 1))
-        out_val[i] = _objective(hh[i], w[i], Winv, T[i], C, M, mask, out_grad[i], dummy, False, wk)
+    wk = _work(L, F, forms, gains, maps)
+    for i in range(N):
+        out_val[i] = _objective(hh[i], w[i], Winv, T[i], C, M, mask, out_grad[i], out_hess[i], want_hess, wk)
