@@ -178,6 +178,10 @@ def test_classification_names_the_specialised_branch() -> None:
 
     spec = ModelSpec(heads=2, omega=0.3)
     assert branches_for(spec) == ("semantic", "positional", "trivial", SPECIALISED)
+    from attnphase.theory.branch_point import semantic_side
+
+    assert semantic_side(spec) == SPECIALISED and semantic_side(ModelSpec(rank=2)) == "mixed"
+    assert semantic_side(ModelSpec()) == "semantic"
     assert combined_branch(ModelSpec(rank=2)) == "mixed" and combined_branch(ModelSpec()) is None
     op = start_point(spec, SPECIALISED, 2)
     assert op.theta[0, 0] > 0 and op.theta[1, 0] == 0 and np.all(op.m[:, 0] == 0) and np.any(op.m[:, 1] != 0)

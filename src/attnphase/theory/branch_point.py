@@ -13,7 +13,7 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec, positional_axis
 from attnphase.theory.channels import AttentionMap
-from attnphase.theory.classification import MIXED, SPECIALISED, classify, combined_branch, has_mixed
+from attnphase.theory.classification import MIXED, SPECIALISED, classify, combined_branch
 from attnphase.theory.diagnostics import (
     HAT_KEYS,
     ErrorEstimate,
@@ -40,9 +40,11 @@ def branches_for(spec: ModelSpec) -> tuple[str, ...]:
 
 
 def semantic_side(spec: ModelSpec) -> str:
-    """The branch that plays the semantic role in transitions and curves: ``semantic``, or
-    ``mixed`` at rank ``r >= 2`` (see :func:`attnphase.theory.transition.find_transition`)."""
-    return MIXED if has_mixed(spec) else "semantic"
+    """The branch that plays the semantic role in transitions and curves: ``semantic``,
+    ``mixed`` at rank ``r >= 2`` (see :func:`attnphase.theory.transition.find_transition`), or
+    ``specialised`` for several heads (the one-head transition becomes one from positional to
+    specialised, docs/model.md (11.3))."""
+    return combined_branch(spec) or "semantic"
 
 
 def start_point(spec: ModelSpec, branch: str, F: int) -> OrderParams:

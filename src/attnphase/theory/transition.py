@@ -198,7 +198,8 @@ def find_transition(
     branch upward from the smallest, so each is tracked as far as it exists (its spinodal).
     For tied attention of rank ``r >= 2`` the semantic side is the ``mixed`` branch (one
     direction semantic, the other positional: the state GD reaches, and the lowest training
-    error of the three at large ``alpha``); its spinodal is reported under ``semantic``.
+    error of the three at large ``alpha``); for several heads it is the ``specialised`` branch
+    (docs/model.md (11.3)); its spinodal is reported under ``semantic``.
     ``branches``: the two branches already followed on this grid (semantic side, positional),
     e.g. by the curves command. With ``settings.refine_order`` the points that decide
     ``alpha_c``, ``alpha_l`` and the spinodals are refined (:func:`refine_point`); without

@@ -111,7 +111,7 @@ class TransitionSearch:
         self.spec, self.settings, self.grid, self.xtol = spec, settings, grid, xtol
         self.sem_name = semantic_side(spec)
         self.eps_lin = linear_test_error(spec)
-        self.notes: list[str] = [] if self.sem_name == "semantic" else ["rank >= 2: the semantic side is the mixed branch"]
+        self.notes: list[str] = [] if self.sem_name == "semantic" else [f"{'several heads' if spec.heads > 1 else 'rank >= 2'}: the semantic side is the {self.sem_name} branch"]
         # a spinodal probe that has not converged within this budget counts as "branch absent" (near
         # a spinodal the map's Jacobian becomes singular and a failing solve would otherwise run
         # the full max_iter)
