@@ -395,7 +395,7 @@ def prox_batch(
     cand_val = np.empty((N, S))
     n_chunks = native.chunks(N)
     C = np.ascontiguousarray(C, dtype=np.float64)
-    lib = None if generic or not amap.standard else c_prox_library(amap, L)
+    lib = None if generic else c_prox_library(amap, L)
     if lib is not None and not _fixed_blocks_hold(T, amap, L):
         lib = None  # (a cross-attention target without its fixed blocks: the generic kernel)
     if lib is not None:
@@ -465,7 +465,7 @@ def _fixed_blocks_hold(T: np.ndarray, amap: AttentionMap, L: int) -> bool:
     cross-attention geometry folds in (:func:`attnphase.theory.native.codegen.fixed_target`: key rows
     ``e_j``, query rows zero on the query columns; :func:`cross_target_map` makes them exactly);
     ``True`` for every other geometry."""
-    g = written_out(L, amap.M, amap.mask)
+    g = written_out(L, amap.M, amap.mask, amap.heads)
     if g is None or not g.keys:
         return True
     queries = L - g.keys
@@ -474,11 +474,16 @@ def _fixed_blocks_hold(T: np.ndarray, amap: AttentionMap, L: int) -> bool:
 
 
 def c_prox_library(amap: AttentionMap, L: int) -> native.Library | None:
-    """The compiled C proximal kernel of this geometry (:data:`attnphase.theory.geometries.GEOMETRIES`),
-    or ``None`` where there is none or the numba kernels run (:func:`attnphase.theory.native.prox_library`)."""
-    if not amap.standard:
+    """The compiled C proximal kernel of this geometry (:data:`attnphase.theory.geometries.GEOMETRIES`
+    for the :attr:`AttentionMap.standard` map, :data:`attnphase.theory.geometries.HEAD_GEOMETRIES` for
+    several softmax heads with the gains ``1/H``), or ``None`` where there is none or the numba
+    kernels run (:func:`attnphase.theory.native.prox_library`)."""
+    if amap.standard:
+        g = written_out(L, amap.M, amap.mask)
+    elif amap.heads > 1 and amap.activation == "softmax" and amap.gains == (1.0 / amap.heads,) * amap.heads:
+        g = written_out(L, amap.M, amap.mask, amap.heads)
+    else:
         return None
-    g = written_out(L, amap.M, amap.mask)
     return None if g is None else native.prox_library(g)
 
 
