@@ -9,7 +9,9 @@ optional mask (causal: ``j <= l``). A variant is therefore a pair ``(M, mask)``:
 * ``causal`` / ``untied-causal``: the same with the lower-triangular mask;
 * ``H`` heads of rank 1 (docs/model.md (11.1)): the fields and ``M = I_H`` of the tied student of
   rank ``H``, the map ``S = sum_k v_k phi(h M_k h^T)`` with ``M_k = e_k e_k^T``; ``phi`` the row
-  softmax or an element-wise map (docs/model.md (11.2)), on the generic kernels only.
+  softmax or an element-wise map (docs/model.md (11.2)); softmax heads with the gains ``1/H`` of
+  :data:`attnphase.theory.geometries.HEAD_GEOMETRIES` have a written-out C proximal kernel, the
+  others run the generic kernel.
 
 The loss of a field configuration is ``ell(h; T) = 1/2 tr((S - T) C (S - T)^T)`` (``C = sigma^2 I``:
 ``sigma^2/2 ||S - T||_F^2``). Its gradient and Hessian are written analytically:
@@ -21,9 +23,10 @@ The proximal problem at a node is ``min_h sum_l (h_l - w_l)^T V^{-1} (h_l - w_l)
 It is non-convex; :func:`prox_batch` runs damped (Levenberg-Marquardt) Newton from several starts per
 node, in parallel over nodes, and keeps the lowest objective: the global minimiser up to the
 coverage of the starts (tested against brute-force grid search). The geometries of
-:data:`attnphase.theory.geometries.GEOMETRIES` run that iteration written out in C
-(:mod:`attnphase.theory.native`); any other geometry, or any geometry where the C kernels are not
-built, runs the generic numba kernel (:func:`attnphase.theory.jit.prox_kernel`).
+:data:`attnphase.theory.geometries.GEOMETRIES` (and of ``HEAD_GEOMETRIES`` for several heads) run
+that iteration written out in C (:mod:`attnphase.theory.native`); any other geometry, or any
+geometry where the C kernels are not built, runs the generic numba kernel
+(:func:`attnphase.theory.jit.prox_kernel`).
 """
 
 from __future__ import annotations
@@ -375,10 +378,12 @@ def prox_batch(
     with metric ``V^{-1}`` per position, i.e. the metric is ``(P P^T)^{-1} (x) V^{-1}``.
 
     The geometries of :data:`attnphase.theory.geometries.GEOMETRIES` (the reference case and the
-    sizes of the variants) go to the same iteration written out on scalars in C (6-12x faster than
-    the generic kernel) where :mod:`attnphase.theory.native` runs C, unless ``generic``: then, and
-    for every other geometry, the generic numba kernel runs. The two give the same numbers bit for
-    bit: the generic kernel runs every sum in the written-out order (``tests/test_native_kernels.py``).
+    sizes of the variants) and ``HEAD_GEOMETRIES`` (two softmax heads with the gains ``1/2``) go to
+    the same iteration written out on scalars in C (6-20x faster than the generic kernel) where
+    :mod:`attnphase.theory.native` runs C, unless ``generic``: then, and for every other geometry,
+    the generic numba kernel runs. The two give the same numbers bit for bit: the generic kernel
+    runs every sum in the written-out order (``tests/test_native_kernels.py``,
+    ``tests/test_heads_native.py``).
     """
     w = np.ascontiguousarray(w, dtype=np.float64)
     T = np.ascontiguousarray(T, dtype=np.float64)
@@ -395,7 +400,7 @@ def prox_batch(
     cand_val = np.empty((N, S))
     n_chunks = native.chunks(N)
     C = np.ascontiguousarray(C, dtype=np.float64)
-    lib = None if generic or not amap.standard else c_prox_library(amap, L)
+    lib = None if generic else c_prox_library(amap, L)
     if lib is not None and not _fixed_blocks_hold(T, amap, L):
         lib = None  # (a cross-attention target without its fixed blocks: the generic kernel)
     if lib is not None:
@@ -465,7 +470,7 @@ def _fixed_blocks_hold(T: np.ndarray, amap: AttentionMap, L: int) -> bool:
     cross-attention geometry folds in (:func:`attnphase.theory.native.codegen.fixed_target`: key rows
     ``e_j``, query rows zero on the query columns; :func:`cross_target_map` makes them exactly);
     ``True`` for every other geometry."""
-    g = written_out(L, amap.M, amap.mask)
+    g = written_out(L, amap.M, amap.mask, amap.heads)
     if g is None or not g.keys:
         return True
     queries = L - g.keys
@@ -474,11 +479,16 @@ def _fixed_blocks_hold(T: np.ndarray, amap: AttentionMap, L: int) -> bool:
 
 
 def c_prox_library(amap: AttentionMap, L: int) -> native.Library | None:
-    """The compiled C proximal kernel of this geometry (:data:`attnphase.theory.geometries.GEOMETRIES`),
-    or ``None`` where there is none or the numba kernels run (:func:`attnphase.theory.native.prox_library`)."""
-    if not amap.standard:
+    """The compiled C proximal kernel of this geometry (:data:`attnphase.theory.geometries.GEOMETRIES`
+    for the :attr:`AttentionMap.standard` map, :data:`attnphase.theory.geometries.HEAD_GEOMETRIES` for
+    several softmax heads with the gains ``1/H``), or ``None`` where there is none or the numba
+    kernels run (:func:`attnphase.theory.native.prox_library`)."""
+    if amap.standard:
+        g = written_out(L, amap.M, amap.mask)
+    elif amap.heads > 1 and amap.activation == "softmax" and amap.gains == (1.0 / amap.heads,) * amap.heads:
+        g = written_out(L, amap.M, amap.mask, amap.heads)
+    else:
         return None
-    g = written_out(L, amap.M, amap.mask)
     return None if g is None else native.prox_library(g)
 
 

@@ -127,19 +127,22 @@ def error_sum(sd: SaddleView, op: OrderParams, order: int = 10, log2_n: int | No
         X, W, n = f64(rule.x), f64(rule.w), rule.size
     wt = wt / wt.sum()
     n_chunks = native.chunks(n)
-    reference = sd.amap.standard and sd.spec.teacher_activation == "softmax"
-    lib = native.common() if reference else None
-    if lib is None:  # (several heads, other maps: docs/model.md (11.3))
+    amap = sd.amap
+    heads = amap.heads > 1 and amap.activation == "softmax"  # (softmax heads: the C sum takes their forms and gains)
+    lib = native.common() if (amap.standard or heads) and sd.spec.teacher_activation == "softmax" else None
+    if lib is None:  # (other maps: docs/model.md (11.3))
         from attnphase.theory.jit import test_loss_sum_kernel  # noqa: PLC0415  (numba loads only where the C kernels cannot run)
 
         tmaps = map_params(sd.spec.teacher_activation, sd.L)
         return float(test_loss_sum_kernel(X, W, t, wt, *args, n_chunks, *sd.amap.kernel_maps(), tmaps))
     m, qs_, B, Rs_, mix, M, mask, omega, A, causal, C = args
     mask = np.ascontiguousarray(mask, dtype=np.uint8)
+    forms, gains, _ = amap.kernel_maps()
     P = native.ptr
     return float(lib.test_loss_sum(X.shape[0], P(X), P(W), t.size, P(t), P(wt), sd.L, sd.F, sd.rs, P(m),
                                    P(qs_), P(B), P(Rs_), P(mix), P(M), P(mask), omega, P(A), int(causal), P(C),
-                                   n_chunks, native.threads_for(n, 1024)))
+                                   n_chunks, native.threads_for(n, 1024), amap.heads if heads else 0, P(forms),
+                                   P(gains)))
 
 
 def error_sum_numpy(sd: SaddleView, op: OrderParams, order: int = 10, log2_n: int = TEST_QMC_LOG2_NUMPY) -> float:

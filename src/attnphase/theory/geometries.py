@@ -11,6 +11,8 @@ as straight-line C (:mod:`attnphase.theory.native.codegen`): the reference case 
 ``r = 1`` and the sizes of the variants, as the registry of attention models declares them. It is
 plain data, read by the generator and by the
 kernel picker (:func:`attnphase.theory.channels.prox_batch`); this module imports neither.
+:data:`HEAD_GEOMETRIES` lists those of several softmax heads of rank 1 with the fixed gains
+``1/H`` (docs/model.md (11.1)) whose kernel is written out as well.
 """
 
 from __future__ import annotations
@@ -37,28 +39,38 @@ def score_form(variant: str, rank: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Geometry:
     """``L`` tokens, a student ``variant`` and its ``rank`` (a geometry whose proximal kernel is
-    written out); cross-attention: ``keys`` of the ``L`` tokens are keys (docs/model.md (10.2))."""
+    written out); cross-attention: ``keys`` of the ``L`` tokens are keys (docs/model.md (10.2));
+    ``heads`` softmax heads of rank 1 with the gains ``1/heads`` (docs/model.md (11.1): ``rank`` 1,
+    head ``k`` reads field ``k``, ``M_k = e_k e_k^T``)."""
 
     variant: str
     L: int
     rank: int
     keys: int = 0
+    heads: int = 1
 
     @property
     def name(self) -> str:
-        """``<variant>_L<L>_r<rank>`` (``-`` as ``_``; cross-attention ``<variant>_L<L>_K<keys>_r<rank>``):
-        the name of its compiled library."""
+        """``<variant>_L<L>_r<rank>`` (``-`` as ``_``; cross-attention ``<variant>_L<L>_K<keys>_r<rank>``;
+        several heads ``<variant>_L<L>_r<rank>_H<heads>``): the name of its compiled library."""
         keys = f"_K{self.keys}" if self.keys else ""
-        return f"{self.variant.replace('-', '_')}_L{self.L}{keys}_r{self.rank}"
+        heads = f"_H{self.heads}" if self.heads > 1 else ""
+        return f"{self.variant.replace('-', '_')}_L{self.L}{keys}_r{self.rank}{heads}"
 
     @property
     def field_dim(self) -> int:
-        """Fields per token ``F``: ``r``, or ``2 r`` for untied keys and queries."""
-        return attention_model(self.variant).weight_matrices * self.rank
+        """Fields per token ``F``: ``r``, or ``2 r`` for untied keys and queries; ``heads`` for
+        several heads of rank 1."""
+        return attention_model(self.variant).weight_matrices * self.rank * self.heads
 
     @property
     def M(self) -> np.ndarray:
-        return score_form(self.variant, self.rank)
+        return score_form(self.variant, self.rank * self.heads)
+
+    @property
+    def gain(self) -> float:
+        """The gain ``1/heads`` of every head (docs/model.md (11.1))."""
+        return 1.0 / self.heads
 
     @property
     def mask(self) -> np.ndarray:
@@ -71,10 +83,17 @@ GEOMETRIES: tuple[Geometry, ...] = tuple(
     Geometry(m.name, L, rank, keys) for m in MODELS.values() for L, rank, keys in m.written_out)
 
 
-def written_out(L: int, M: np.ndarray, mask: np.ndarray) -> Geometry | None:
-    """The geometry of :data:`GEOMETRIES` with ``L`` tokens, score form ``M`` and ``mask``, if
-    there is one."""
-    for g in GEOMETRIES:
-        if g.L == L and g.M.shape == M.shape and np.array_equal(g.M, M) and np.array_equal(g.mask, mask):
+#: the geometries of several softmax heads whose proximal kernel is written out in C: two heads of
+#: rank 1 with tied keys and queries over ``L = 2`` and ``L = 3`` tokens (docs/model.md (11.1))
+HEAD_GEOMETRIES: tuple[Geometry, ...] = (Geometry("tied", 2, 1, heads=2), Geometry("tied", 3, 1, heads=2))
+
+
+def written_out(L: int, M: np.ndarray, mask: np.ndarray, heads: int = 1) -> Geometry | None:
+    """The geometry of :data:`GEOMETRIES` (one head) or :data:`HEAD_GEOMETRIES` (``heads`` softmax
+    heads with the gains ``1/heads``) with ``L`` tokens, score form ``M`` and ``mask``, if there is
+    one."""
+    for g in GEOMETRIES + HEAD_GEOMETRIES:
+        if (g.heads == heads and g.L == L and g.M.shape == M.shape and np.array_equal(g.M, M)
+                and np.array_equal(g.mask, mask)):
             return g
     return None

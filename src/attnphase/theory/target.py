@@ -51,9 +51,12 @@ def solve_refined(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     if not settings.refine_order:
         return solve_point(spec, alpha, branch, settings, thorough=True)
     coarse = solve_point(spec, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
-    # (a semantic or mixed point whose refinement fails is first continued from above, the full-solver
-    # fallback comes after that: it never rescued such a point, and costs ~10 s where it fails)
-    above_first = branch in ("semantic", MIXED)
+    # (a semantic or mixed point of one head whose refinement fails is first continued from above, the
+    # full-solver fallback comes after that: it never rescued such a point, and costs ~10 s where it
+    # fails. Several heads take the fallback first: at L = 2, omega = 0.3, alpha = 2 the two-head
+    # semantic branch continued down from alpha = 4 ends at a fold near 2.75 on the order-9 rule, which
+    # cost 15 s of a 48 s solve (preset fast), and the fallback then converged in 73 iterations)
+    above_first = branch in ("semantic", MIXED) and spec.heads == 1
     point = refine_point(spec, coarse, settings, tol=settings.tol, fallback=not above_first,
                          keep_fine=bool(settings.target_error))
     marked = mark_unresolved(point)  # (marked is not point: the fine rules do not confirm the branch)

@@ -3,8 +3,9 @@
 Two implementations of the node loops of a data step and of the test error exist:
 
 * C (the fast path): ``kernels.c`` (the target map docs/model.md (1.2), the second minimum, the
-  Stein sums (3.3) and the test-error sum (4.2)) and, per geometry of
-  :data:`attnphase.theory.geometries.GEOMETRIES`, the proximal kernel (3.2) written out on
+  Stein sums (3.3) and the test-error sum (4.2), of one softmax head or of several, (11.1)) and,
+  per geometry of :data:`attnphase.theory.geometries.GEOMETRIES` and
+  :data:`attnphase.theory.geometries.HEAD_GEOMETRIES`, the proximal kernel (3.2) written out on
   scalars by :func:`attnphase.theory.native.codegen.c_source`. They are compiled with the
   system's C compiler (``$CC``, else ``cc``/``gcc``; :data:`CFLAGS`, OpenMP where it links) into
   the cache folder of the Sobol samples (:func:`attnphase._cache.cache_root`, one
@@ -17,8 +18,9 @@ Two implementations of the node loops of a data step and of the test error exist
 
 ``$ATTNPHASE_KERNELS``: ``auto`` (default: C where it compiles, numba otherwise, e.g. without a
 compiler or with the cache switched off by an empty ``$ATTNPHASE_CACHE_DIR``), ``c`` (an error
-if the C kernels cannot be built) or ``numba``. A geometry outside ``GEOMETRIES`` runs numba's
-generic proximal kernel in either case. Both run the same loops with the same operations in the
+if the C kernels cannot be built) or ``numba``. A geometry outside ``GEOMETRIES`` and
+``HEAD_GEOMETRIES``, and an attention map other than the softmax, runs numba's generic kernels
+in either case. Both run the same loops with the same operations in the
 same order, in the same chunks of nodes (:func:`chunks`), so they give the same numbers
 (the written-out proximal kernel drops the terms that are zero for its geometry, which changes
 no sum; the tests compare them node by node), except the test-error sum, which numba adds up in
@@ -65,7 +67,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "second_minimum_kernel": (None, [_l, _l, _l, _p, _p, _p, _d, _p, _p, _i]),
     "stein_sums": (None, [_l, _l, _l, _l, _p, _p, _p, _p, _p, _p, _d, _p, _p, _p, _i, _p, _p, _p, _p, _p, _p, _l,
                           _i]),
-    "test_loss_sum": (_d, [_l, _p, _p, _l, _p, _p, _l, _l, _l, _p, _p, _p, _p, _p, _p, _p, _d, _p, _i, _p, _l, _i]),
+    "test_loss_sum": (_d, [_l, _p, _p, _l, _p, _p, _l, _l, _l, _p, _p, _p, _p, _p, _p, _p, _d, _p, _i, _p, _l, _i,
+                           _l, _p, _p]),
     "prox_kernel": (None, [_l, _l, _p, _p, _p, _p, _p, _i, _d, _p, _p, _p, _p, _p, _l, _d, _i]),
 }
 
@@ -232,8 +235,9 @@ def common() -> Library | None:
 
 
 def prox_library(geometry: Geometry) -> Library | None:
-    """The C proximal kernel of a geometry of :data:`attnphase.theory.geometries.GEOMETRIES`, or
-    ``None`` where the numba kernels run (as :func:`common`)."""
+    """The C proximal kernel of a geometry of :data:`attnphase.theory.geometries.GEOMETRIES` or
+    :data:`attnphase.theory.geometries.HEAD_GEOMETRIES`, or ``None`` where the numba kernels run (as
+    :func:`common`)."""
     if common() is None:
         return None
     lib = _prox_library(geometry)

@@ -9,7 +9,8 @@ known, and prints every scalar operation it would perform as C, with the zeros o
 and the Kronecker deltas folded away.
 
 :func:`c_source` is what :mod:`attnphase.theory.native` compiles on first use into the cache
-folder (one library per geometry of :data:`attnphase.theory.geometries.GEOMETRIES`). Nothing it
+folder (one library per geometry of :data:`attnphase.theory.geometries.GEOMETRIES` and
+:data:`attnphase.theory.geometries.HEAD_GEOMETRIES`, whose loss is :func:`_heads_loss`). Nothing it
 writes is kept in the repository. To read the source of a geometry::
 
     python -m attnphase.theory.native                 # the geometries' names
@@ -23,7 +24,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from attnphase.theory.geometries import GEOMETRIES, Geometry
+from attnphase.theory.geometries import GEOMETRIES, HEAD_GEOMETRIES, Geometry
 
 Val = str | float  # an emitted variable name or a constant folded at generation time
 
@@ -183,6 +184,91 @@ def _loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Val], di
     return val, grad, hess
 
 
+def _heads_loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Val], dict[tuple[int, int], Val] | None]:
+    """Emit ``ell`` (docs/model.md (11.3)) of ``g.heads`` softmax heads of rank 1 with the gains
+    ``1/heads`` (``M_k = e_k e_k^T``), its gradient and Hessian: the operations of
+    ``jit_maps.heads_loss_grad_hess`` in its order (each head's row divided by its sum; a gradient
+    term and a second-order term of the scores added as the pair ``gamma^k_ab M_k + gamma^k_ba M_k^T``),
+    the zeros of the forms and the mask folded away; the inputs as in :func:`_loss`."""
+    L, F, K = g.L, g.field_dim, g.heads
+    mask, v = g.mask, g.gain
+    n = L * F
+    h = [[f"h{l * F + a}" for a in range(F)] for l in range(L)]
+    T = [[f"T[{l * L + j}]" for j in range(L)] for l in range(L)]
+    C = [[f"C{min(k, j)}{max(k, j)}" for j in range(L)] for k in range(L)]
+    # M_k h_j = M_k^T h_j = h_jk e_k: the only nonzero entry of head k's form applied to a field
+    Mh = [[[h[j][k] if a == k else 0.0 for a in range(F)] for j in range(L)] for k in range(K)]
+    P: list[list[list[Val]]] = []  # P[k][l][j]: head k's map
+    for k in range(K):
+        Pk: list[list[Val]] = []
+        for l in range(L):
+            allowed = [j for j in range(L) if mask[l, j]]
+            if len(allowed) == 1:
+                Pk.append([1.0 if j == allowed[0] else 0.0 for j in range(L)])
+                continue
+            s = {j: em.mul(h[l][k], h[j][k]) for j in allowed}
+            if len(allowed) == 2:
+                # (as in _loss: exp(s_j - max) is 1 for the larger score and exp(-|s_0 - s_1|) for the other)
+                j0, j1 = allowed
+                t = em.let(em.exp("-" + em.fabs(f"{s[j0]} - {s[j1]}")))
+                ge = f"{s[j0]} >= {s[j1]}"
+                e = {j0: em.let(em.select(1.0, ge, t)), j1: em.let(em.select(t, ge, 1.0))}
+            else:
+                mx = em.let(em.maxof([s[j] for j in allowed]))
+                e = {j: em.let(em.exp(f"{s[j]} - {mx}")) for j in allowed}
+            tot = em.let(" + ".join(e[j] for j in allowed))
+            Pk.append([em.let(f"{e[j]} / {tot}") if j in e else 0.0 for j in range(L)])
+        P.append(Pk)
+    S = [[em.add([em.mul(v, P[k][l][j]) for k in range(K)]) for j in range(L)] for l in range(L)]
+    D = [[em.sub(S[l][j], T[l][j]) for j in range(L)] for l in range(L)]
+    E = [[em.sum_products([(D[l][k], C[k][j]) for k in range(L)]) for j in range(L)] for l in range(L)]
+    val = em.mul(0.5, em.sum_products([(D[l][j], E[l][j]) for l in range(L) for j in range(L)]))
+    ep = [[em.sum_products([(E[l][j], P[k][l][j]) for j in range(L)]) for l in range(L)] for k in range(K)]
+    gam = [[[em.mul(v, P[k][l][j], em.sub(E[l][j], ep[k][l])) if P[k][l][j] != 0.0 else 0.0 for j in range(L)]
+            for l in range(L)] for k in range(K)]
+    grad = [em.add([em.add([em.mul(gam[k][a][j], Mh[k][j][mu]), em.mul(gam[k][j][a], Mh[k][j][mu])])
+                    for k in range(K) for j in range(L)]) for a in range(L) for mu in range(F)]
+    if not want_hess:
+        return val, grad, None
+    KL = K * L
+    terms: dict[tuple[int, int], list[Val]] = {(i, c): [] for i in range(n) for c in range(i, n)}
+    for l in range(L):
+        J = [[[em.mul(v, P[k][l][a], em.sub(1.0 if a == j else 0.0, P[k][l][j])) if P[k][l][a] != 0.0 else 0.0
+               for j in range(L)] for a in range(L)] for k in range(K)]
+        CJ = [[[em.sum_products([(C[a][b], J[k][b][j]) for b in range(L)]) for j in range(L)] for a in range(L)]
+              for k in range(K)]
+        Hk: list[list[Val]] = [[0.0] * KL for _ in range(KL)]
+        for k in range(K):
+            for j in range(L):
+                for m in range(K):
+                    for i in range(L):
+                        parts = [em.sum_products([(J[k][a][j], CJ[m][a][i]) for a in range(L)])]
+                        if k == m:
+                            if i == j:
+                                parts.append(gam[k][l][j])
+                            if P[k][l][j] != 0.0 and P[k][l][i] != 0.0:
+                                ee = em.add([E[l][j], E[l][i], em.mul(-2.0, ep[k][l])])
+                                parts.append(em.mul(-v, P[k][l][j], P[k][l][i], ee))
+                        Hk[k * L + j][m * L + i] = em.add(parts)
+        # Dk[(k, j)][(a, mu)] = d s^k_lj / d h_a,mu = delta_la (M_k h_j)_mu + delta_ja (M_k^T h_l)_mu
+        Dk = [[em.add(([Mh[k][j][i % F]] if i // F == l else []) + ([Mh[k][l][i % F]] if i // F == j else []))
+               for i in range(n)] for k in range(K) for j in range(L)]
+        HD = [[em.sum_products([(Hk[r][c], Dk[c][i]) for c in range(KL)]) for i in range(n)] for r in range(KL)]
+        for i in range(n):
+            for c in range(i, n):
+                terms[(i, c)].append(em.sum_products([(Dk[r][i], HD[r][c]) for r in range(KL)]))
+    for k in range(K):
+        for a in range(L):
+            for b in range(L):
+                for mu in range(F):
+                    for nu in range(F):
+                        i, c = a * F + mu, b * F + nu
+                        if i <= c and mu == k and nu == k:
+                            terms[(i, c)].append(em.add([gam[k][a][b], gam[k][b][a]]))
+    hess = {ic: em.add(t) for ic, t in terms.items()}
+    return val, grad, hess
+
+
 def _tri(i: int, k: int, n: int) -> int:
     """Index of ``(i, k)``, ``i <= k``, in the row-major upper triangle of an n x n matrix."""
     return i * n - i * (i - 1) // 2 + (k - i)
@@ -197,7 +283,7 @@ def _objective(g: Geometry, want_hess: bool) -> list[str]:
     em.lines.append("    " + " ".join(f"const double h{i} = h[{i}];" for i in range(n)))
     em.lines.append("    " + " ".join(f"const double C{k}{j} = C[{k * g.L + j}];" for k in range(g.L)
                                       for j in range(k, g.L)))
-    val, grad, hess = _loss(g, em, want_hess)
+    val, grad, hess = (_heads_loss if g.heads > 1 else _loss)(g, em, want_hess)
     q = [em.let(f"h{i} - w[{i}]") for i in range(n)]
     Wq = [em.sum_products([(f"W[{min(i, k) * n + max(i, k)}]", q[k]) for k in range(n)]) for i in range(n)]
     val = em.add([val, em.mul(0.5, em.sum_products([(q[i], Wq[i]) for i in range(n)]))])
@@ -388,11 +474,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("names", nargs="*", help="geometries to print (none: list the names)")
     ap.add_argument("--out", type=Path, help="write every geometry's source (or the named ones) into this folder")
     a = ap.parse_args(argv)
-    by_name = {g.name: g for g in GEOMETRIES}
+    by_name = {g.name: g for g in GEOMETRIES + HEAD_GEOMETRIES}
     unknown = [x for x in a.names if x not in by_name]
     if unknown:
         ap.error(f"unknown geometry {', '.join(unknown)}; choose from {', '.join(by_name)}")
-    chosen = [by_name[x] for x in a.names] or (list(GEOMETRIES) if a.out else [])
+    chosen = [by_name[x] for x in a.names] or (list(by_name.values()) if a.out else [])
     if a.out is not None:
         a.out.mkdir(parents=True, exist_ok=True)
         for g in chosen:

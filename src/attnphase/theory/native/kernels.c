@@ -172,6 +172,45 @@ static void student_rows(const double *h, const double *Mh, const unsigned char 
     }
 }
 
+/* jit_maps.student_heads for softmax heads: S = sum_k gains_k softmax(s^k) row by row, s^k_lj = w_l . (M_k w_j)
+   (forms (K, F, F)), masked entries 0; Mh (L x F) and p (L) are scratch */
+static void student_heads_rows(const double *w, const unsigned char *mask, long K, const double *forms,
+                               const double *gains, long L, long F, double *Mh, double *p, double *S)
+{
+    for (long l = 0; l < L; l++)
+        for (long j = 0; j < L; j++) S[l * L + j] = 0.0;
+    for (long k = 0; k < K; k++) {
+        const double *Mk = forms + k * F * F;
+        for (long j = 0; j < L; j++)
+            for (long a = 0; a < F; a++) {
+                double acc = 0.0;
+                for (long b = 0; b < F; b++) acc += Mk[a * F + b] * w[j * F + b];
+                Mh[j * F + a] = acc;
+            }
+        for (long l = 0; l < L; l++) {
+            for (long j = 0; j < L; j++) {
+                double acc = 0.0;
+                for (long a = 0; a < F; a++) acc += w[l * F + a] * Mh[j * F + a];
+                p[j] = acc;
+            }
+            double mx = -1e300;
+            for (long j = 0; j < L; j++)
+                if (mask[l * L + j] && p[j] > mx) mx = p[j];
+            double tot = 0.0;
+            for (long j = 0; j < L; j++) {
+                if (mask[l * L + j]) {
+                    const double v = exp(p[j] - mx);
+                    p[j] = v;
+                    tot += v;
+                } else {
+                    p[j] = 0.0;
+                }
+            }
+            for (long j = 0; j < L; j++) S[l * L + j] += gains[k] * (p[j] / tot);
+        }
+    }
+}
+
 /* out_l = sum_k mix_lk u_k over the first n columns of u (row stride su) */
 static void mix_rows(const double *mix, const double *u, long su, long L, long n, double *out)
 {
@@ -183,11 +222,13 @@ static void mix_rows(const double *mix, const double *u, long su, long L, long n
         }
 }
 
-/* jit._node_test_loss: ell(w; T(h*)) at one Gaussian node x = (xi, eta); u has row stride su */
+/* jit._node_test_loss: ell(w; T(h*)) at one Gaussian node x = (xi, eta); u has row stride su; K > 0 softmax heads
+   (forms, gains: student_heads_rows) in place of softmax(w M w^T); p (L) is scratch */
 static double node_test_loss(const double *x, const double *m, const double *qs, const double *B, const double *Rs,
                              const double *mix, const double *M, const unsigned char *mask, double omega,
                              const double *A, int causal, const double *C, long L, long F, long R,
-                             double *w, double *hs, double *u, long su, double *S, double *T)
+                             double *w, double *hs, double *u, long su, double *S, double *T,
+                             long K, const double *forms, const double *gains, double *p)
 {
     const long nxi = L * F;
     for (long l = 0; l < L; l++)
@@ -205,6 +246,9 @@ static double node_test_loss(const double *x, const double *m, const double *qs,
             u[l * su + a] = acc;
         }
     mix_rows(mix, u, su, L, R, hs);
+    if (K > 0) {
+        student_heads_rows(w, mask, K, forms, gains, L, F, S + L * L, p, S);
+    } else {
     /* u <- M w_j, then the two maps (the student scores read u with row stride F: copy) */
     for (long j = 0; j < L; j++)
         for (long a = 0; a < F; a++) {
@@ -218,6 +262,7 @@ static double node_test_loss(const double *x, const double *m, const double *qs,
             for (long a = 0; a < F; a++) Mh[j * F + a] = u[j * su + a];
         student_rows(w, Mh, mask, L, F, S);
     }
+    }
     target_rows(hs, L, R, omega, A, causal, T);
     double out = 0.0;
     for (long l = 0; l < L; l++)
@@ -229,11 +274,13 @@ static double node_test_loss(const double *x, const double *m, const double *qs,
 }
 
 /* jit.test_loss_sum_kernel: sum_i w_i ell(x_i) over the nodes X (N x dim, weights W) or, with N = 0, over
-   the product rule (t, wt)^dim decoded from the flat index (last coordinate fastest) */
+   the product rule (t, wt)^dim decoded from the flat index (last coordinate fastest); the student's map of
+   K > 0 softmax heads with the forms (K, F, F) and gains (K) of docs/model.md (11.1), or (K = 0) softmax(w M w^T) */
 double test_loss_sum(long N, const double *X, const double *W, long n1, const double *t, const double *wt,
                      long L, long F, long R, const double *m, const double *qs, const double *B, const double *Rs,
                      const double *mix, const double *M, const unsigned char *mask, double omega, const double *A,
-                     int causal, const double *C, long n_chunks, int n_threads)
+                     int causal, const double *C, long n_chunks, int n_threads, long K, const double *forms,
+                     const double *gains)
 {
     const long dim = L * (F + R);
     const int product = N == 0;
@@ -247,8 +294,10 @@ double test_loss_sum(long N, const double *X, const double *W, long n1, const do
     double *part = (double *)calloc((size_t)n_chunks, sizeof(double));
     #pragma omp parallel for schedule(static) num_threads(n_threads)
     for (long c = 0; c < n_chunks; c++) {
-        double *x = (double *)calloc((size_t)(dim + 2 * L * F + L * R + L * su + 2 * L * L + L * F), sizeof(double));
+        double *x = (double *)calloc((size_t)(dim + 2 * L * F + L * R + L * su + 3 * L * L + L * F + L),
+                                     sizeof(double));
         double *w = x + dim, *hs = w + L * F, *u = hs + L * R, *S = u + L * su, *T = S + L * L + L * F;
+        double *p = T + L * L;
         double acc = 0.0;
         const long end = (c + 1) * size < total ? (c + 1) * size : total;
         for (long i = c * size; i < end; i++) {
@@ -267,7 +316,7 @@ double test_loss_sum(long N, const double *X, const double *W, long n1, const do
                 wi = W[i];
             }
             acc += wi * node_test_loss(x, m, qs, B, Rs, mix, M, mask, omega, A, causal, C, L, F, R, w, hs, u, su,
-                                       S, T);
+                                       S, T, K, forms, gains, p);
         }
         part[c] = acc;
         free(x);
