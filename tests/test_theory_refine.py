@@ -174,6 +174,42 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
             assert info.errors[name] == pytest.approx(se[i], rel=0.1), name
 
 
+@pytest.mark.parametrize("n_failed", [1, 2])
+def test_rules_whose_own_solve_failed_are_not_counted(monkeypatch, n_failed):
+    """A fine rule whose own fixed-point solve failed stays at the union's point: the standard
+    error is over the rules that converged, and with fewer than two it is not estimated (the
+    error target then counts as not met), never a spread pulled towards 0."""
+    import attnphase.theory.refinement as refinement
+
+    spec = ModelSpec(omega=0.3)
+    s = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
+                       refine_order=8, refine_replicas=3)
+    coarse = solve_point(spec, 1.5, "semantic", s, error_estimate=False)
+    solve_rules = refinement._rule_fixed_points
+
+    def failing(sd, fine, steps, x, *args, **kw):
+        X, status = solve_rules(sd, fine, steps, x, *args, **kw)
+        X[:n_failed] = x
+        return X, ["left the valid domain"] * n_failed + status[n_failed:]
+
+    monkeypatch.setattr(refinement, "_rule_fixed_points", failing)
+    ref = refine_point(spec, coarse, s, tol=1e-6)
+    est = ref.error_estimate
+    assert ref.refinement.applied and ref.refinement.rule_solves[0] == "left the valid domain"
+    if n_failed == 1:
+        assert "over 2 of 3 fine qmc rules" in est.method
+        assert est.get("theta_user") > 0 and est.largest(("q_user", "theta_user")) < 1
+    else:
+        assert est.method.startswith("not estimated: the own fixed points of 1 of the 3")
+        assert est.get("theta_user") is None and est.largest(("theta_user",)) == math.inf
+        assert ref.refinement.errors is None
+        from attnphase.results import BranchResult
+
+        user = BranchResult.from_point(ref)
+        assert not user.estimated and "no error estimate" in user.status()
+        assert user.error_estimate["method"] == est.method and math.isnan(user.error_estimate["theta_user"])
+
+
 def _rotated(op, t, blocks=1):
     """``op`` with the fields rotated by ``I_blocks (x) U(t)`` (2 x 2 rotation per block)."""
     from attnphase.theory.saddle import OrderParams

@@ -156,7 +156,8 @@ class BranchResult:
     gain_error: float | None = None
     #: Gaussian-mixture tokens: ``s_k = mu_k^T Q / d`` (K x F, docs/model.md (9.1)); empty otherwise
     s_matrix: tuple[tuple[float, ...], ...] = ()
-    #: an error estimate was made (``error_estimate`` holds numbers; else NaN)
+    #: an error estimate was made (``error_estimate`` holds numbers; else NaN, and its ``method``
+    #: says why not where one was tried)
     estimated: bool = False
     fixed_point: FixedPointInfo | None = field(default=None, repr=False)
     refinement: Refinement | None = field(default=None, repr=False)
@@ -185,7 +186,7 @@ class BranchResult:
         return cls(
             branch=point.branch, alpha=float(point.alpha), **{k: summary[k] for k in SUMMARY_KEYS},
             error_estimate=error_estimate_record(None if est is None else est.to_dict(), names),
-            estimated=est is not None, refined=ref is not None and ref.applied,
+            estimated=est is not None and bool(est.relative), refined=ref is not None and ref.applied,
             target_met=None if tgt is None else tgt.met, notes=tuple(notes),
             q_matrix=frozen(point.q_matrix), m_matrix=frozen(point.m_matrix),
             theta_matrix=frozen(point.theta_matrix),

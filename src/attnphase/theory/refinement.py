@@ -297,8 +297,16 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     est = point.error_estimate
     if n > 1:
         X, rule_solves = _rule_fixed_points(sd, fine, steps, x, x_units, qn.J, starts, cuts, settings)
-        errors, est = _fine_errors(sd, x, op, X, steps, train, test, settings.method)
-        info = info.with_(rule_solves=tuple(rule_solves), errors=errors)
+        info = info.with_(rule_solves=tuple(rule_solves))
+        ok = np.array([s.startswith("converged") for s in rule_solves])
+        if ok.sum() >= 2:
+            errors, est = _fine_errors(sd, x, op, X[ok], steps, train, test, settings.method, n_rules=n)
+            info = info.with_(errors=errors)
+        else:
+            # (a rule whose own solve failed stays at the union's point: counting it would pull
+            # the standard error towards 0, and with every rule failed report 0)
+            est = ErrorEstimate({}, f"not estimated: the own fixed points of {int(ok.sum())} of the {n} fine "
+                                    f"{settings.method} rules converged (2 needed)")
     kept = {k: v for k, v in point.diagnostics.items() if k != "draft_test_error"}
     return replace(
         point, train_loss=float(train), test_error=float(test), **overlap_fields(sd, op),
@@ -380,23 +388,26 @@ def _failure(info: Refinement, sd: Saddle, qn: QuasiNewtonResult | None) -> Refi
 
 
 def _fine_errors(sd: Saddle, x: np.ndarray, op: OrderParams, X: np.ndarray, steps: list[DataStep], train: float,
-                 test: float, method: str) -> tuple[dict[str, float], ErrorEstimate]:
-    """Standard errors over the fine rules of the refined point ``x`` (``op``) from each rule's own fixed
-    point (rows of ``X``) and data step at ``op``: absolute ones (``Refinement.errors``:
-    training and test error absolute, order parameters relative) and the relative error estimate
-    (:class:`ErrorEstimate`). Each rule's own fixed point, rather than a
-    linear-response step with the union's Broyden Jacobian: that was off by up to 9x in the
-    standard error where the Jacobian was poor (L = 3)."""
-    n = len(steps)
+                 test: float, method: str, n_rules: int | None = None) -> tuple[dict[str, float], ErrorEstimate]:
+    """Standard errors over the fine rules of the refined point ``x`` (``op``) from the rules' own
+    fixed points that converged (rows of ``X``, of ``n_rules`` rules) and every rule's data step at
+    ``op``: absolute ones (``Refinement.errors``: training and test error absolute, order
+    parameters relative) and the relative error estimate (:class:`ErrorEstimate`). Each rule's own
+    fixed point, rather than a linear-response step with the union's Broyden Jacobian: that was off
+    by up to 9x in the standard error where the Jacobian was poor (L = 3)."""
+    n, k = len(steps), len(X)
     trains = np.array([-sd.free_energy(op, ds) for ds in steps])
     tests = _test_error_spread(sd, op, X)
-    rel = np.std(X, ddof=1, axis=0) / np.sqrt(n) / np.maximum(np.abs(x), 1e-300)
+    rel = np.std(X, ddof=1, axis=0) / np.sqrt(k) / np.maximum(np.abs(x), 1e-300)
     errors = {"train_loss": float(np.std(trains, ddof=1) / np.sqrt(n)),
-              "test_error": float(np.std(tests, ddof=1) / np.sqrt(n)),
+              "test_error": float(np.std(tests, ddof=1) / np.sqrt(k)),
               **{nm: float(v) for nm, v in zip(op.names(), rel, strict=True)}}
     rel_est = {**{nm: errors[nm] for nm in op.names()}, "test_error": errors["test_error"] / test,
                "train_loss": errors["train_loss"] / abs(train), **user_errors(sd, op, X, se=True)}
-    return errors, ErrorEstimate(rel_est, f"standard error over {n} fine {method} rules (refinement)")
+    if k == (n_rules or n):
+        return errors, ErrorEstimate(rel_est, f"standard error over {n} fine {method} rules (refinement)")
+    return errors, ErrorEstimate(rel_est, f"standard error over {k} of {n_rules} fine {method} rules (refinement; "
+                                          "the other rules' own fixed points did not converge)")
 
 
 #: iterations of the full solver when the refinement's quasi-Newton stages fail (the L = 3
