@@ -247,15 +247,16 @@ def test_one_palette_for_the_project():
         branch_color("purple-ish")
 
 
-@pytest.mark.parametrize("rank,label", [(1, "semantic"), (2, "mixed")])
-def test_phase_lines_label_the_semantic_side(rank, label):
+@pytest.mark.parametrize("model,label", [({"rank": 1}, "semantic"), ({"rank": 2}, "mixed"),
+                                         ({"heads": 2}, "specialised")])
+def test_phase_lines_label_the_semantic_side(model, label):
     """Right of alpha_c the figure names the branch that find_transition compared: the mixed one
-    for tied rank >= 2."""
+    for tied rank >= 2, the specialised one for two heads."""
     from attnphase.plots.phase import plot_phase_lines
     from attnphase.sweeps.phase import PhaseLines
 
     lines = PhaseLines((0.2, 0.4), (0.9, 1.1), (1.2, 1.5), {}, (0.002, 0.0015), (None, None),
-                       params={"rank": rank, "variant": "tied"})
+                       params={**model, "variant": "tied"})
     texts = [t.get_text() for t in plot_phase_lines(lines).axes[0].texts]
     assert label in texts and "positional" in texts
 

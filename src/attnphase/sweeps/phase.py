@@ -97,10 +97,11 @@ class PhaseLines:
     @property
     def semantic_side(self) -> str:
         """The branch that ``find_transition`` compared with the positional one, right of
-        ``alpha_c``: ``semantic``, or ``mixed`` where the model has one (rank ``r >= 2``)."""
-        from attnphase.theory import MIXED, branches_for  # (numba: only when a label is asked for)
+        ``alpha_c``: ``semantic``, ``mixed`` where the model has one (rank ``r >= 2``), or
+        ``specialised`` (several heads): :func:`attnphase.theory.semantic_side`."""
+        from attnphase.theory import semantic_side  # (numba: only when a label is asked for)
 
-        return MIXED if MIXED in branches_for(model_spec(self.params)) else "semantic"
+        return semantic_side(model_spec(self.params))
 
     def to_dict(self) -> dict[str, Any]:
         return {
