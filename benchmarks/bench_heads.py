@@ -8,7 +8,7 @@ each ``--repeats`` times in turn (so that a drift of the machine's speed hits bo
 ``--preset`` (none: the default preset of ``attnphase solve``). Prints each case's median wall
 time, the ratio of the two medians, and what the two-head solve reported for its specialised
 branch: training and test error, the largest relative error estimate of the overlaps and of the
-test error, and whether the error target was met (the target of the issue: the specialised branch
+test error, and whether the error target was met (the speed target: the specialised branch
 with its error estimates in under 30 s on 2 cores at the default preset). ``--kernels numba``
 runs both on the generic numba kernels (``$ATTNPHASE_KERNELS``) for comparison. Then, in this
 process, the proximal kernel of two heads written out in C against the generic numba kernel on
