@@ -7,13 +7,13 @@ nothing and draws the figures from the CSVs):
 ``transition``
     ``attnphase.transition(omega=W, activation=M, teacher_activation=M, settings="fast")`` for every
     map ``M`` of ``--maps`` and ``W`` of ``--omegas`` (on the bracketing grid ``--grid``, searched as
-    given; default: the solver's grid, widened as far as the search needs): ``alpha_c``, ``alpha_l``, the spinodals, how the
-    global minimum changes, and the solver's message (with its reason where there is no ``alpha_c``).
-``positional``
-    Where an element-wise map has a positional branch: at each ``(map, omega, alpha)`` the
-    positional branch (``attnphase.solve(branch="positional")``, ``fast`` preset), its overlaps and
-    errors, or the solver's reason where it is absent (what the positional start converged to, and
-    what the coarse rule had found).
+    given; default: the solver's grid, widened as far as the search needs): ``alpha_c``,
+    ``alpha_l``, the spinodals, how the global minimum changes, and the solver's message (with its
+    reason where there is no ``alpha_c``).
+``population``
+    A positional state's test error against ``m``: at ``theta = 0`` and each ``m`` of ``--ms``, the
+    test error (docs/model.md (4.2)) at the ``q`` that minimises it, by Monte Carlo over the fields of
+    (3.1) (``--mc-samples``, the same draws for every ``m`` and ``q``), for every map and ``omega``.
 ``gd``
     Theory against gradient descent at ``--d`` for the maps of ``--maps`` (teacher of the same map)
     at ``--alphas`` and two softmax heads at ``--head-alphas``: the theory's branches
@@ -25,22 +25,29 @@ nothing and draws the figures from the CSVs):
     Two softmax heads from random starts (``attnphase.sim.basins.train_basins``: ``Q0 = 0.1 N(0,
     I)``, heavy ball 0.9, float64) at every ``(alpha, omega)`` of ``--alphas x --omegas``; the
     state each run reaches, counted only where it met the tolerance.
+``table``
+    Prints the markdown table of docs/heads.md: per model, ``alpha``, start and state reached, GD
+    (converged runs only) against the theory's branch of that state, and the test error at each
+    run's own overlaps (the Monte Carlo of ``population``, one head).
 ``plot``
-    ``--alpha-c-figure``: ``alpha_c`` against ``omega``, one curve per map (softmax from
-    ``--softmax-csv``, the ``self`` rows of ``docs/data/cross_phase.csv``); ``--basins-figure``:
-    the fraction of converged runs in each state against ``alpha``.
+    ``--alpha-c-figure``: left, ``alpha_c`` against ``omega`` per map (softmax from
+    ``--softmax-csv``, the ``self`` rows of ``docs/data/cross_phase.csv``); right, the curves of
+    ``population``. ``--basins-figure``: the fraction of the converged runs in each state against
+    ``alpha``, one panel per ``omega``.
 
-    python studies/maps.py transition --maps sigmoid --omegas 0.1,0.3,0.5 --grid 0.3,0.6,0.9,1.2,1.5 \\
+    python studies/maps.py transition --maps sigmoid --omegas 0.3,0.1,0.5 --grid 0.3,0.6,0.9,1.2,1.5 \\
         --csv docs/data/maps_alpha_c.csv
-    python studies/maps.py positional --maps sigmoid,relu,linear --omegas 0.5,0.9 \\
-        --alphas 0.3,1 --csv docs/data/maps_positional.csv
-    python studies/maps.py gd --maps sigmoid,relu,linear --alphas 1.5,3 --head-alphas 1,2 \\
-        --d 1000 --seeds 2 --csv docs/data/maps_gd.csv --theory-csv docs/data/maps_theory.csv
-    python studies/maps.py basins --alphas 0.25,0.5,1,1.5,2,3 --omegas 0.3 --d 300 --seeds 8 \\
-        --csv docs/data/heads_basins.csv
+    python studies/maps.py population --maps softmax,sigmoid,relu,linear --omegas 0.3,0.9 \\
+        --mc-samples 50000 --csv docs/data/maps_population.csv
+    python studies/maps.py gd --maps linear,relu,sigmoid --alphas 1.5,3 --head-alphas 1,2 --d 1000 \\
+        --seeds 2 --threads 1 --csv docs/data/maps_gd.csv --theory-csv docs/data/maps_theory.csv
+    python studies/maps.py table --csv docs/data/maps_gd.csv --theory-csv docs/data/maps_theory.csv \\
+        --mc-samples 200000
+    python studies/maps.py basins --alphas 0.25,0.5,1,1.5,2,3 --omegas 0.1,0.3,0.5 --d 200 --seeds 8 \\
+        --tol 1e-6 --max-steps 60000 --csv docs/data/heads_basins.csv
     python studies/maps.py plot --alpha-c-csv docs/data/maps_alpha_c.csv \\
-        --alpha-c-figure docs/figures/maps_alpha_c.png --basins-csv docs/data/heads_basins.csv \\
-        --basins-figure docs/figures/heads_basins.png
+        --population-csv docs/data/maps_population.csv --alpha-c-figure docs/figures/maps_alpha_c.png \\
+        --basins-csv docs/data/heads_basins.csv --basins-figure docs/figures/heads_basins.png
 """
 
 from __future__ import annotations
@@ -61,8 +68,6 @@ STATE_COLORS = {"semantic": "C0", "positional": "C3", "specialised": "C2", "mixe
 
 ALPHA_C_FIELDS = ("map", "omega", "alpha_c", "alpha_c_err", "alpha_l", "spinodal_semantic", "spinodal_positional",
                   "kind", "alpha_lo", "alpha_hi", "seconds", "message")
-POSITIONAL_FIELDS = ("map", "omega", "alpha", "exists", "m", "theta", "q", "train_loss", "test_error",
-                     "error_estimate", "seconds", "reason")
 POPULATION_FIELDS = ("map", "omega", "m", "q", "risk", "samples", "seed")
 THEORY_FIELDS = ("model", "alpha", "omega", "branch", "exists", "global_minimum", "train_loss", "test_error",
                  "theta_1", "theta_2", "m_1", "m_2", "q", "error_estimate", "reason")
@@ -119,31 +124,6 @@ def stage_transition(args: argparse.Namespace) -> None:
                          "seconds": round(time.perf_counter() - t0, 1), "message": tr.message})
             write(args.csv, rows, ALPHA_C_FIELDS)
             print(f"{name} omega = {w:g}: {tr.message} ({time.perf_counter() - t0:.0f} s)", flush=True)
-
-
-# --- positional ---------------------------------------------------------------------------------
-
-def stage_positional(args: argparse.Namespace) -> None:
-    rows = read(args.csv)
-    done = {(r["map"], float(r["omega"]), float(r["alpha"])) for r in rows}
-    for name in args.maps.split(","):
-        for w in floats(args.omegas):
-            for a in floats(args.alphas):
-                if (name, w, a) in done:
-                    continue
-                t0 = time.perf_counter()
-                res = ap.solve(a, branch="positional", settings="fast", progress=False, omega=w,
-                               **map_model(name, args))
-                pos = res.branches.get("positional")
-                row = {"map": name, "omega": w, "alpha": a, "exists": int(pos is not None),
-                       "seconds": round(time.perf_counter() - t0, 1), "reason": res.absent.get("positional", "")}
-                if pos is not None:
-                    row.update(m=pos.m, theta=pos.theta, q=pos.q, train_loss=pos.train_loss,
-                               test_error=pos.test_error, error_estimate=pos.overlap_error)
-                rows.append(row)
-                write(args.csv, rows, POSITIONAL_FIELDS)
-                print(f"{name} omega = {w:g} alpha = {a:g}: "
-                      f"{f'm = {pos.m:.4g}' if pos else 'absent: ' + row['reason'][:300]}", flush=True)
 
 
 # --- population risk of a positional state -------------------------------------------------------
@@ -384,9 +364,10 @@ def plot_alpha_c(maps_csv: Path, softmax_csv: Path, population_csv: Path, out: P
     ax.set_ylabel(r"$\alpha_c$")
     ax.set_ylim(bottom=0)
     ax.set_title(r"$\alpha_c(\omega)$, teacher of the same map, $\sigma = 0.5$, $\lambda = 0.01$"
-                 "\n" "ReLU, linear: no positional branch, no $\\alpha_c$", fontsize=9)
+                 "\n" "ReLU, linear: no positional branch in the theory ($\\omega = 0.3$), no $\\alpha_c$", fontsize=9)
     ax.legend(fontsize=7)
     pop = read(population_csv)
+    inset = bx.inset_axes((0.06, 0.58, 0.3, 0.36))
     for name in MAPS:
         for w, style in ((0.3, "-"), (0.9, "--")):
             pts = sorted((value(r["m"]), value(r["risk"])) for r in pop
@@ -396,12 +377,18 @@ def plot_alpha_c(maps_csv: Path, softmax_csv: Path, population_csv: Path, out: P
             m = np.array([p[0] for p in pts])
             risk = np.array([p[1] for p in pts])
             bx.plot(m, risk / risk[0] - 1.0, style, color=MAP_COLORS[name], label=f"{name}, omega = {w:g}")
+            small = m <= 0.2 + 1e-9
+            inset.plot(m[small], 100 * (risk[small] / risk[0] - 1.0), style, color=MAP_COLORS[name])
     bx.axhline(0.0, color="k", lw=0.5)
+    inset.axhline(0.0, color="k", lw=0.5)
+    inset.set_ylim(-3, 3)
+    inset.set_title("small m (per cent)", fontsize=7)
+    inset.tick_params(labelsize=6)
     bx.set_xlabel("positional overlap $m$ (self overlap $q$ at its best)")
     bx.set_ylabel(r"test error at $\theta = 0$, relative to $m = 0$")
     bx.set_ylim(-0.6, 0.6)
     bx.set_title("a positional state's test error (docs/model.md (4.2)) against m", fontsize=9)
-    bx.legend(fontsize=7, ncol=2)
+    bx.legend(fontsize=7, ncol=2, loc="lower right")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=150)
@@ -450,7 +437,7 @@ def stage_plot(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=("transition", "positional", "population", "gd", "table", "basins", "plot"))
+    p.add_argument("stage", choices=("transition", "population", "gd", "table", "basins", "plot"))
     p.add_argument("--maps", default="sigmoid,relu,linear")
     p.add_argument("--omegas", default="0.1,0.3,0.5,0.7,0.9")
     p.add_argument("--omega", type=float, default=0.3, help="gd: the omega of the comparison")
@@ -477,7 +464,7 @@ def main() -> None:
     p.add_argument("--alpha-c-figure", type=Path, default=None)
     p.add_argument("--basins-figure", type=Path, default=None)
     args = p.parse_args()
-    stages = {"transition": stage_transition, "positional": stage_positional, "population": stage_population,
+    stages = {"transition": stage_transition, "population": stage_population,
               "gd": stage_gd, "table": stage_table, "basins": stage_basins, "plot": stage_plot}
     stages[args.stage](args)
 
