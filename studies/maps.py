@@ -29,6 +29,9 @@ nothing and draws the figures from the CSVs):
     Prints the markdown table of docs/heads.md: per model, ``alpha``, start and state reached, GD
     (converged runs only) against the theory's branch of that state, and the test error at each
     run's own overlaps (the Monte Carlo of ``population``, one head).
+``basins-table``
+    Prints the markdown table of the basins (states of the converged runs per ``alpha`` and
+    ``omega``).
 ``plot``
     ``--alpha-c-figure``: left, ``alpha_c`` against ``omega`` per map (softmax from
     ``--softmax-csv``, the ``self`` rows of ``docs/data/cross_phase.csv``); right, the curves of
@@ -45,6 +48,7 @@ nothing and draws the figures from the CSVs):
         --mc-samples 200000
     python studies/maps.py basins --alphas 0.25,0.5,1,1.5,2,3 --omegas 0.1,0.3,0.5 --d 200 --seeds 8 \\
         --tol 1e-6 --max-steps 60000 --csv docs/data/heads_basins.csv
+    python studies/maps.py basins-table --basins-csv docs/data/heads_basins.csv
     python studies/maps.py plot --alpha-c-csv docs/data/maps_alpha_c.csv \\
         --population-csv docs/data/maps_population.csv --alpha-c-figure docs/figures/maps_alpha_c.png \\
         --basins-csv docs/data/heads_basins.csv --basins-figure docs/figures/heads_basins.png
@@ -329,6 +333,26 @@ def stage_table(args: argparse.Namespace) -> None:
               f"| {rng('test_error')} / {th('test_error')} | {dev} | {at} |")
 
 
+def stage_basins_table(args: argparse.Namespace) -> None:
+    """Print the markdown table of the basins: per ``alpha`` and ``omega`` the states of the converged
+    runs, converged / all, and the most steps a run took."""
+    rows = read(args.basins_csv)
+    omegas = sorted({value(r["omega"]) for r in rows})
+    print("| `alpha` | " + " | ".join(f"`omega = {w:g}`" for w in omegas) + " |")
+    print("|---" * (len(omegas) + 1) + "|")
+    for a in sorted({value(r["alpha"]) for r in rows}):
+        cells = []
+        for w in omegas:
+            sub = [r for r in rows if value(r["alpha"]) == a and value(r["omega"]) == w]
+            conv = [r for r in sub if r["converged"] == "1"]
+            counts = ", ".join(f"{st} {sum(r['state'] == st for r in conv)}" for st in STATE_COLORS
+                               if any(r["state"] == st for r in conv))
+            cells.append(f"{counts} ({len(conv)}/{len(sub)} converged)")
+        print(f"| {a:g} | " + " | ".join(cells) + " |")
+    steps = [int(r["steps"]) for r in rows if r["converged"] == "1"]
+    print(f"\n{len(steps)}/{len(rows)} converged, at most {max(steps, default=0)} steps")
+
+
 # --- figures ------------------------------------------------------------------------------------
 
 def value(text: str) -> float:
@@ -413,14 +437,14 @@ def plot_basins(basins_csv: Path, out: Path) -> None:
                 ax.plot(alphas, frac, "o-", color=color, label=state)
         for a in alphas:
             total = sum(value(r["alpha"]) == a for r in sub)
-            ax.annotate(f"{len(conv[a])}/{total}", (a, 1.02), ha="center", fontsize=7)
+            ax.annotate(f"{len(conv[a])}/{total}", (a, 1.05), ha="center", fontsize=7)
         ax.set_xlabel(r"$\alpha$")
         ax.set_ylabel("fraction of converged runs")
-        ax.set_ylim(-0.02, 1.1)
+        ax.set_ylim(-0.02, 1.4)
         d = sub[0]["d"] if sub else "?"
         ax.set_title(f"two softmax heads from random starts, omega = {w:g}, d = {d}\n"
                      "(converged / all runs above each point)", fontsize=8)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", ncol=4, frameon=False)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=150)
@@ -437,7 +461,7 @@ def stage_plot(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=("transition", "population", "gd", "table", "basins", "plot"))
+    p.add_argument("stage", choices=("transition", "population", "gd", "table", "basins", "basins-table", "plot"))
     p.add_argument("--maps", default="sigmoid,relu,linear")
     p.add_argument("--omegas", default="0.1,0.3,0.5,0.7,0.9")
     p.add_argument("--omega", type=float, default=0.3, help="gd: the omega of the comparison")
@@ -465,7 +489,8 @@ def main() -> None:
     p.add_argument("--basins-figure", type=Path, default=None)
     args = p.parse_args()
     stages = {"transition": stage_transition, "population": stage_population,
-              "gd": stage_gd, "table": stage_table, "basins": stage_basins, "plot": stage_plot}
+              "gd": stage_gd, "table": stage_table, "basins": stage_basins,
+              "basins-table": stage_basins_table, "plot": stage_plot}
     stages[args.stage](args)
 
 
