@@ -74,7 +74,7 @@ ALPHA_C_FIELDS = ("map", "omega", "alpha_c", "alpha_c_err", "alpha_l", "spinodal
                   "kind", "alpha_lo", "alpha_hi", "seconds", "message")
 POPULATION_FIELDS = ("map", "omega", "m", "q", "risk", "samples", "seed")
 THEORY_FIELDS = ("model", "alpha", "omega", "branch", "exists", "global_minimum", "train_loss", "test_error",
-                 "theta_1", "theta_2", "m_1", "m_2", "q", "error_estimate", "reason")
+                 "theta_1", "theta_2", "m_1", "m_2", "error_estimate", "reason")
 GD_FIELDS = ("model", "alpha", "omega", "d", "seed", "start", "converged", "steps", "state", "train_loss",
              "test_error", "theta_1", "theta_2", "m_1", "m_2", "q_11", "q_22")
 BASIN_FIELDS = ("alpha", "omega", "d", "seed", "converged", "steps", "state", "m", "theta", "q",
@@ -211,7 +211,7 @@ def theory_rows(model: str, alpha: float, args: argparse.Namespace) -> list[dict
             continue
         rows.append({"model": model, "alpha": alpha, "omega": args.omega, "branch": name, "exists": 1,
                      "global_minimum": int(name == res.global_minimum), "train_loss": b.train_loss,
-                     "test_error": b.test_error, "theta_1": b.theta, "m_1": b.m, "q": b.q,
+                     "test_error": b.test_error, "theta_1": b.theta, "m_1": b.m,
                      "error_estimate": b.overlap_error})
     return rows
 
@@ -289,48 +289,59 @@ def theory_state(theory: list[dict], model: str, alpha: float, state: str) -> di
     return None
 
 
+def head_overlap(r: dict, key: str) -> float | None:
+    """``|key_1|`` of one head; with two heads the larger of the heads' (the semantic head's
+    ``theta`` and the positional head's ``m``, whichever head holds it)."""
+    v = [abs(float(r[f"{key}_{k}"])) for k in (1, 2) if r.get(f"{key}_{k}", "") not in ("", None)]
+    if not v:
+        return None
+    return max(v) if r.get("model") == "heads2" else v[0]
+
+
+def span(values: list[float]) -> str:
+    """``a-b`` over the values (one value: itself; none: ``-``)."""
+    if not values:
+        return "-"
+    return f"{values[0]:.3g}" if len(values) == 1 else f"{min(values):.3g}-{max(values):.3g}"
+
+
 def stage_table(args: argparse.Namespace) -> None:
     """Print the markdown table of GD (converged runs only) against the theory's branch of the
-    state each run reached: per model, ``alpha`` and state, the GD range and the theory's value
-    of ``theta``, ``m``, the training and the test error, and the largest relative deviation of the
-    errors."""
+    state each run reached: per model, ``alpha``, start and state, the GD range and the theory's
+    value of ``theta``, ``m``, the training and the test error, the largest relative deviation of
+    the errors, and (one head) the test error at the runs' own overlaps (:func:`population_risk`)."""
     theory, runs = read(args.theory_csv), read(args.csv)
     print("| model | `alpha` | start: state reached | converged | `theta` GD / theory | `m` GD / theory "
           "| training error GD / theory | test error GD / theory | largest error deviation "
           "| test error at GD's overlaps (docs/model.md (4.2)) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    rng_ = np.random.default_rng(args.mc_seed)
-    xi, eta = rng_.standard_normal((args.mc_samples, 2)), rng_.standard_normal((args.mc_samples, 2))
+    rng = np.random.default_rng(args.mc_seed)
+    xi, eta = rng.standard_normal((args.mc_samples, 2)), rng.standard_normal((args.mc_samples, 2))
     keys = sorted({(r["model"], float(r["alpha"]), r["start"], r["state"]) for r in runs})
     for model, a, start, state in keys:
         sel = [r for r in runs
                if r["model"] == model and float(r["alpha"]) == a and r["start"] == start and r["state"] == state]
         conv = [r for r in sel if r["converged"] == "1"]
         t = theory_state(theory, model, a, state)
-
-        def rng(key: str, rows: list[dict] = conv) -> str:
-            v = [abs(float(r[key])) for r in rows if r[key] != ""]
-            if not v:
-                return "-"
-            return f"{v[0]:.3g}" if len(v) == 1 else f"{min(v):.3g}-{max(v):.3g}"
-
-        def th(key: str, t: dict | None = t) -> str:
-            return f"{abs(float(t[key])):.3g}" if t and t.get(key, "") not in ("", None) else "-"
-
+        if t is not None:
+            t = {**t, "model": model}
+        cells = []
+        for key in ("theta", "m"):
+            x = head_overlap(t, key) if t else None
+            cells.append(f"{span([v for v in (head_overlap(r, key) for r in conv) if v is not None])} / "
+                         + ("-" if x is None else f"{x:.3g}"))
+        for key in ("train_loss", "test_error"):
+            cells.append(f"{span([float(r[key]) for r in conv])} / " + (f"{float(t[key]):.3g}" if t else "-"))
         dev = "-"
         if t and conv:
             devs = [abs(float(r[k]) / float(t[k]) - 1.0) for r in conv for k in ("train_loss", "test_error")]
             dev = f"{100 * max(devs):.1f} %"
-        theta_key = "theta_1"
-        m_key = "m_2" if model == "heads2" and state == "specialised" else "m_1"
         at = "-"
         if model != "heads2" and conv:
-            v = [population_risk(model, float(r["omega"]), float(r["m_1"]), float(r["q_11"]), xi, eta, args.sigma,
-                                 float(r["theta_1"])) for r in conv]
-            at = f"{v[0]:.3g}" if len(v) == 1 else f"{min(v):.3g}-{max(v):.3g}"
-        print(f"| {model} | {a:g} | {start}: {state} | {len(conv)}/{len(sel)} | {rng(theta_key)} / {th(theta_key)} "
-              f"| {rng(m_key)} / {th(m_key)} | {rng('train_loss')} / {th('train_loss')} "
-              f"| {rng('test_error')} / {th('test_error')} | {dev} | {at} |")
+            at = span([population_risk(model, float(r["omega"]), float(r["m_1"]), float(r["q_11"]), xi, eta,
+                                       args.sigma, float(r["theta_1"])) for r in conv])
+        print(f"| {model} | {a:g} | {start}: {state} | {len(conv)}/{len(sel)} | " + " | ".join(cells)
+              + f" | {dev} | {at} |")
 
 
 def stage_basins_table(args: argparse.Namespace) -> None:
