@@ -25,6 +25,9 @@ nothing and draws the figures from the CSVs):
     Two softmax heads from random starts (``attnphase.sim.basins.train_basins``: ``Q0 = 0.1 N(0,
     I)``, heavy ball 0.9, float64) at every ``(alpha, omega)`` of ``--alphas x --omegas``; the
     state each run reaches, counted only where it met the tolerance.
+``dscan``
+    GD against ``d`` at the points ``MODEL:ALPHA:START`` of ``--points`` (the settings of ``gd``):
+    whether a difference to the theory shrinks as ``d`` grows.
 ``table``
     Prints the markdown table of docs/heads.md: per model, ``alpha``, start and state reached, GD
     (converged runs only) against the theory's branch of that state, and the test error at each
@@ -216,8 +219,8 @@ def theory_rows(model: str, alpha: float, args: argparse.Namespace) -> list[dict
     return rows
 
 
-def gd_rows(model: str, alpha: float, args: argparse.Namespace) -> list[dict]:
-    starts = ["semantic", "positional"] + (["specialised"] if model == "heads2" else [])
+def gd_rows(model: str, alpha: float, args: argparse.Namespace, starts: list[str] | None = None) -> list[dict]:
+    starts = starts or ["semantic", "positional"] + (["specialised"] if model == "heads2" else [])
     res = ap.simulate(alpha, args.d, init=starts, seeds=args.seeds, progress=False, omega=args.omega,
                       optimizer="gd", momentum=0.9, tol=args.tol, max_steps=args.max_steps, dtype="float64",
                       threads=args.threads, **map_model(model, args))
@@ -251,6 +254,22 @@ def stage_gd(args: argparse.Namespace) -> None:
             write(args.csv, runs, GD_FIELDS)
             print(f"GD {model} alpha = {a:g}: {sum(r['converged'] for r in new)}/{len(new)} converged, "
                   f"{time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def stage_dscan(args: argparse.Namespace) -> None:
+    """GD against ``d`` (``--ds``) at the points ``MODEL:ALPHA:START`` of ``--points``, ``--seeds``
+    each, into ``--csv`` (the columns of ``gd``): whether a difference to the theory shrinks with ``d``."""
+    rows = read(args.csv)
+    for point in args.points.split(","):
+        model, alpha, start = point.split(":")
+        for d in (int(x) for x in args.ds.split(",")):
+            if any(r["model"] == model and float(r["alpha"]) == float(alpha) and r["start"] == start
+                   and int(r["d"]) == d for r in rows):
+                continue
+            t0 = time.perf_counter()
+            rows += gd_rows(model, float(alpha), argparse.Namespace(**{**vars(args), "d": d}), [start])
+            write(args.csv, rows, GD_FIELDS)
+            print(f"{point} d = {d}: {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 # --- basins of two heads ------------------------------------------------------------------------
@@ -317,10 +336,11 @@ def stage_table(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(args.mc_seed)
     xi, eta = rng.standard_normal((args.mc_samples, 2)), rng.standard_normal((args.mc_samples, 2))
-    keys = sorted({(r["model"], float(r["alpha"]), r["start"], r["state"]) for r in runs})
-    for model, a, start, state in keys:
-        sel = [r for r in runs
-               if r["model"] == model and float(r["alpha"]) == a and r["start"] == start and r["state"] == state]
+    several_d = len({r["d"] for r in runs}) > 1  # (dscan: one row per d)
+    keys = sorted({(r["model"], float(r["alpha"]), r["start"], r["state"], int(r["d"])) for r in runs})
+    for model, a, start, state, d in keys:
+        sel = [r for r in runs if r["model"] == model and float(r["alpha"]) == a and r["start"] == start
+               and r["state"] == state and int(r["d"]) == d]
         conv = [r for r in sel if r["converged"] == "1"]
         t = theory_state(theory, model, a, state)
         if t is not None:
@@ -340,7 +360,8 @@ def stage_table(args: argparse.Namespace) -> None:
         if model != "heads2" and conv:
             at = span([population_risk(model, float(r["omega"]), float(r["m_1"]), float(r["q_11"]), xi, eta,
                                        args.sigma, float(r["theta_1"])) for r in conv])
-        print(f"| {model} | {a:g} | {start}: {state} | {len(conv)}/{len(sel)} | " + " | ".join(cells)
+        label = f"{model}, d = {d}" if several_d else model
+        print(f"| {label} | {a:g} | {start}: {state} | {len(conv)}/{len(sel)} | " + " | ".join(cells)
               + f" | {dev} | {at} |")
 
 
@@ -472,7 +493,7 @@ def stage_plot(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=("transition", "population", "gd", "table", "basins", "basins-table", "plot"))
+    p.add_argument("stage", choices=("transition", "population", "gd", "dscan", "table", "basins", "basins-table", "plot"))
     p.add_argument("--maps", default="sigmoid,relu,linear")
     p.add_argument("--omegas", default="0.1,0.3,0.5,0.7,0.9")
     p.add_argument("--omega", type=float, default=0.3, help="gd: the omega of the comparison")
@@ -485,6 +506,8 @@ def main() -> None:
     p.add_argument("--sigma", type=float, default=0.5)
     p.add_argument("--lam", type=float, default=0.01)
     p.add_argument("--d", type=int, default=1000)
+    p.add_argument("--ds", default="500,1000,2000,4000", help="dscan: the dimensions")
+    p.add_argument("--points", default="relu:3:semantic", help="dscan: MODEL:ALPHA:START,...")
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--max-steps", type=int, default=40000)
@@ -500,7 +523,7 @@ def main() -> None:
     p.add_argument("--basins-figure", type=Path, default=None)
     args = p.parse_args()
     stages = {"transition": stage_transition, "population": stage_population,
-              "gd": stage_gd, "table": stage_table, "basins": stage_basins,
+              "gd": stage_gd, "dscan": stage_dscan, "table": stage_table, "basins": stage_basins,
               "basins-table": stage_basins_table, "plot": stage_plot}
     stages[args.stage](args)
 
