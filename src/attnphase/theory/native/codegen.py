@@ -112,6 +112,41 @@ def fixed_target(g: Geometry, l: int, j: int) -> Val:
     return 0.0 if j < queries else f"T[{l * g.L + j}]"
 
 
+def _softmax_row(em: Emitter, L: int, allowed: list[int], score: Callable[[int], Val],
+                 reciprocal: bool) -> list[Val]:
+    """One row of the row softmax over the ``allowed`` columns (the others 0) of the scores
+    ``score(j)``, emitted in the order of the generic kernels: the exponentials shifted by the
+    largest score, then each divided by their sum, or with ``reciprocal`` multiplied by its
+    reciprocal (``jit._student_rows``: the one-head student; ``jit_maps.phi_row`` divides)."""
+    if len(allowed) == 1:
+        return [1.0 if j == allowed[0] else 0.0 for j in range(L)]
+    s = {j: score(j) for j in allowed}
+    if len(allowed) == 2:
+        # (two scores: the exponentials shifted by the larger are 1 and exp(-|s_0 - s_1|),
+        # the same numbers as below with one call of exp instead of two)
+        j0, j1 = allowed
+        t = em.let(em.exp("-" + em.fabs(f"{s[j0]} - {s[j1]}")))
+        ge = f"{s[j0]} >= {s[j1]}"
+        e = {j0: em.let(em.select(1.0, ge, t)), j1: em.let(em.select(t, ge, 1.0))}
+    else:
+        mx = em.let(em.maxof([s[j] for j in allowed]))
+        e = {j: em.let(em.exp(f"{s[j]} - {mx}")) for j in allowed}
+    if reciprocal:
+        inv = em.let("1.0 / (" + " + ".join(e[j] for j in allowed) + ")")
+        return [em.mul(e[j], inv) if j in e else 0.0 for j in range(L)]
+    tot = em.let(" + ".join(e[j] for j in allowed))
+    return [em.let(f"{e[j]} / {tot}") if j in e else 0.0 for j in range(L)]
+
+
+def _quadratic_loss(em: Emitter, S: Sequence[Sequence[Val]], T: Sequence[Sequence[Val]],
+                    C: Sequence[Sequence[Val]], L: int) -> tuple[list[list[Val]], Val]:
+    """``E = (S - T) C`` and ``ell = sum (S - T) E / 2`` (docs/model.md (1.4)) of the student map
+    ``S``, in the order of the generic kernels."""
+    D = [[em.sub(S[l][j], T[l][j]) for j in range(L)] for l in range(L)]
+    E = [[em.sum_products([(D[l][k], C[k][j]) for k in range(L)]) for j in range(L)] for l in range(L)]
+    return E, em.mul(0.5, em.sum_products([(D[l][j], E[l][j]) for l in range(L) for j in range(L)]))
+
+
 def _loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Val], dict[tuple[int, int], Val] | None]:
     """Emit ``ell`` (docs/model.md (1.4)), its gradient and Hessian (``jit._loss_grad_hess``) on the
     inputs ``h<i>`` (flattened ``(l, a)``), ``T[l, j]`` and ``C[k, j]``; returns emitted values."""
@@ -123,28 +158,12 @@ def _loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Val], di
     C = [[f"C{min(k, j)}{max(k, j)}" for j in range(L)] for k in range(L)]
     Mh = [[em.sum_products([(float(M[a, b]), h[j][b]) for b in range(F)]) for a in range(F)] for j in range(L)]
     MTh = [[em.sum_products([(float(M[b, a]), h[j][b]) for b in range(F)]) for a in range(F)] for j in range(L)]
-    P: list[list[Val]] = []
-    for l in range(L):
-        allowed = [j for j in range(L) if mask[l, j]]
-        if len(allowed) == 1:
-            P.append([1.0 if j == allowed[0] else 0.0 for j in range(L)])
-            continue
-        s = {j: em.sum_products([(h[l][a], Mh[j][a]) for a in range(F)]) for j in allowed}
-        if len(allowed) == 2:
-            # (two scores: the exponentials shifted by the larger are 1 and exp(-|s_0 - s_1|),
-            # the same numbers as below with one call of exp instead of two)
-            j0, j1 = allowed
-            t = em.let(em.exp("-" + em.fabs(f"{s[j0]} - {s[j1]}")))
-            ge = f"{s[j0]} >= {s[j1]}"
-            e = {j0: em.let(em.select(1.0, ge, t)), j1: em.let(em.select(t, ge, 1.0))}
-        else:
-            mx = em.let(em.maxof([s[j] for j in allowed]))
-            e = {j: em.let(em.exp(f"{s[j]} - {mx}")) for j in allowed}
-        inv = em.let("1.0 / (" + " + ".join(e[j] for j in allowed) + ")")
-        P.append([em.mul(e[j], inv) if j in e else 0.0 for j in range(L)])
-    D = [[em.sub(P[l][j], T[l][j]) for j in range(L)] for l in range(L)]
-    E = [[em.sum_products([(D[l][k], C[k][j]) for k in range(L)]) for j in range(L)] for l in range(L)]
-    val = em.mul(0.5, em.sum_products([(D[l][j], E[l][j]) for l in range(L) for j in range(L)]))
+    def row(l: int) -> list[Val]:
+        return _softmax_row(em, L, [j for j in range(L) if mask[l, j]],
+                            lambda j: em.sum_products([(h[l][a], Mh[j][a]) for a in range(F)]), reciprocal=True)
+
+    P = [row(l) for l in range(L)]
+    E, val = _quadratic_loss(em, P, T, C, L)
     ep = [em.sum_products([(E[l][j], P[l][j]) for j in range(L)]) for l in range(L)]
     gam = [[em.mul(P[l][j], em.sub(E[l][j], ep[l])) if P[l][j] != 0.0 else 0.0 for j in range(L)] for l in range(L)]
     grad = [em.sum_products([(gam[a][j], Mh[j][mu]) for j in range(L)] + [(gam[j][a], MTh[j][mu]) for j in range(L)])
@@ -198,31 +217,14 @@ def _heads_loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Va
     C = [[f"C{min(k, j)}{max(k, j)}" for j in range(L)] for k in range(L)]
     # M_k h_j = M_k^T h_j = h_jk e_k: the only nonzero entry of head k's form applied to a field
     Mh = [[[h[j][k] if a == k else 0.0 for a in range(F)] for j in range(L)] for k in range(K)]
-    P: list[list[list[Val]]] = []  # P[k][l][j]: head k's map
-    for k in range(K):
-        Pk: list[list[Val]] = []
-        for l in range(L):
-            allowed = [j for j in range(L) if mask[l, j]]
-            if len(allowed) == 1:
-                Pk.append([1.0 if j == allowed[0] else 0.0 for j in range(L)])
-                continue
-            s = {j: em.mul(h[l][k], h[j][k]) for j in allowed}
-            if len(allowed) == 2:
-                # (as in _loss: exp(s_j - max) is 1 for the larger score and exp(-|s_0 - s_1|) for the other)
-                j0, j1 = allowed
-                t = em.let(em.exp("-" + em.fabs(f"{s[j0]} - {s[j1]}")))
-                ge = f"{s[j0]} >= {s[j1]}"
-                e = {j0: em.let(em.select(1.0, ge, t)), j1: em.let(em.select(t, ge, 1.0))}
-            else:
-                mx = em.let(em.maxof([s[j] for j in allowed]))
-                e = {j: em.let(em.exp(f"{s[j]} - {mx}")) for j in allowed}
-            tot = em.let(" + ".join(e[j] for j in allowed))
-            Pk.append([em.let(f"{e[j]} / {tot}") if j in e else 0.0 for j in range(L)])
-        P.append(Pk)
+    # P[k][l][j]: head k's map (each row divided by its sum, as the generic heads kernel does)
+    def row(k: int, l: int) -> list[Val]:
+        return _softmax_row(em, L, [j for j in range(L) if mask[l, j]], lambda j: em.mul(h[l][k], h[j][k]),
+                            reciprocal=False)
+
+    P = [[row(k, l) for l in range(L)] for k in range(K)]
     S = [[em.add([em.mul(v, P[k][l][j]) for k in range(K)]) for j in range(L)] for l in range(L)]
-    D = [[em.sub(S[l][j], T[l][j]) for j in range(L)] for l in range(L)]
-    E = [[em.sum_products([(D[l][k], C[k][j]) for k in range(L)]) for j in range(L)] for l in range(L)]
-    val = em.mul(0.5, em.sum_products([(D[l][j], E[l][j]) for l in range(L) for j in range(L)]))
+    E, val = _quadratic_loss(em, S, T, C, L)
     ep = [[em.sum_products([(E[l][j], P[k][l][j]) for j in range(L)]) for l in range(L)] for k in range(K)]
     gam = [[[em.mul(v, P[k][l][j], em.sub(E[l][j], ep[k][l])) if P[k][l][j] != 0.0 else 0.0 for j in range(L)]
             for l in range(L)] for k in range(K)]
