@@ -2,10 +2,6 @@
 :data:`attnphase.theory.geometries.HEAD_GEOMETRIES`) against the generic numba kernel of the heads
 (attnphase.theory.jit_maps), node by node."""
 
-import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -82,21 +78,3 @@ def test_c_test_error_sum_of_heads_equals_the_numba_sum(monkeypatch, L):
         monkeypatch.setenv(native.ENV, k)
         out.append(sd.test_error(op, order=6, log2_n=10))
     assert out[1] == pytest.approx(out[0], rel=1e-13)
-
-
-@pytest.mark.slow  # (a two-head solve in a fresh process: ~10 s)
-@needs_c
-def test_a_two_head_solve_process_runs_without_numba():
-    """``attnphase solve --heads 2`` runs its proximal problems and test errors on the C kernels and
-    never imports numba (the written-out heads kernel and the C test-error sum of heads)."""
-    code = ("import sys; from attnphase.cli import main\n"
-            "try:\n    main(['solve', '--heads', '2', '--alpha', '2', '--omega', '0.3', '--branch', 'specialised',"
-            " '--preset', 'fast', '--json'])\n"
-            "except SystemExit as e:\n    assert not e.code\n"
-            "assert 'numba' not in sys.modules, 'numba was imported'\n")
-    env = {**os.environ, native.ENV: "auto"}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout)
-    assert out["params"]["kernels"].startswith("c (")
-    assert out["branches"]["specialised"]["converged"]

@@ -146,19 +146,26 @@ def test_a_refined_solve_is_the_same_with_either_kernels(monkeypatch, kw):
 
 
 @needs_c
-def test_a_solve_process_runs_without_numba():
+@pytest.mark.parametrize(("args", "branch"), [
+    (["--alpha", "1", "--omega", "0.3"], "trivial"),
+    # (two heads: the written-out heads kernel and the C test-error sum of heads; ~10 s)
+    pytest.param(["--heads", "2", "--alpha", "2", "--omega", "0.3", "--preset", "fast"], "specialised",
+                 marks=pytest.mark.slow),
+])
+def test_a_solve_process_runs_without_numba(args, branch):
     """``attnphase solve`` with the C kernels never imports numba (the ~0.7 s a process saves), and
     its JSON says which kernels ran."""
+    argv = ["solve", *args, "--branch", branch, "--json"]
     code = ("import sys; from attnphase.cli import main\n"
-            "try:\n    main(['solve', '--alpha', '1', '--omega', '0.3', '--branch', 'trivial', '--json'])\n"
+            f"try:\n    main({argv!r})\n"
             "except SystemExit as e:\n    assert not e.code\n"
             "assert 'numba' not in sys.modules, 'numba was imported'\n")
     env = {**os.environ, native.ENV: "auto"}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     assert out["params"]["kernels"].startswith("c (")
-    assert out["branches"]["trivial"]["converged"]
+    assert out["branches"][branch]["converged"]
 
 
 def test_kernel_choice_and_fallback(monkeypatch, tmp_path, fresh_native):
