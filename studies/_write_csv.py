@@ -1,6 +1,8 @@
-"""The CSV output of the studies: :func:`write_csv` for the value studies (``value_gain_sim.py``,
+"""The CSV files of the studies: :func:`write_csv` for the value studies (``value_gain_sim.py``,
 ``value_scaling.py``, ``value_theory.py``), :func:`append_row` for those that add to a file
-(``replica_overlap.py``, ``jump_share.py``); one row a run, the columns the keys of the first row."""
+(``replica_overlap.py``, ``jump_share.py``), one row a run, the columns the keys of the first row;
+:func:`read_rows` and :func:`write_rows` (declared columns) for the studies that resume from their
+own CSV (``heads.py``, ``heads_phase.py``, ``maps.py``)."""
 
 from __future__ import annotations
 
@@ -27,3 +29,21 @@ def append_row(row: dict, path: Path) -> None:
         if new:
             w.writeheader()
         w.writerow(row)
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of the CSV file ``path`` (none where it does not exist yet)."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write_rows(path: Path, rows: list[dict], fields: tuple[str, ...]) -> None:
+    """Write ``rows`` to ``path`` with the columns ``fields`` (other keys dropped, missing ones and
+    ``None`` empty), replacing the file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)

@@ -24,11 +24,11 @@ converged runs as markers coloured by the state they reached.
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
 import numpy as np
+from _write_csv import read_rows, write_rows
 
 import attnphase as ap
 from attnphase.sim.simulate import classify_heads
@@ -80,21 +80,6 @@ def gd_rows(alpha: float, args: argparse.Namespace, model: dict) -> list[dict]:
                      "v_1": r.overlaps["gains"][0] if "gains" in r.overlaps else 0.5,
                      "v_2": r.overlaps["gains"][1] if "gains" in r.overlaps else 0.5})
     return rows
-
-
-def read(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def write(path: Path, rows: list[dict], fields: tuple[str, ...]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
 
 
 def plot(theory: list[dict], runs: list[dict], out: Path, title: str) -> None:
@@ -150,14 +135,14 @@ def main() -> None:
     args = ap_.parse_args()
     model = {"omega": args.omega, "sigma": args.sigma, "lam": args.lam}
     alphas = [float(a) for a in args.alphas.split(",")]
-    theory = [r for r in read(args.theory_csv) if args.plot_only or float(r["alpha"]) not in alphas]
+    theory = [r for r in read_rows(args.theory_csv) if args.plot_only or float(r["alpha"]) not in alphas]
     for a in ([] if args.plot_only else alphas):
         t0 = time.perf_counter()
         for heads in (2, 1):
             theory += theory_rows(a, heads, model, args.head_gains)
         print(f"theory alpha = {a:g}: {time.perf_counter() - t0:.0f} s", flush=True)
-        write(args.theory_csv, theory, THEORY_FIELDS)
-    runs = read(args.csv)
+        write_rows(args.theory_csv, theory, THEORY_FIELDS)
+    runs = read_rows(args.csv)
     for r in runs:  # (the state from the stored overlaps, by the current classification)
         r["state"] = classify_heads(np.array([[float(r["m_1"]), float(r["m_2"])]]),
                                     np.array([[float(r["theta_1"])], [float(r["theta_2"])]]))
@@ -167,7 +152,7 @@ def main() -> None:
             continue
         t0 = time.perf_counter()
         runs += gd_rows(a, args, model)
-        write(args.csv, runs, RUN_FIELDS)
+        write_rows(args.csv, runs, RUN_FIELDS)
         conv = [r for r in runs if float(r["alpha"]) == a]
         print(f"GD alpha = {a:g}: {sum(int(r['converged']) for r in conv)}/{len(conv)} converged, "
               f"states {sorted({r['state'] for r in conv})}, {time.perf_counter() - t0:.0f} s", flush=True)

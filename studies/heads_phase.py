@@ -15,10 +15,10 @@ figure from the CSV without computing.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
+from _write_csv import read_rows, write_rows
 
 FIELDS = ("heads", "omega", "alpha_c", "alpha_c_error", "kind", "exchange", "spinodal_positional",
           "spinodal_other", "other_branch", "alpha_l", "alpha_l_error", "reason")
@@ -45,14 +45,6 @@ def compute(omegas: np.ndarray, heads: list[int], store: str) -> list[dict]:
     return rows
 
 
-def write(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows({k: ("" if r.get(k) is None else r[k]) for k in FIELDS} for r in rows)
-
-
 def _num(s: str) -> float:
     return float(s) if s not in ("", "None") else np.nan
 
@@ -66,8 +58,7 @@ def plot(csv_path: Path, out: Path) -> None:
 
     from attnphase.plots.style import branch_color
 
-    with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(csv_path)
     fig, ax = plt.subplots(figsize=(5.8, 4.2))
     for h, style in (("1", "--"), ("2", "-")):
         sel = [r for r in rows if r["heads"] == h]
@@ -111,7 +102,7 @@ def main() -> None:
     if not args.plot_only:
         a, b, n = args.omegas.split(":")
         omegas = np.linspace(float(a), float(b), int(n))
-        write(compute(omegas, [int(h) for h in args.heads.split(",")], args.store), args.csv)
+        write_rows(args.csv, compute(omegas, [int(h) for h in args.heads.split(",")], args.store), FIELDS)
         print(f"wrote {args.csv}")
     plot(args.csv, args.out)
 

@@ -60,12 +60,12 @@ nothing and draws the figures from the CSVs):
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _write_csv import read_rows, write_rows
 
 import attnphase as ap
 
@@ -84,21 +84,6 @@ BASIN_FIELDS = ("alpha", "omega", "d", "seed", "converged", "steps", "state", "m
                 "train_loss", "test_error", "seconds")
 
 
-def read(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def write(path: Path, rows: list[dict], fields: tuple[str, ...]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-
-
 def floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x]
 
@@ -114,7 +99,7 @@ def map_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
 # --- transition ---------------------------------------------------------------------------------
 
 def stage_transition(args: argparse.Namespace) -> None:
-    rows = read(args.csv)
+    rows = read_rows(args.csv)
     done = {(r["map"], float(r["omega"])) for r in rows}
     for name in args.maps.split(","):
         for w in floats(args.omegas):
@@ -129,7 +114,7 @@ def stage_transition(args: argparse.Namespace) -> None:
                          "spinodal_positional": tr.spinodals.get("positional"), "kind": tr.kind,
                          "alpha_lo": lo, "alpha_hi": hi,
                          "seconds": round(time.perf_counter() - t0, 1), "message": tr.message})
-            write(args.csv, rows, ALPHA_C_FIELDS)
+            write_rows(args.csv, rows, ALPHA_C_FIELDS)
             print(f"{name} omega = {w:g}: {tr.message} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
 
@@ -175,7 +160,7 @@ def best_q(f: Any, lo: float, hi: float, steps: int = 14) -> tuple[float, float]
 
 
 def stage_population(args: argparse.Namespace) -> None:
-    rows = read(args.csv)
+    rows = read_rows(args.csv)
     done = {(r["map"], float(r["omega"])) for r in rows}
     rng = np.random.default_rng(args.mc_seed)
     xi, eta = rng.standard_normal((args.mc_samples, 2)), rng.standard_normal((args.mc_samples, 2))
@@ -192,7 +177,7 @@ def stage_population(args: argparse.Namespace) -> None:
                 risk, q = best_q(f, m * m, max(4.0, 2.0 * m * m))
                 rows.append({"map": name, "omega": w, "m": m, "q": q, "risk": risk,
                              "samples": args.mc_samples, "seed": args.mc_seed})
-            write(args.csv, rows, POPULATION_FIELDS)
+            write_rows(args.csv, rows, POPULATION_FIELDS)
             cur = [float(r["risk"]) for r in rows if r["map"] == name and float(r["omega"]) == w]
             print(f"{name} omega = {w:g}: risk at m = 0 {cur[0]:.5g}, lowest {min(cur):.5g} at m = "
                   f"{ms[int(np.argmin(cur))]:g} ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -203,7 +188,7 @@ def stage_population(args: argparse.Namespace) -> None:
 def theory_rows(model: str, alpha: float, args: argparse.Namespace) -> list[dict]:
     """Every branch at ``alpha`` (``fast``); two heads from ``--heads-theory``."""
     if model == "heads2":
-        return [{"model": model, "omega": args.omega, **r} for r in read(args.heads_theory)
+        return [{"model": model, "omega": args.omega, **r} for r in read_rows(args.heads_theory)
                 if r["heads"] == "2" and float(r["alpha"]) == alpha]
     res = ap.solve(alpha, branch="all", settings="fast", progress=False, omega=args.omega, **map_model(model, args))
     rows = []
@@ -238,20 +223,20 @@ def gd_rows(model: str, alpha: float, args: argparse.Namespace, starts: list[str
 
 
 def stage_gd(args: argparse.Namespace) -> None:
-    theory, runs = read(args.theory_csv), read(args.csv)
+    theory, runs = read_rows(args.theory_csv), read_rows(args.csv)
     points = [(m, a) for m in args.maps.split(",") if m for a in floats(args.alphas)]
     points += [("heads2", a) for a in floats(args.head_alphas)]
     for model, a in points:
         if not any(r["model"] == model and float(r["alpha"]) == a for r in theory):
             t0 = time.perf_counter()
             theory += theory_rows(model, a, args)
-            write(args.theory_csv, theory, THEORY_FIELDS)
+            write_rows(args.theory_csv, theory, THEORY_FIELDS)
             print(f"theory {model} alpha = {a:g}: {time.perf_counter() - t0:.0f} s", flush=True)
         if not any(r["model"] == model and float(r["alpha"]) == a for r in runs):
             t0 = time.perf_counter()
             new = gd_rows(model, a, args)
             runs += new
-            write(args.csv, runs, GD_FIELDS)
+            write_rows(args.csv, runs, GD_FIELDS)
             print(f"GD {model} alpha = {a:g}: {sum(r['converged'] for r in new)}/{len(new)} converged, "
                   f"{time.perf_counter() - t0:.0f} s", flush=True)
 
@@ -259,7 +244,7 @@ def stage_gd(args: argparse.Namespace) -> None:
 def stage_dscan(args: argparse.Namespace) -> None:
     """GD against ``d`` (``--ds``) at the points ``MODEL:ALPHA:START`` of ``--points``, ``--seeds``
     each, into ``--csv`` (the columns of ``gd``): whether a difference to the theory shrinks with ``d``."""
-    rows = read(args.csv)
+    rows = read_rows(args.csv)
     for point in args.points.split(","):
         model, alpha, start = point.split(":")
         for d in (int(x) for x in args.ds.split(",")):
@@ -268,7 +253,7 @@ def stage_dscan(args: argparse.Namespace) -> None:
                 continue
             t0 = time.perf_counter()
             rows += gd_rows(model, float(alpha), argparse.Namespace(**{**vars(args), "d": d}), [start])
-            write(args.csv, rows, GD_FIELDS)
+            write_rows(args.csv, rows, GD_FIELDS)
             print(f"{point} d = {d}: {time.perf_counter() - t0:.0f} s", flush=True)
 
 
@@ -278,7 +263,7 @@ def stage_basins(args: argparse.Namespace) -> None:
     from attnphase.api import model_spec
     from attnphase.sim.basins import basin_settings, train_basins
 
-    rows = read(args.csv)
+    rows = read_rows(args.csv)
     st = basin_settings("momentum", max_steps=args.max_steps, tol=args.tol, dtype="float64")
     omegas = floats(args.omegas)
     spec = model_spec(omega=omegas[0], heads=2, sigma=args.sigma, lam=args.lam)
@@ -293,7 +278,7 @@ def stage_basins(args: argparse.Namespace) -> None:
                              "converged": int(r.stop == "tol"), "steps": r.steps, "state": r.state, "m": r.m,
                              "theta": r.theta, "q": r.q, "train_loss": r.train_loss, "test_error": r.test_error,
                              "seconds": round(p.seconds, 1)})
-        write(args.csv, rows, BASIN_FIELDS)
+        write_rows(args.csv, rows, BASIN_FIELDS)
         new = [r for r in rows if float(r["alpha"]) == a and float(r["d"]) == args.d]
         print(f"basins alpha = {a:g}: {sum(int(r['converged']) for r in new)}/{len(new)} converged, "
               f"{time.perf_counter() - t0:.0f} s", flush=True)
@@ -329,7 +314,7 @@ def stage_table(args: argparse.Namespace) -> None:
     state each run reached: per model, ``alpha``, start and state, the GD range and the theory's
     value of ``theta``, ``m``, the training and the test error, the largest relative deviation of
     the errors, and (one head) the test error at the runs' own overlaps (:func:`population_risk`)."""
-    theory, runs = read(args.theory_csv), read(args.csv)
+    theory, runs = read_rows(args.theory_csv), read_rows(args.csv)
     print("| model | `alpha` | start: state reached | converged | `theta` GD / theory | `m` GD / theory "
           "| training error GD / theory | test error GD / theory | largest error deviation "
           "| test error at GD's overlaps (docs/model.md (4.2)) |")
@@ -368,7 +353,7 @@ def stage_table(args: argparse.Namespace) -> None:
 def stage_basins_table(args: argparse.Namespace) -> None:
     """Print the markdown table of the basins: per ``alpha`` and ``omega`` the states of the converged
     runs, converged / all, and the most steps a run took."""
-    rows = read(args.basins_csv)
+    rows = read_rows(args.basins_csv)
     omegas = sorted({value(r["omega"]) for r in rows})
     print("| `alpha` | " + " | ".join(f"`omega = {w:g}`" for w in omegas) + " |")
     print("|---" * (len(omegas) + 1) + "|")
@@ -400,9 +385,9 @@ def plot_alpha_c(maps_csv: Path, softmax_csv: Path, population_csv: Path, out: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in read(softmax_csv) if r.get("model") == "self"]
+    rows = [r for r in read_rows(softmax_csv) if r.get("model") == "self"]
     curves = {"softmax": sorted((value(r["omega"]), value(r["alpha_c"])) for r in rows)}
-    maps = read(maps_csv)
+    maps = read_rows(maps_csv)
     for name in MAPS[1:]:
         curves[name] = sorted((value(r["omega"]), value(r["alpha_c"])) for r in maps if r["map"] == name)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.0, 4.0))
@@ -422,7 +407,7 @@ def plot_alpha_c(maps_csv: Path, softmax_csv: Path, population_csv: Path, out: P
     ax.set_title(r"$\alpha_c(\omega)$, teacher of the same map, $\sigma = 0.5$, $\lambda = 0.01$"
                  "\n" "ReLU, linear: no positional branch in the theory ($\\omega = 0.3$), no $\\alpha_c$", fontsize=9)
     ax.legend(fontsize=7)
-    pop = read(population_csv)
+    pop = read_rows(population_csv)
     inset = bx.inset_axes((0.06, 0.58, 0.3, 0.36))
     for name in MAPS:
         for w, style in ((0.3, "-"), (0.9, "--")):
@@ -456,7 +441,7 @@ def plot_basins(basins_csv: Path, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = read(basins_csv)
+    rows = read_rows(basins_csv)
     omegas = sorted({value(r["omega"]) for r in rows})
     fig, axes = plt.subplots(1, len(omegas), figsize=(4.2 * len(omegas), 3.8), squeeze=False)
     for ax, w in zip(axes[0], omegas, strict=True):
