@@ -21,6 +21,11 @@ nothing and draws the figures from the CSVs):
     CSV of ``studies/heads.py``) and GD (heavy ball 0.9, float64, until ``||grad R|| / sqrt(d) <
     --tol`` or ``--max-steps``) from the semantic and positional starts (two heads: also the
     specialised start), ``--seeds`` each.
+``one-start``
+    The one-start selections of docs/model.md (3.7) for the maps of ``--maps`` at ``--alphas``: the
+    semantic-start point of the semantic branch and the positional-start point of the positional
+    one (the default preset: one order-11 rule), into ``--theory-csv``; ``table`` with that CSV
+    compares gradient descent from each start with them.
 ``basins``
     Two softmax heads from random starts (``attnphase.sim.basins.train_basins``: ``Q0 = 0.1 N(0,
     I)``, heavy ball 0.9, float64) at every ``(alpha, omega)`` of ``--alphas x --omegas``; the
@@ -48,6 +53,10 @@ nothing and draws the figures from the CSVs):
     python studies/maps.py gd --maps linear,relu,sigmoid --alphas 1.5,3 --head-alphas 1,2 --d 1000 \\
         --seeds 2 --threads 1 --csv docs/data/maps_gd.csv --theory-csv docs/data/maps_theory.csv
     python studies/maps.py table --csv docs/data/maps_gd.csv --theory-csv docs/data/maps_theory.csv \\
+        --mc-samples 200000
+    python studies/maps.py one-start --maps linear,relu,sigmoid --alphas 1.5,3 \\
+        --theory-csv docs/data/maps_one_start.csv
+    python studies/maps.py table --csv docs/data/maps_gd.csv --theory-csv docs/data/maps_one_start.csv \\
         --mc-samples 200000
     python studies/maps.py basins --alphas 0.25,0.5,1,1.5,2,3 --omegas 0.1,0.3,0.5 --d 200 --seeds 8 \\
         --tol 1e-6 --max-steps 60000 --csv docs/data/heads_basins.csv
@@ -204,6 +213,41 @@ def theory_rows(model: str, alpha: float, args: argparse.Namespace) -> list[dict
     return rows
 
 
+def one_start_rows(model: str, alpha: float, args: argparse.Namespace) -> list[dict]:
+    """The one-start selections at ``alpha`` (docs/model.md (3.7)): the semantic-start point of the
+    semantic branch and the positional-start point of the positional one (``attnphase solve
+    --response semantic-start --branch semantic``, the default preset: one order-11 rule), with
+    ``global_minimum`` 0 (a selection is a state of the dynamics, not a minimum of the equations)."""
+    rows = []
+    for branch in ("semantic", "positional"):
+        settings = ap.SolverSettings.preset("default", response=f"{branch}-start")
+        res = ap.solve(alpha, branch=branch, settings=settings, progress=False, omega=args.omega,
+                       **map_model(model, args))
+        b = res.branches.get(branch)
+        row = {"model": model, "alpha": alpha, "omega": args.omega, "branch": branch}
+        if b is None:
+            rows.append({**row, "exists": 0, "reason": res.absent.get(branch, "")})
+        else:
+            rows.append({**row, "exists": 1, "global_minimum": 0, "train_loss": b.train_loss,
+                         "test_error": b.test_error, "theta_1": b.theta, "m_1": b.m, "error_estimate": b.overlap_error})
+    return rows
+
+
+def stage_one_start(args: argparse.Namespace) -> None:
+    """The one-start selections (:func:`one_start_rows`) for every map of ``--maps`` at every
+    ``alpha`` of ``--alphas``, into ``--theory-csv`` (the columns of the theory of ``gd``): ``table``
+    with this CSV compares gradient descent with them."""
+    rows = read_rows(args.theory_csv)
+    for model in (m for m in args.maps.split(",") if m):
+        for a in floats(args.alphas):
+            if any(r["model"] == model and float(r["alpha"]) == a for r in rows):
+                continue
+            t0 = time.perf_counter()
+            rows += one_start_rows(model, a, args)
+            write_rows(args.theory_csv, rows, THEORY_FIELDS)
+            print(f"one-start {model} alpha = {a:g}: {time.perf_counter() - t0:.0f} s", flush=True)
+
+
 def gd_rows(model: str, alpha: float, args: argparse.Namespace, starts: list[str] | None = None) -> list[dict]:
     starts = starts or ["semantic", "positional"] + (["specialised"] if model == "heads2" else [])
     res = ap.simulate(alpha, args.d, init=starts, seeds=args.seeds, progress=False, omega=args.omega,
@@ -313,7 +357,8 @@ def stage_table(args: argparse.Namespace) -> None:
     """Print the markdown table of GD (converged runs only) against the theory's branch of the
     state each run reached: per model, ``alpha``, start and state, the GD range and the theory's
     value of ``theta``, ``m``, the training and the test error, the largest relative deviation of
-    the errors, and (one head) the test error at the runs' own overlaps (:func:`population_risk`)."""
+    the errors, and (one head) the test error at the runs' own overlaps (:func:`population_risk`).
+    Models without a row in ``--theory-csv`` are left out."""
     theory, runs = read_rows(args.theory_csv), read_rows(args.csv)
     print("| model | `alpha` | start: state reached | converged | `theta` GD / theory | `m` GD / theory "
           "| training error GD / theory | test error GD / theory | largest error deviation "
@@ -322,7 +367,9 @@ def stage_table(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(args.mc_seed)
     xi, eta = rng.standard_normal((args.mc_samples, 2)), rng.standard_normal((args.mc_samples, 2))
     several_d = len({r["d"] for r in runs}) > 1  # (dscan: one row per d)
-    keys = sorted({(r["model"], float(r["alpha"]), r["start"], r["state"], int(r["d"])) for r in runs})
+    models = {r["model"] for r in theory}  # (runs of a model the theory CSV lacks are left out)
+    keys = sorted({(r["model"], float(r["alpha"]), r["start"], r["state"], int(r["d"])) for r in runs
+                   if r["model"] in models})
     for model, a, start, state, d in keys:
         sel = [r for r in runs if r["model"] == model and float(r["alpha"]) == a and r["start"] == start
                and r["state"] == state and int(r["d"]) == d]
@@ -478,7 +525,8 @@ def stage_plot(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=("transition", "population", "gd", "dscan", "table", "basins", "basins-table", "plot"))
+    p.add_argument("stage", choices=("transition", "population", "gd", "one-start", "dscan", "table", "basins",
+                                      "basins-table", "plot"))
     p.add_argument("--maps", default="sigmoid,relu,linear")
     p.add_argument("--omegas", default="0.1,0.3,0.5,0.7,0.9")
     p.add_argument("--omega", type=float, default=0.3, help="gd: the omega of the comparison")
@@ -508,7 +556,7 @@ def main() -> None:
     p.add_argument("--basins-figure", type=Path, default=None)
     args = p.parse_args()
     stages = {"transition": stage_transition, "population": stage_population,
-              "gd": stage_gd, "dscan": stage_dscan, "table": stage_table, "basins": stage_basins,
+              "gd": stage_gd, "one-start": stage_one_start, "dscan": stage_dscan, "table": stage_table, "basins": stage_basins,
               "basins-table": stage_basins_table, "plot": stage_plot}
     stages[args.stage](args)
 

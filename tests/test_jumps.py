@@ -150,6 +150,20 @@ def test_semantic_start_holds_the_causal_branch_below_the_fold():
     assert tied.theta == pytest.approx(ref.theta, rel=0.015)
 
 
+RELU = ModelSpec(omega=0.3, activation="relu", teacher_activation="relu")
+
+
+def test_semantic_start_of_relu_holds_the_large_theta_state():
+    """docs/heads.md: ReLU attention (student and teacher) at ``alpha = 1.5``, ``omega = 0.3``. The
+    global equations' semantic point has ``theta`` ~0.36; gradient descent from ``Q = Q*`` holds
+    ``theta`` 0.88-0.94 (``d`` = 1000-2000), which the semantic-start selection gives (0.908 on one
+    order-11 rule, 0.907 on the order-10 rule here)."""
+    import attnphase as ap
+
+    held = ap.solve(1.5, spec=RELU, branch="semantic", settings=_semantic_start()).branches["semantic"]
+    assert held is not None and 0.85 < held.theta < 0.95, held
+
+
 def test_semantic_start_is_refused_where_it_is_not_defined():
     import attnphase as ap
     from attnphase import SolverSettings
@@ -209,6 +223,25 @@ def _one_start_and_gd(spec: ModelSpec, alpha: float, branch: str, max_steps: int
     gd = TrainSettings(optimizer="gd", lr=0.15, momentum=0.9, tol=1e-6, max_steps=max_steps, dtype="float64",
                        log_every=0)
     return th, simulate(spec, alpha=alpha, d=1000, seeds=(0, 1, 2, 3), inits=(branch,), settings=gd)
+
+
+@pytest.mark.slow  # (GD at d = 1000, 4 seeds, and two solves: about two minutes)
+def test_relu_gd_from_the_teacher_agrees_with_the_semantic_start_not_the_global_equations():
+    """docs/heads.md: ReLU at ``alpha = 1.5``, ``omega = 0.3``: GD from ``Q = Q*`` at ``d = 1000``
+    (seeds 0-3, every run converged) ends at the semantic-start selection's ``theta`` and training
+    error within 5 %, a training error above the global equations' global minimum (the trivial
+    branch): the state of the dynamics, not the minimum of the risk."""
+    import attnphase as ap
+
+    th, sim = _one_start_and_gd(RELU, 1.5, "semantic", 20000)
+    assert len(sim.runs) == 4 and all(r.converged for r in sim.runs), [r.steps for r in sim.runs]
+    theta = float(np.mean([abs(r.theta) for r in sim.runs]))
+    train = float(np.mean([r.train_loss for r in sim.runs]))
+    print(f"\nsemantic-start theory: theta {th.theta:.4f}, training error {th.train_loss:.5f}; GD {theta:.4f}, {train:.5f}")
+    assert theta == pytest.approx(th.theta, rel=0.05) and train == pytest.approx(th.train_loss, rel=0.05)
+    glob = ap.solve(1.5, spec=RELU, settings="fast")
+    low = glob.branches[glob.global_minimum]
+    assert low is not None and th.train_loss > 1.03 * low.train_loss
 
 
 @pytest.mark.slow  # (GD at d = 1000, 4 seeds, and a one-rule solve: a few minutes)

@@ -23,7 +23,8 @@ def check_response(spec: ModelSpec, response: str, branches: tuple[str, ...] = (
     """Refuse (``ValueError``, one line) a ``response`` that does not cover the model ``spec`` or
     one of the ``branches`` asked for: every response but the global one covers uncorrelated
     tokens (docs/model.md (3.6)); a one-start selection (:data:`ONE_START`) the tied and causal
-    students of rank 1 and one head without a mixture, and only the branch its start describes (3.7). Called
+    students of rank 1 and one head without a mixture, with any attention map of student and
+    teacher, and only the branch its start describes (3.7). Called
     before any work, so that a command refuses at once rather than after its first solves."""
     if response not in RESPONSES:
         raise ValueError(f"unknown response {response!r}; choose from {', '.join(RESPONSES)}")
@@ -36,8 +37,6 @@ def check_response(spec: ModelSpec, response: str, branches: tuple[str, ...] = (
         covered = " and ".join(names("one-start"))
         raise ValueError(f"the {response} response covers the {covered} students of rank 1 (r = r* = 1) "
                          "and one head without a mixture")
-    if spec.activation != "softmax" or spec.teacher_activation != "softmax":
-        raise ValueError(f"the {response} response covers the softmax (student and teacher)")
     own = ONE_START[response]
     others = [b for b in branches if b != own]
     if others:
