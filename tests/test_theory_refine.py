@@ -177,8 +177,9 @@ def test_error_estimate_is_the_spread_of_each_rules_own_fixed_point():
 @pytest.mark.parametrize("n_failed", [1, 2])
 def test_rules_whose_own_solve_failed_are_not_counted(monkeypatch, n_failed):
     """A fine rule whose own fixed-point solve failed stays at the union's point: the standard
-    error is over the rules that converged, and with fewer than two it is not estimated (the
-    error target then counts as not met), never a spread pulled towards 0."""
+    error is over the rules that converged, never a spread pulled towards 0; with fewer than two
+    it is each rule's linear response to its own map, and where that fails too there is no
+    estimate (the error target then counts as not met)."""
     import attnphase.theory.refinement as refinement
 
     spec = ModelSpec(omega=0.3)
@@ -200,6 +201,14 @@ def test_rules_whose_own_solve_failed_are_not_counted(monkeypatch, n_failed):
         assert "over 2 of 3 fine qmc rules" in est.method
         assert est.get("theta_user") > 0 and est.largest(("q_user", "theta_user")) < 1
     else:
+        # (fewer than two rules converged: each rule's linear response to its own map, and
+        # without that, no estimate)
+        assert est.method.startswith("linear response of the 3 fine qmc rules")
+        assert "the own fixed points of 1 of the 3" in est.method
+        assert 0 < est.get("theta_user") < 1 and ref.refinement.errors is not None
+        monkeypatch.setattr(refinement, "_linear_response_points", lambda *args: None)
+        ref = refine_point(spec, coarse, s, tol=1e-6)
+        est = ref.error_estimate
         assert est.method.startswith("not estimated: the own fixed points of 1 of the 3")
         assert est.get("theta_user") is None and est.largest(("theta_user",)) == math.inf
         assert ref.refinement.errors is None
