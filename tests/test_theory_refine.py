@@ -206,6 +206,9 @@ def test_rules_whose_own_solve_failed_are_not_counted(monkeypatch, n_failed):
         assert est.method.startswith("linear response of the 3 fine qmc rules")
         assert "the own fixed points of 1 of the 3" in est.method
         assert 0 < est.get("theta_user") < 1 and ref.refinement.errors is not None
+        from attnphase.theory.target import target_estimate
+
+        assert est.linear_response and target_estimate(ref, "overlaps") == math.inf  # (never meets a target)
         monkeypatch.setattr(refinement, "_linear_response_points", lambda *args: None)
         ref = refine_point(spec, coarse, s, tol=1e-6)
         est = ref.error_estimate

@@ -211,6 +211,14 @@ class ErrorEstimate:
         if not isinstance(self.relative, ReadOnlyDict):
             object.__setattr__(self, "relative", _floats(self.relative))
 
+    @property
+    def linear_response(self) -> bool:
+        """Whether the estimate is a linear response (one Newton step per rule with a shared
+        Jacobian) rather than a standard error over the rules' own fixed points: off by up to 9x
+        where that Jacobian is poor, so it is reported but never meets an error target
+        (:func:`attnphase.theory.target.target_estimate`)."""
+        return self.method.startswith("linear response")
+
     def get(self, key: str) -> float | None:
         """The relative error of ``key`` (``None``: not estimated)."""
         return self.relative.get(key)
