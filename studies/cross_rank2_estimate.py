@@ -12,7 +12,7 @@ estimates. Two variants of the fine rules, for the measurement only:
   (``fine_rules.key_basis_for`` returns ``None``; docs/model.md (10.6));
 * ``--converge-rules``: each fine rule's own fixed point solved to ``RULE_SOLVE_TOL`` (up to 30
   evaluations) instead of stopping at ``RULE_SOLVE_REL`` of its offset
-  (``refinement._rule_fixed_points``).
+  (``rule_errors.rule_fixed_points``).
 
 One JSON line per seed, then the summary line. About 20 s of CPU per seed at order 10 and 55 s at
 order 12 (2 cores). Usage:
@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 import attnphase as ap
-from attnphase.theory import fine_rules, refinement
+from attnphase.theory import fine_rules, rule_errors
 from attnphase.theory.fixed_point import SolverSettings
 
 
@@ -54,8 +54,8 @@ def main() -> None:
     if a.full_noise:
         fine_rules.key_basis_for = lambda spec, copies: None  # type: ignore[assignment]
     if a.converge_rules:
-        refinement.RULE_SOLVE_REL = 0.0
-        refinement.RULE_SOLVE_MAX_EVALS = 30
+        rule_errors.RULE_SOLVE_REL = 0.0
+        rule_errors.RULE_SOLVE_MAX_EVALS = 30
     thetas, ests = [], []
     for seed in seeds_of(a.seeds):
         t0 = time.process_time()

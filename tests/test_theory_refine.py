@@ -186,14 +186,14 @@ def test_rules_whose_own_solve_failed_are_not_counted(monkeypatch, n_failed):
     s = SolverSettings(order=7, replicas=1, warmup_order=None, tol=1e-6, noise_tol=1e-4,
                        refine_order=8, refine_replicas=3)
     coarse = solve_point(spec, 1.5, "semantic", s, error_estimate=False)
-    solve_rules = refinement._rule_fixed_points
+    solve_rules = refinement.rule_fixed_points
 
     def failing(sd, fine, steps, x, *args, **kw):
         X, status = solve_rules(sd, fine, steps, x, *args, **kw)
         X[:n_failed] = x
         return X, ["left the valid domain"] * n_failed + status[n_failed:]
 
-    monkeypatch.setattr(refinement, "_rule_fixed_points", failing)
+    monkeypatch.setattr(refinement, "rule_fixed_points", failing)
     ref = refine_point(spec, coarse, s, tol=1e-6)
     est = ref.error_estimate
     assert ref.refinement.applied and ref.refinement.rule_solves[0] == "left the valid domain"
@@ -209,7 +209,7 @@ def test_rules_whose_own_solve_failed_are_not_counted(monkeypatch, n_failed):
         from attnphase.theory.target import target_estimate
 
         assert est.linear_response and target_estimate(ref, "overlaps") == math.inf  # (never meets a target)
-        monkeypatch.setattr(refinement, "_linear_response_points", lambda *args: None)
+        monkeypatch.setattr(refinement, "linear_response_points", lambda *args: None)
         ref = refine_point(spec, coarse, s, tol=1e-6)
         est = ref.error_estimate
         assert est.method.startswith("not estimated: the own fixed points of 1 of the 3")
@@ -227,7 +227,7 @@ def test_rule_solves_reach_a_fixed_point_on_the_boundary_q_zero():
     fine rules): each rule's own solve steps to q ~ -1e-21, which is rounding on the boundary
     q >= 0, not a departure from the valid domain. The rules' solves converge there and the point
     has a finite error estimate; a step to a q that is negative beyond rounding still leaves."""
-    from attnphase.theory.refinement import _onto_boundary
+    from attnphase.theory.rule_errors import onto_boundary
     from attnphase.theory.saddle import OrderParams
 
     spec = ModelSpec(omega=0.4429, sigma=0.1678, lam=0.01147)
@@ -240,9 +240,9 @@ def test_rule_solves_reach_a_fixed_point_on_the_boundary_q_zero():
     assert ref.error_estimate.method.startswith("standard error over 3")
     assert math.isfinite(ref.error_estimate.largest(("q_user", "theta_user", "test_error")))
     op = OrderParams(np.array([[-1e-21]]), np.zeros((2, 1)), np.array([[2.5]]), np.zeros((1, 1)))
-    assert _onto_boundary(op, op.to_vector()).q[0, 0] == 0.0
+    assert onto_boundary(op, op.to_vector()).q[0, 0] == 0.0
     far = op.replace(q=np.array([[-1e-6]]))
-    assert _onto_boundary(far, far.to_vector()) is far
+    assert onto_boundary(far, far.to_vector()) is far
 
 
 def _rotated(op, t, blocks=1):

@@ -202,7 +202,7 @@ def _check_bad_input(name: str) -> Check:
         from attnphase.theory.stability import check_stability
 
         cases.append(("the stability check", check_stability, (spec,), {}))
-    if not model.covers("one-start") or attention:
+    if not model.covers("one-start") or spec.heads > 1:  # (one head: every attention map)
         from attnphase.theory.settings import SolverSettings
 
         one_start = SolverSettings(order=8, refine_order=0, response="positional-start")
