@@ -9,7 +9,9 @@ in :mod:`~attnphase.theory.newton`), :mod:`~attnphase.theory.branches` (the bran
 point and following a branch; one point in :mod:`~attnphase.theory.branch_point`),
 :mod:`~attnphase.theory.estimates` (the linear-response error estimate),
 :mod:`~attnphase.theory.fine_rules` and :mod:`~attnphase.theory.refinement` (multi-fidelity
-refinement; what a refined point says of its branch in :mod:`~attnphase.theory.confirmation`), :mod:`~attnphase.theory.target` (a single solve to the error target) and
+refinement; each fine rule's own fixed point and the error estimate in
+:mod:`~attnphase.theory.rule_errors`, what a refined point says of its branch in
+:mod:`~attnphase.theory.confirmation`), :mod:`~attnphase.theory.target` (a single solve to the error target) and
 :mod:`~attnphase.theory.transition` (``alpha_c``, the spinodals and ``alpha_l``; the search in
 :mod:`~attnphase.theory.transition_search`, its root finders in :mod:`~attnphase.theory.roots`);
 :mod:`~attnphase.theory.value` (the trainable value gain ``V = v I`` at its optimum, docs/model.md
