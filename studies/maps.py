@@ -41,12 +41,15 @@ nothing and draws the figures from the CSVs):
     Prints the markdown table of the basins (states of the converged runs per ``alpha`` and
     ``omega``).
 ``plot``
-    ``--alpha-c-figure``: left, ``alpha_c`` against ``omega`` per map (softmax from
-    ``--softmax-csv``, the ``self`` rows of ``docs/data/cross_phase.csv``); right, the curves of
-    ``population``. ``--basins-figure``: the fraction of the converged runs in each state against
-    ``alpha``, one panel per ``omega``.
+    ``--alpha-c-figure``: left, ``alpha_c`` against ``omega`` per map (the rows of
+    ``--alpha-c-csv``, the softmax's included); right, the curves of ``population``.
+    ``--basins-figure``: the fraction of the converged runs in each state against ``alpha``, one
+    panel per ``omega``.
 
-    python studies/maps.py transition --maps sigmoid --omegas 0.3,0.1,0.5 --grid 0.3,0.6,0.9,1.2,1.5 \\
+    python studies/maps.py transition --maps sigmoid --omegas 0.3,0.1,0.5,0.2,0.4 --grid 0.3,0.6,0.9,1.2,1.5 \\
+        --csv docs/data/maps_alpha_c.csv
+    python studies/maps.py transition --maps sigmoid --omegas 0.7 --csv docs/data/maps_alpha_c.csv
+    python studies/maps.py transition --maps softmax --omegas 0.1,0.2,0.3,0.4,0.5,0.7 \\
         --csv docs/data/maps_alpha_c.csv
     python studies/maps.py population --maps softmax,sigmoid,relu,linear --omegas 0.3,0.9 \\
         --mc-samples 50000 --csv docs/data/maps_population.csv
@@ -423,7 +426,7 @@ def value(text: str) -> float:
     return float(text) if text not in ("", "None", "nan") else float("nan")
 
 
-def plot_alpha_c(maps_csv: Path, softmax_csv: Path, population_csv: Path, out: Path) -> None:
+def plot_alpha_c(maps_csv: Path, population_csv: Path, out: Path) -> None:
     """Left: ``alpha_c(omega)`` per map (a cross on the axis: no ``alpha_c`` at that ``omega``).
     Right: the test error of a state with ``theta = 0`` against ``m`` (each at its best ``q``),
     relative to ``m = 0``."""
@@ -432,11 +435,9 @@ def plot_alpha_c(maps_csv: Path, softmax_csv: Path, population_csv: Path, out: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in read_rows(softmax_csv) if r.get("model") == "self"]
-    curves = {"softmax": sorted((value(r["omega"]), value(r["alpha_c"])) for r in rows)}
     maps = read_rows(maps_csv)
-    for name in MAPS[1:]:
-        curves[name] = sorted((value(r["omega"]), value(r["alpha_c"])) for r in maps if r["map"] == name)
+    curves = {name: sorted((value(r["omega"]), value(r["alpha_c"])) for r in maps if r["map"] == name)
+              for name in MAPS}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(10.0, 4.0))
     for name, pts in curves.items():
         if not pts:
@@ -516,7 +517,7 @@ def plot_basins(basins_csv: Path, out: Path) -> None:
 
 def stage_plot(args: argparse.Namespace) -> None:
     if args.alpha_c_figure:
-        plot_alpha_c(args.alpha_c_csv, args.softmax_csv, args.population_csv, args.alpha_c_figure)
+        plot_alpha_c(args.alpha_c_csv, args.population_csv, args.alpha_c_figure)
         print(f"wrote {args.alpha_c_figure}")
     if args.basins_figure:
         plot_basins(args.basins_csv, args.basins_figure)
@@ -549,7 +550,6 @@ def main() -> None:
     p.add_argument("--theory-csv", type=Path, default=Path("maps_theory.csv"))
     p.add_argument("--heads-theory", type=Path, default=Path("docs/data/heads_theory.csv"))
     p.add_argument("--alpha-c-csv", type=Path, default=Path("docs/data/maps_alpha_c.csv"))
-    p.add_argument("--softmax-csv", type=Path, default=Path("docs/data/cross_phase.csv"))
     p.add_argument("--population-csv", type=Path, default=Path("docs/data/maps_population.csv"))
     p.add_argument("--basins-csv", type=Path, default=Path("docs/data/heads_basins.csv"))
     p.add_argument("--alpha-c-figure", type=Path, default=None)
