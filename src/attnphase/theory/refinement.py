@@ -61,14 +61,6 @@ REFINE_TOL = 2e-3
 REFINE_MAX_EVALS = 12
 
 
-
-
-
-
-
-
-
-
 def _rule_steps(fine: list[Saddle], op: OrderParams, ds: DataStep, settings: SolverSettings,
                 full: bool = False) -> tuple[list[DataStep], np.ndarray, np.ndarray]:
     """Each fine rule's data step at ``op``, warm-started from the union's minima ``ds``; with
@@ -129,7 +121,7 @@ def _rules_unresolve(sd: Saddle, fine: list[Saddle], tried: list, branch: str,
         return None
     steps, starts, cuts = _rule_steps(fine, op, qn.ds, settings)
     X, status = rule_fixed_points(sd, fine, steps, qn.x, units, qn.J, starts, cuts, settings,
-                                   max_evals=UNRESOLVED_MAX_EVALS)
+                                  max_evals=UNRESOLVED_MAX_EVALS)
     if not all(st.startswith("converged") for st in status):
         return None
     center = OrderParams.from_vector(X.mean(axis=0), sd.L, sd.F, sd.rs)
@@ -144,8 +136,6 @@ def _rules_unresolve(sd: Saddle, fine: list[Saddle], tried: list, branch: str,
             return (f"{key} = {vals[key]:.3g} (mean of the {len(fine)} rules' own fixed points) is not resolved from "
                     f"zero on the fine rules (relative standard error {err:.2g})")
     return None
-
-
 
 
 def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, tol: float | None = None,
@@ -313,8 +303,6 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
     return qn, x0, tried
 
 
-
-
 def _not_refined(point: BranchPoint, info: Refinement) -> BranchPoint:
     """``point`` as it was, with why its refinement was not applied in its ``refinement``."""
     return replace(point, refinement=info)
@@ -329,8 +317,6 @@ def _failure(info: Refinement, sd: Saddle, qn: QuasiNewtonResult | None) -> Refi
     q_u, m_u, th_u = sd.user_scalars(OrderParams.from_vector(qn.x, sd.L, sd.F, sd.rs))
     return info.with_(applied=False, reason=reason + f" (stopped at m {m_u:.3g}, theta {th_u:.3g})",
                       stopped_at={"q": float(q_u), "m": float(m_u), "theta": float(th_u)})
-
-
 
 
 #: iterations of the full solver when the refinement's quasi-Newton stages fail (the L = 3

@@ -12,6 +12,7 @@ import numpy as np
 from attnphase.theory.diagnostics import ErrorEstimate
 from attnphase.theory.estimates import user_errors
 from attnphase.theory.fixed_point import SolverSettings, is_valid
+from attnphase.theory.newton import RelativeUnits
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
 #: tolerance (relative step) and Broyden evaluations of each fine rule's own fixed point
@@ -46,13 +47,13 @@ def rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarray
     """
     max_evals = RULE_SOLVE_MAX_EVALS if max_evals is None else max_evals
     L, F, rs = sd.L, sd.F, sd.rs
-    free = np.abs(x0) > 1e-14
-    scale = np.maximum(np.abs(x0), 1e-3)[free]
+    units = RelativeUnits(x0)
+    free, scale = units.free, units.scale
     out, status = [], []
     for k, (f, ds) in enumerate(zip(fine, steps, strict=True)):
         st = starts[cuts[k]:cuts[k + 1]]
         y = x.copy()
-        r = (sd.weights_step(ds.hats).to_vector() - y)[free] / scale
+        r = _residual(sd, ds, y, units)
         Jk = J.copy()
         msg = f"not converged in {max_evals} evaluations"
         for it in range(max_evals):
@@ -78,7 +79,7 @@ def rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarray
                 msg = f"converged in {it} evaluation{'' if it == 1 else 's'}"
                 break
             dsn = f.data_step(op, starts=st, switch_width=settings.switch_width)
-            rn = (sd.weights_step(dsn.hats).to_vector() - yn)[free] / scale
+            rn = _residual(sd, dsn, yn, units)
             if not np.all(np.isfinite(rn)):
                 msg = "non-finite residual"
                 break
@@ -87,6 +88,12 @@ def rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarray
         out.append(y)
         status.append(msg)
     return np.asarray(out), status
+
+
+def _residual(sd: Saddle, ds: DataStep, y: np.ndarray, units: RelativeUnits) -> np.ndarray:
+    """A rule's fixed-point residual ``(F(y) - y) / scale`` at ``y`` from its data step ``ds`` there,
+    in ``units`` (the free unknowns only)."""
+    return (sd.weights_step(ds.hats).to_vector() - y)[units.free] / units.scale
 
 
 def onto_boundary(op: OrderParams, x: np.ndarray) -> OrderParams:
@@ -107,19 +114,17 @@ def linear_response_points(sd: Saddle, steps: list[DataStep], x: np.ndarray, x_u
     the level of their offsets: the trivial branch at ``sigma = 2``, ``lambda = 0.1``, ``alpha = 3``,
     residuals 1e-3 to 1e-2 after 8 Broyden steps against offsets of 1-3 %). ``None`` where ``J``
     is singular or a step is not finite."""
-    free = np.abs(x_units) > 1e-14
-    scale = np.maximum(np.abs(x_units), 1e-3)[free]
+    units = RelativeUnits(x_units)
     out = []
     for ds in steps:
-        r = (sd.weights_step(ds.hats).to_vector() - x)[free] / scale
         try:
-            dy = -np.linalg.solve(J, r)
+            dy = -np.linalg.solve(J, _residual(sd, ds, x, units))
         except np.linalg.LinAlgError:
             return None
         if not np.all(np.isfinite(dy)):
             return None
         xk = x.copy()
-        xk[free] += dy * scale
+        xk[units.free] += dy * units.scale
         out.append(xk)
     return np.asarray(out)
 
