@@ -203,17 +203,18 @@ def theory_rows(model: str, alpha: float, args: argparse.Namespace) -> list[dict
         return [{"model": model, "omega": args.omega, **r} for r in read_rows(args.heads_theory)
                 if r["heads"] == "2" and float(r["alpha"]) == alpha]
     res = ap.solve(alpha, branch="all", settings="fast", progress=False, omega=args.omega, **map_model(model, args))
-    rows = []
-    for name, b in res.branches.items():
-        if b is None:
-            rows.append({"model": model, "alpha": alpha, "omega": args.omega, "branch": name, "exists": 0,
-                         "reason": res.absent.get(name, "")})
-            continue
-        rows.append({"model": model, "alpha": alpha, "omega": args.omega, "branch": name, "exists": 1,
-                     "global_minimum": int(name == res.global_minimum), "train_loss": b.train_loss,
-                     "test_error": b.test_error, "theta_1": b.theta, "m_1": b.m,
-                     "error_estimate": b.overlap_error})
-    return rows
+    return [branch_row(model, alpha, args, res, name, name == res.global_minimum) for name in res.branches]
+
+
+def branch_row(model: str, alpha: float, args: argparse.Namespace, res: Any, name: str, lowest: bool) -> dict:
+    """The theory CSV's row of branch ``name`` of the solve ``res``: its errors and overlaps, or
+    its absence with the reason; ``lowest``: it is the global minimum."""
+    row = {"model": model, "alpha": alpha, "omega": args.omega, "branch": name}
+    b = res.branches.get(name)
+    if b is None:
+        return {**row, "exists": 0, "reason": res.absent.get(name, "")}
+    return {**row, "exists": 1, "global_minimum": int(lowest), "train_loss": b.train_loss,
+            "test_error": b.test_error, "theta_1": b.theta, "m_1": b.m, "error_estimate": b.overlap_error}
 
 
 def one_start_rows(model: str, alpha: float, args: argparse.Namespace) -> list[dict]:
@@ -226,13 +227,7 @@ def one_start_rows(model: str, alpha: float, args: argparse.Namespace) -> list[d
         settings = ap.SolverSettings.preset("default", response=f"{branch}-start")
         res = ap.solve(alpha, branch=branch, settings=settings, progress=False, omega=args.omega,
                        **map_model(model, args))
-        b = res.branches.get(branch)
-        row = {"model": model, "alpha": alpha, "omega": args.omega, "branch": branch}
-        if b is None:
-            rows.append({**row, "exists": 0, "reason": res.absent.get(branch, "")})
-        else:
-            rows.append({**row, "exists": 1, "global_minimum": 0, "train_loss": b.train_loss,
-                         "test_error": b.test_error, "theta_1": b.theta, "m_1": b.m, "error_estimate": b.overlap_error})
+        rows.append(branch_row(model, alpha, args, res, branch, False))
     return rows
 
 
