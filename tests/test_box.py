@@ -69,3 +69,17 @@ LARGE_SAMPLE = sample_box(40, seed=7) + sample_box(3 * len(VARIANT_MODELS), seed
 def test_box_large_sample_is_clean_and_has_no_holes(point):
     r = solve_box_point(point, holes=True)
     assert r.clean, f"{point.command()}: {r.error or r.problems}"
+
+
+@pytest.mark.slow
+def test_the_trivial_branch_is_found_near_interpolation_at_the_fast_preset():
+    """Untied student, lambda = 1.3e-4, alpha = 0.57 (a point of the box where the fixed point
+    nearly interpolates the samples): the trivial branch exists everywhere in the box and is found
+    with its error estimate; the informed starts fall to it."""
+    from attnphase import solve
+
+    r = solve(alpha=0.5668, omega=0.7158, sigma=1.144, lam=1.289e-4, variant="untied", settings="fast")
+    assert r.global_minimum == "trivial"
+    t = r.branches["trivial"]
+    assert t.converged and t.error_estimate is not None and t.error_estimate["q_user"] < 0.01
+    assert 0.1 < t.q < 0.2 and t.train_loss < 1e-4

@@ -635,3 +635,28 @@ def test_compiled_stein_sums_equal_the_numpy_form(kw):
         scale = np.sqrt(np.max(np.abs(b[1])))  # (|g|: the m sum cancels to ~1e-14 at m = 0)
         for x, y in (*zip(a, b, strict=True), *zip(am, bm, strict=True), *zip(bm, ref, strict=True)):
             np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12 * scale)
+
+
+def test_the_split_width_follows_the_objective_where_the_samples_are_nearly_interpolated(monkeypatch):
+    """Untied student, lambda = 1.3e-4, alpha = 0.57, at its trivial point (``V`` ~ 1e4, ``E[M]``
+    ~5e-5): a relative 1e-8 change of ``q`` moves the map by less than 2e-4 with the width capped at
+    ``SWITCH_FRACTION E[M]``; with the absolute width 1e-5 alone it moved it by 1.9e-3 (a tenth of
+    the nodes split, their second minima changing identity), above the ``fast`` preset's noise floor."""
+    import attnphase.theory.saddle as saddle
+    from attnphase.theory.fixed_point import SolverSettings, make_saddle
+
+    spec = ModelSpec(omega=0.7158, sigma=1.144, lam=1.289e-4, variant="untied")
+    st = SolverSettings.preset("fast")
+    sd = make_saddle(spec, 0.5668, st)
+    op = OrderParams(np.array([[0.1996, 0.1473], [0.1473, 0.2024]]), np.zeros((2, 2)),
+                     np.array([[5038.0, 1258.0], [1258.0, 10337.0]]), np.zeros((2, 1)))
+    near = op.replace(q=op.q + np.diag([0.1996e-8, 0.0]))
+
+    def change() -> float:
+        f0, f1 = (sd.weights_step(sd.data_step(o, switch_width=st.switch_width).hats).to_vector() for o in (op, near))
+        return float(np.max(np.abs(f1 - f0) / np.maximum(np.abs(f0), 1e-300)))
+
+    assert sd.data_step(op).mean_M < 1e-4
+    assert change() < 2e-4
+    monkeypatch.setattr(saddle, "SWITCH_FRACTION", np.inf)
+    assert change() > 1e-3

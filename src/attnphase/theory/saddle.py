@@ -60,6 +60,9 @@ from attnphase.theory.threads import one_blas_thread
 #: the step of the local response's central differences in the prior means (fields of order one)
 LOCAL_EPS = 1e-4
 
+#: the soft split's width is at most this fraction of the mean proximal value (docs/model.md (3.2))
+SWITCH_FRACTION = 5e-3
+
 
 class Saddle:
     """Self-consistent equations (docs/model.md (2.1)-(3.4)) for one ``(spec, alpha)`` and
@@ -220,12 +223,13 @@ class Saddle:
         """Conjugates by the Stein forms (docs/model.md (3.3), (3.4)), from one global prox solve
         per node (the proximal problem of (3.2)).
 
-        With ``switch_width = tau > 0`` a node whose two lowest local minima have values
+        With ``switch_width > 0`` a node whose two lowest local minima have values
         ``M_1 <= M_2`` is split between them with fractions ``p = expit((M_2 - M_1)/tau)`` and
-        ``1 - p``: the hard global minimiser is the limit ``tau -> 0``. This makes the discretised
-        map continuous in the order parameters (a node crossing the switching surface otherwise
-        makes it jump by its weight), so the fixed point can be converged to tight tolerance;
-        the bias is measured against ``tau = 0`` in the tests.
+        ``1 - p``, ``tau = min(switch_width, SWITCH_FRACTION * E[M])``: the hard global minimiser
+        is the limit ``tau -> 0``. This makes the discretised map continuous in the order
+        parameters (a node crossing the switching surface otherwise makes it jump by its weight),
+        so the fixed point can be converged to tight tolerance; the bias is measured against
+        ``tau = 0`` in the tests.
         """
         w, hstar, qis, qinv, R = self.fields(op)
         T = self.target(hstar)
@@ -278,6 +282,8 @@ class Saddle:
         second, M2 = second_minimum(prox)
         h2 = self.unmix(second)
         a = self.alpha
+        mean_M = float(self.rule.w @ prox.value)
+        switch_width = min(switch_width, SWITCH_FRACTION * mean_M)
         # (with the mirror pairing each node and its mirror (-w, h*), minima -h1, -h2, by their densities)
         mirror = self.mirror_map(op) if self.mirror else None
         if self.mixture is None:
@@ -310,7 +316,6 @@ class Saddle:
         else:
             V_hat = -a * v_sum @ qis + th_hat @ op.theta.T @ qinv
             V_hat = 0.5 * (V_hat + V_hat.T)
-        mean_M = float(self.rule.w @ prox.value)
         return DataStep(Hats(q_hat, m_hat, V_hat, th_hat), mean_M, prox, w, T, second)
 
     def local_v_hat(self, V: np.ndarray, w: np.ndarray, T: np.ndarray, h: np.ndarray,

@@ -62,9 +62,10 @@ class SolverSettings:
         Every this many iterations the proximal problem is solved from the full multi-start set
         (warm starts in between).
     switch_width : float
-        Width ``tau`` of the split of a node between its two lowest local minima (docs/model.md
-        (3.2); ``tau -> 0`` is the hard global minimum; 1e-5 vs 1e-6 changed theta by 3e-11 at
-        alpha = 2.2).
+        The largest width ``tau`` of the split of a node between its two lowest local minima
+        (docs/model.md (3.2); ``tau -> 0`` is the hard global minimum; 1e-5 vs 1e-6 changed theta
+        by 3e-11 at alpha = 2.2); at most ``SWITCH_FRACTION`` of the rule's mean proximal value
+        (:mod:`attnphase.theory.saddle`).
     polish_below : float
         Relative change below which the damped/Anderson iteration hands over to the quasi-Newton
         stage (Broyden updates).
