@@ -639,8 +639,8 @@ def test_compiled_stein_sums_equal_the_numpy_form(kw):
 
 def test_the_split_width_follows_the_objective_where_the_samples_are_nearly_interpolated(monkeypatch):
     """Untied student, lambda = 1.3e-4, alpha = 0.57, at its trivial point (``V`` ~ 1e4, ``E[M]``
-    ~5e-5): a relative 1e-8 change of ``q`` moves the map by less than 2e-4 with the width capped at
-    ``SWITCH_FRACTION E[M]``; with the absolute width 1e-5 alone it moved it by 1.9e-3 (a tenth of
+    ~5e-5): a relative 1e-8 change of ``q`` moves the map by less than 2e-4 (6.8e-5) with the width
+    capped at ``SWITCH_FRACTION E[M]``; with the absolute width 1e-5 alone it moved it by 1.9e-3 (a tenth of
     the nodes split, their second minima changing identity), above the ``fast`` preset's noise floor."""
     import attnphase.theory.saddle as saddle
     from attnphase.theory.fixed_point import SolverSettings, make_saddle

@@ -61,7 +61,7 @@ from attnphase.theory.threads import one_blas_thread
 LOCAL_EPS = 1e-4
 
 #: the soft split's width is at most this fraction of the mean proximal value (docs/model.md (3.2))
-SWITCH_FRACTION = 5e-3
+SWITCH_FRACTION = 1e-2
 
 
 class Saddle:
