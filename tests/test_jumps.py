@@ -286,12 +286,7 @@ def test_positional_start_is_close_to_the_global_positional_branch_where_that_ex
         assert getattr(sel, k) == pytest.approx(getattr(ref, k), rel=0.015), k
 
 
-#: a single solve at L = 3, alpha = 1.5 no longer reaches the positional-start point (docs/variants.md, "L = 3")
-L3_UNREACHED = pytest.mark.xfail(strict=True, reason="docs/variants.md, L = 3: a single solve at alpha = 1.5 no longer reaches the positional-start point; the continuations' work budget is spent on the origins 0.5 and 0.1 first (without it: found in 6.5 s)")
-
-
 @pytest.mark.slow  # (5 s: under -m slow to keep the default suite within its time)
-@L3_UNREACHED
 def test_positional_start_has_the_L3_positional_state_and_its_theta_stability():
     """docs/variants.md "L = 3": at ``alpha = 0.6`` the global equations have no positional point on
     fine rules; the positional-start selection has one (``m_rms`` 0.16, ``q`` 0.30 on order 11,
@@ -313,7 +308,6 @@ def test_positional_start_has_the_L3_positional_state_and_its_theta_stability():
 
 
 @pytest.mark.slow  # (5 s: under -m slow to keep the default suite within its time)
-@L3_UNREACHED
 def test_solve_examines_the_positional_start_point_along_theta_on_its_own():
     """``solve --response positional-start`` reports the theta block of the point it found without
     ``--stability`` (docs/model.md (3.7)): at ``L = 3``, ``alpha = 1.5`` a saddle, which GD leaves."""

@@ -6,6 +6,7 @@ the reference case is checked in the slow tests at the default order."""
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -493,12 +494,18 @@ def test_a_wandering_iteration_ends_stalled_on_its_branch():
     assert np.all(res.op.theta == 0.0) and np.all(res.op.m == 0.0)
 
 
+def _fields_for_starts(sd, op):
+    """The arguments of ``Saddle.full_starts`` at ``op``: prior means, teacher fields, target, ``V``."""
+    w, hstar, *_ = sd.fields(op)
+    return w, hstar, sd.target(hstar), op.V
+
+
 def test_the_recovery_budget_stops_a_continuation_and_is_reported():
-    """A continuation charges its data steps to the budget and stops once it is spent; a failed
+    """A continuation charges the proximal problems of its data steps to the budget and stops once it is spent; a failed
     direct start whose rescue ran out of budget names the origins it did not try."""
     from attnphase.theory.branches import continue_from
     from attnphase.theory.continuation import RecoveryBudget
-    from attnphase.theory.fixed_point import make_saddle
+    from attnphase.theory.fixed_point import make_saddle, warm_starts
 
     spec = ModelSpec(omega=0.3)
     budget = RecoveryBudget(1)
@@ -508,6 +515,17 @@ def test_the_recovery_budget_stops_a_continuation_and_is_reported():
     assert continue_from(spec, 1.0, "semantic", FAST, 0.5, b2) is not None
     sd = make_saddle(spec, 1.0, FAST)
     assert 0 < b2.total - b2.left and (b2.total - b2.left) % (sd.rule.size * sd.L * sd.F) == 0
+    # the charge is what the data steps solved: starts times nodes times tokens times fields
+    p0 = solve_point(spec, 1.0, "semantic", FAST, error_estimate=False, ramp=False)
+    assert sd.solved == 0
+    full = sd.data_step(p0.order_params)
+    per_start = sd.rule.size * sd.L * sd.F
+    assert sd.solved == per_start * sd.full_starts(*_fields_for_starts(sd, p0.order_params)).shape[1]
+    before = sd.solved
+    sd.data_step(p0.order_params, starts=warm_starts(full))
+    assert sd.solved - before == 3 * per_start  # (the minimiser, the second minimum and w)
+    # a larger rule gets as many data steps: the budget grows with its nodes
+    assert RecoveryBudget.for_settings(replace(FAST, order=11)).total == 8 * RecoveryBudget.for_settings(FAST).total
     p = solve_point(ModelSpec(omega=0.3, sigma=2.0, lam=1e-4), 3.0, "trivial", FAST, error_estimate=False,
                     budget=RecoveryBudget(1))
     assert not p.exists and "budget" in p.reason and "before continuations from alpha = 0.5 or" in p.reason

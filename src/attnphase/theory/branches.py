@@ -91,16 +91,18 @@ def solve_point(
         start = sd.from_paper(start_point(spec, branch, sd.F))
         if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
             sd0 = make_saddle(spec, alpha, settings, order=settings.warmup_order)
+            solved0 = sd0.solved
             res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6))
             if budget is not None:
-                budget.spend(res0.iterations, sd0)
+                budget.spend(sd0.solved - solved0)
             if res0.converged:
                 start = res0.op
                 if jacobian is None:
                     jacobian = res0.jacobian
+    solved = sd.solved
     res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
     if budget is not None:
-        budget.spend(res.iterations, sd)
+        budget.spend(sd.solved - solved)
     point = to_point(spec, alpha, branch, sd, res, draft=draft)
     if ramp and direct and not point.exists and (not res.converged or thorough):
         point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft, budget)
@@ -115,11 +117,11 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
                      thorough: bool, draft: bool, budget: RecoveryBudget | None = None) -> BranchPoint:
     """``branch`` at ``alpha`` by continuation where the direct start gave ``failed``: in
     ``alpha`` from each of :func:`ramp_origins` in turn (:func:`continue_from`), then in the ridge
-    (:func:`_lam_ramp`), all within one :class:`RecoveryBudget` (``budget``, a new one where none
+    (:func:`_lam_ramp`), all within one :class:`RecoveryBudget` (``budget``, a new one for ``settings`` where none
     is given). The point reached says ``failed``'s reason under ``diagnostics["direct_start"]``;
     where none arrives, ``failed`` with what was tried (and, where the budget ran out, what was
     not)."""
-    budget = budget or RecoveryBudget()
+    budget = budget or RecoveryBudget.for_settings(settings)
     ramped, tried, skipped = None, [], []
     for a0 in ramp_origins(alpha, near=thorough):
         if budget.spent:
@@ -203,7 +205,7 @@ def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     continuation does not arrive (or ``budget``, a new :class:`RecoveryBudget` where none is
     given, runs out on the way). ``first``: the point at ``origin``, where already solved
     (:func:`origin_point`)."""
-    budget = budget or RecoveryBudget()
+    budget = budget or RecoveryBudget.for_settings(settings)
     n = max(RAMP_STEPS, int(np.ceil(abs(np.log(alpha / origin)) / np.log(RAMP_RATIO) - 1e-9)))
     grid = np.geomspace(origin, alpha, n + 1)
     if first is None:

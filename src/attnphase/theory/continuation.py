@@ -423,29 +423,44 @@ def arclength(
 
 
 #: the work that the continuations rescuing one failed direct start may spend together
-#: (:class:`RecoveryBudget`), in proximal problems solved (data steps times nodes times tokens
-#: times fields per token, which tracks the data step's time across the variants within a factor
-#: 1.3): 600 data steps of the ``fast`` coarse rule (2^8 x 4 nodes) of the reference model, a few
-#: seconds on the 2-core machine. Without it the ladder of origins in ``alpha`` and in the ridge,
-#: with a ladder of its own at the larger ridge, cost minutes where every rung fails (sigma = 2,
-#: lambda = 1e-4, alpha = 3: 24 continuations)
-RECOVERY_PROX = 600 * 1024 * 2
+#: (:class:`RecoveryBudget`), in proximal problems solved (starts times nodes times tokens times
+#: fields per token, :attr:`Saddle.solved`, which tracks the data step's time across the variants
+#: and between the full start set and the warm starts of a continuation): 600 data steps with the
+#: full start set (7 starts) on the ``fast`` coarse rule (2^8 x 4 nodes) of the reference model,
+#: a few seconds on the 2-core machine. Without it the ladder of origins in ``alpha`` and in the
+#: ridge, with a ladder of its own at the larger ridge, cost minutes where every rung fails
+#: (sigma = 2, lambda = 1e-4, alpha = 3: 24 continuations)
+RECOVERY_PROX = 600 * 7 * 1024 * 2
+#: the qmc order of the rule on which ``RECOVERY_PROX`` is set (the presets' coarse rule); a solve
+#: on a larger rule gets as many data steps (:meth:`RecoveryBudget.for_settings`)
+RECOVERY_ORDER = 8
 
 
 class RecoveryBudget:
     """The work left to the continuations that rescue one failed direct start
     (:func:`~attnphase.theory.branches.solve_point`, :func:`~attnphase.theory.branches.continue_from`), in proximal problems (``RECOVERY_PROX``):
-    each fixed-point solve charges its data steps; once spent, no further continuation is
-    started, a continuation under way stops, and the absence says so. Counted, not timed: the
-    same solve ends the same way on any machine."""
+    each fixed-point solve charges the problems its data steps solved; once spent, no further
+    continuation is started, a continuation under way stops, and the absence says so. Counted,
+    not timed: the same solve ends the same way on any machine."""
 
     def __init__(self, prox: int = RECOVERY_PROX) -> None:
         self.total = prox
         self.left = prox
 
-    def spend(self, steps: int, saddle: Saddle) -> None:
-        """Charge ``steps`` data steps on ``saddle`` (its rule's nodes times its tokens and fields)."""
-        self.left -= steps * saddle.rule.size * saddle.L * saddle.F
+    @classmethod
+    def for_settings(cls, settings: SolverSettings) -> RecoveryBudget:
+        """The budget of a solve with ``settings``: ``RECOVERY_PROX``, times the ratio of nodes
+        where its qmc rule is larger than the presets' coarse one (``RECOVERY_ORDER``). The same
+        number of data steps then serves every rule, so the continuations keep their share of
+        the solve's time as the rule grows (at order 11, ``L = 3``, ``alpha = 1.5``, the
+        positional-start point's continuation from ``alpha = 0.1`` needs 1.2 times the order-8
+        budget)."""
+        scale = 2 ** max(0, settings.order - RECOVERY_ORDER) if settings.method == "qmc" else 1
+        return cls(RECOVERY_PROX * scale)
+
+    def spend(self, solved: int) -> None:
+        """Charge ``solved`` proximal problems (:attr:`Saddle.solved`)."""
+        self.left -= solved
 
     @property
     def spent(self) -> bool:

@@ -92,6 +92,9 @@ class Saddle:
                              "mirror share the start, not the minima")
         #: one of :data:`RESPONSES` (docs/model.md (3.3), (3.6), (3.7))
         self.response = response
+        #: the proximal problems the data steps have solved so far, in starts times nodes times
+        #: tokens times fields per token (the work that :class:`~attnphase.theory.continuation.RecoveryBudget` counts)
+        self.solved = 0
         if spec.value not in ("identity", "gain"):
             raise ValueError("the theory solver covers value = identity and gain only (lowrank and full "
                              "do not enter at leading order, docs/model.md (6.4)); use the simulator")
@@ -241,6 +244,7 @@ class Saddle:
         else:
             starts = np.concatenate([w[:, None], starts], axis=1)
         prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts, mix=self.mix)
+        self.solved += starts.shape[0] * starts.shape[1] * self.L * self.F
         prox = escape_saddles(prox, w, T, op.V, self.C, self.amap, starts, mix=self.mix)
         return self.data_from(op, prox, switch_width, (w, T, qis, qinv, R))
 
