@@ -524,6 +524,13 @@ def test_the_recovery_budget_stops_a_continuation_and_is_reported():
     before = sd.solved
     sd.data_step(p0.order_params, starts=warm_starts(full))
     assert sd.solved - before == 3 * per_start  # (the minimiser, the second minimum and w)
+    # one stalling solve stops where what is left of the budget is spent
+    from attnphase.theory.branches import start_point
+    from attnphase.theory.fixed_point import solve_fixed_point
+
+    res = solve_fixed_point(sd, sd.from_paper(start_point(spec, "semantic", sd.F)), FAST, max_solved=1)
+    assert not res.converged and "work budget of 1 proximal problems was spent" in res.reason
+    assert len(res.history) == 1
     # a larger rule gets as many data steps: the budget grows with its nodes
     assert RecoveryBudget.for_settings(replace(FAST, order=11)).total == 8 * RecoveryBudget.for_settings(FAST).total
     p = solve_point(ModelSpec(omega=0.3, sigma=2.0, lam=1e-4), 3.0, "trivial", FAST, error_estimate=False,

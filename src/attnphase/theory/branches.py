@@ -92,7 +92,8 @@ def solve_point(
         if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
             sd0 = make_saddle(spec, alpha, settings, order=settings.warmup_order)
             solved0 = sd0.solved
-            res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6))
+            res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6),
+                                     max_solved=None if budget is None else max(budget.left, 0))
             if budget is not None:
                 budget.spend(sd0.solved - solved0)
             if res0.converged:
@@ -100,7 +101,8 @@ def solve_point(
                 if jacobian is None:
                     jacobian = res0.jacobian
     solved = sd.solved
-    res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm)
+    res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm,
+                            max_solved=None if budget is None else max(budget.left, 0))
     if budget is not None:
         budget.spend(sd.solved - solved)
     point = to_point(spec, alpha, branch, sd, res, draft=draft)

@@ -110,6 +110,7 @@ def solve_fixed_point(
     on_iteration: Callable[[int, float], None] | None = None,
     jacobian: np.ndarray | None = None,
     warm: DataStep | None = None,
+    max_solved: int | None = None,
 ) -> FixedPointResult:
     """Solve ``x = F(x)`` from ``start`` (docs/model.md (7.2)).
 
@@ -119,9 +120,13 @@ def solve_fixed_point(
     Otherwise, or if it fails, an Anderson-accelerated damped iteration runs until the relative
     change is below ``polish_below`` and the quasi-Newton stage (forward-difference Jacobian,
     Broyden updates) finishes. ``on_iteration(iteration, relative change)`` is called after each
-    iteration of the damped one.
+    iteration of the damped one. ``max_solved``: the damped iteration stops, not converged, once
+    the data steps of this solve have solved more proximal problems (:attr:`Saddle.solved`): what
+    is left of a continuations' budget (:class:`~attnphase.theory.continuation.RecoveryBudget`),
+    which one stalling solve would otherwise overrun many times.
     """
     t0 = time.perf_counter()
+    solved0 = saddle.solved
     L, F, rs = saddle.L, saddle.F, saddle.rs
     x = start.to_vector()
     n_polish = 0
@@ -170,6 +175,9 @@ def solve_fixed_point(
             on_iteration(it, rel)
         if rel < settings.tol and full:
             converged, reason, x = True, "converged", fx
+            break
+        if max_solved is not None and saddle.solved - solved0 > max_solved:
+            reason = f"the work budget of {max_solved:,} proximal problems was spent (last relative change {rel:.1e})"
             break
         signs.append(_lead_sign(res, x))
         if rel < STALL_GAIN * best_rel:

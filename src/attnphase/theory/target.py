@@ -21,6 +21,7 @@ from attnphase.theory.branches import (
     semantic_by_arclength,
     solve_point,
 )
+from attnphase.theory.continuation import RecoveryBudget
 from attnphase.theory.diagnostics import ErrorTarget, Refinement, TargetStep
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import TARGET_KEYS, SolverSettings
@@ -128,15 +129,17 @@ def _refine_by_continuation(spec: ModelSpec, alpha: float, branch: str, settings
         return None, ""
     origin = alpha / RAMP_DOWN if branch == "positional" else RAMP_DOWN * alpha
     how = f"continued {'up' if branch == 'positional' else 'down'} from alpha {origin:g} on order {mid_settings.order}"
-    p0 = origin_point(spec, origin, branch, mid_settings)  # (the first point of both continuations below)
-    mid = continue_from(spec, alpha, branch, mid_settings, origin, first=p0)
+    budget = RecoveryBudget.for_settings(mid_settings)  # (the origin's solve and the continuation in alpha)
+    p0 = origin_point(spec, origin, branch, mid_settings, budget)  # (the first point of both continuations below)
+    mid = continue_from(spec, alpha, branch, mid_settings, origin, budget, first=p0)
+    lost = budget.message() if budget.spent else "the branch was lost on the way"
     if mid is None and branch == "semantic":
         mid, end = semantic_by_arclength(spec, alpha, mid_settings, origin, p0)
         if mid is None:
-            return None, f"{how}: " + (end or "the branch was lost on the way")
+            return None, f"{how}: " + (end or lost)
         how += " by pseudo-arclength continuation"
     if mid is None:
-        return None, f"{how}: the branch was lost on the way"
+        return None, f"{how}: {lost}"
     key = "m" if branch == "positional" else "theta"  # (the overlap that defines the branch)
     # (a positional point whose refinement fails here is left absent without the full-solver fallback:
     # at L = 3, alpha = 0.6, where the branch is absent, the fallback took 7.5 s to fail)
