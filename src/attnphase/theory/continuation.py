@@ -425,7 +425,8 @@ def arclength(
 #: the work that the continuations rescuing one failed direct start may spend together
 #: (:class:`RecoveryBudget`), in proximal problems solved (starts times nodes times tokens times
 #: fields per token, :attr:`Saddle.solved`, which tracks the data step's time across the variants
-#: and between the full start set and the warm starts of a continuation): 600 data steps with the
+#: within a factor 1.3; a continuation's warm-started step, 3 starts per node, is counted 3/7 of a
+#: full one at the reference model and takes about a fifth of its time): 600 data steps with the
 #: full start set (7 starts) on the ``fast`` coarse rule (2^8 x 4 nodes) of the reference model,
 #: a few seconds on the 2-core machine. Without it the ladder of origins in ``alpha`` and in the
 #: ridge, with a ladder of its own at the larger ridge, cost minutes where every rung fails
@@ -453,8 +454,8 @@ class RecoveryBudget:
         where its qmc rule is larger than the presets' coarse one (``RECOVERY_ORDER``). The same
         number of data steps then serves every rule, so the continuations keep their share of
         the solve's time as the rule grows (at order 11, ``L = 3``, ``alpha = 1.5``, the
-        positional-start point's continuation from ``alpha = 0.1`` needs 1.2 times the order-8
-        budget)."""
+        positional-start point's ladder, the origin 0.5 failing and 0.1 arriving, needs 1.6 times
+        the order-8 budget)."""
         scale = 2 ** max(0, settings.order - RECOVERY_ORDER) if settings.method == "qmc" else 1
         return cls(RECOVERY_PROX * scale)
 
