@@ -92,8 +92,7 @@ class Saddle:
                              "mirror share the start, not the minima")
         #: one of :data:`RESPONSES` (docs/model.md (3.3), (3.6), (3.7))
         self.response = response
-        #: the proximal problems the data steps have solved so far, in starts times nodes times
-        #: tokens times fields per token (the work that :class:`~attnphase.theory.continuation.RecoveryBudget` counts)
+        #: proximal problems the data steps solved: starts x nodes x tokens x fields (what RecoveryBudget counts)
         self.solved = 0
         if spec.value not in ("identity", "gain"):
             raise ValueError("the theory solver covers value = identity and gain only (lowrank and full "
@@ -179,9 +178,7 @@ class Saddle:
 
     def unmix(self, h: np.ndarray) -> np.ndarray:
         """Actual fields -> whitened fields ``P^{-1} h`` (identity for uncorrelated tokens)."""
-        if self.mix is None:
-            return h
-        return np.einsum("lk,n...ka->n...la", np.linalg.inv(self.mix), h)
+        return h if self.mix is None else np.einsum("lk,n...ka->n...la", np.linalg.inv(self.mix), h)
 
     def from_paper(self, op: OrderParams) -> OrderParams:
         """Paper-convention order parameters at ``sigma`` (docs/model.md (1.5)) -> this saddle's units
@@ -203,8 +200,7 @@ class Saddle:
         """The target the proximal problem and the losses use: ``T(h*)`` (docs/model.md (1.2)),
         divided by the gain ``v`` of a ``gain`` value (docs/model.md (6.5); with ``self.C = v^2 C``
         the loss is then ``1/2 tr((T - v S) C (T - v S)^T)``)."""
-        T = target_map(hstar, self.spec)
-        return T if self.gain == 1.0 else T / self.gain
+        return target_map(hstar, self.spec) / self.gain  # (exact where the gain is 1)
 
     def gain_sums(self, ds: DataStep) -> tuple[float, float]:
         """``(E[tr(T C S^T)], E[tr(S C S^T)])`` at the global proximal minimisers of a data step
@@ -244,7 +240,7 @@ class Saddle:
         else:
             starts = np.concatenate([w[:, None], starts], axis=1)
         prox = prox_batch(w, T, op.V, self.C, self.amap, starts=starts, mix=self.mix)
-        self.solved += starts.shape[0] * starts.shape[1] * self.L * self.F
+        self.solved += starts.size  # (nodes x starts x tokens x fields)
         prox = escape_saddles(prox, w, T, op.V, self.C, self.amap, starts, mix=self.mix)
         return self.data_from(op, prox, switch_width, (w, T, qis, qinv, R))
 
