@@ -91,20 +91,12 @@ def solve_point(
         start = sd.from_paper(start_point(spec, branch, sd.F))
         if settings.warmup_order is not None and settings.method == "qmc" and settings.warmup_order < settings.order:
             sd0 = make_saddle(spec, alpha, settings, order=settings.warmup_order)
-            solved0 = sd0.solved
-            res0 = solve_fixed_point(sd0, start, replace(settings, tol=1e-6),
-                                     max_solved=None if budget is None else max(budget.left, 0))
-            if budget is not None:
-                budget.spend(sd0.solved - solved0)
+            res0 = _charged_solve(sd0, start, replace(settings, tol=1e-6), budget)
             if res0.converged:
                 start = res0.op
                 if jacobian is None:
                     jacobian = res0.jacobian
-    solved = sd.solved
-    res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm,
-                            max_solved=None if budget is None else max(budget.left, 0))
-    if budget is not None:
-        budget.spend(sd.solved - solved)
+    res = _charged_solve(sd, start, settings, budget, jacobian=jacobian, warm=warm)
     point = to_point(spec, alpha, branch, sd, res, draft=draft)
     if ramp and direct and not point.exists and (not res.converged or thorough):
         point = _by_continuation(spec, alpha, branch, settings, point, thorough, draft, budget)
@@ -113,6 +105,18 @@ def solve_point(
         est = linear_response_estimate(spec, alpha, settings, point.order_params, point.test_error)
         point = replace(point, error_estimate=est)
     return point
+
+
+def _charged_solve(sd: Saddle, start: OrderParams, settings: SolverSettings, budget: RecoveryBudget | None,
+                   jacobian: np.ndarray | None = None, warm: DataStep | None = None) -> FixedPointResult:
+    """:func:`solve_fixed_point` on ``sd`` within what is left of ``budget`` (where given), which is
+    charged the proximal problems the solve's data steps solved (:attr:`Saddle.solved`)."""
+    solved = sd.solved
+    res = solve_fixed_point(sd, start, settings, jacobian=jacobian, warm=warm,
+                            max_solved=None if budget is None else max(budget.left, 0))
+    if budget is not None:
+        budget.spend(sd.solved - solved)
+    return res
 
 
 def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, failed: BranchPoint,

@@ -424,13 +424,12 @@ def arclength(
 
 #: the work that the continuations rescuing one failed direct start may spend together
 #: (:class:`RecoveryBudget`), in proximal problems solved (starts times nodes times tokens times
-#: fields per token, :attr:`Saddle.solved`, which tracks the data step's time across the variants
-#: within a factor 1.3; a continuation's warm-started step, 3 starts per node, is counted 3/7 of a
-#: full one at the reference model and takes about a fifth of its time): 600 data steps with the
-#: full start set (7 starts) on the ``fast`` coarse rule (2^8 x 4 nodes) of the reference model,
-#: a few seconds on the 2-core machine. Without it the ladder of origins in ``alpha`` and in the
-#: ridge, with a ladder of its own at the larger ridge, cost minutes where every rung fails
-#: (sigma = 2, lambda = 1e-4, alpha = 3: 24 continuations)
+#: fields per token, :attr:`Saddle.solved`; a continuation's warm-started step, 3 starts per node,
+#: is counted 3/7 of a full one at the reference model and takes about a fifth of its time): 600
+#: data steps with the full start set (7 starts) on the ``fast`` coarse rule (2^8 x 4 nodes) of the
+#: reference model, a few seconds on the 2-core machine. Without it the ladder of origins in
+#: ``alpha`` and in the ridge, with a ladder of its own at the larger ridge, cost minutes where
+#: every rung fails (sigma = 2, lambda = 1e-4, alpha = 3: 24 continuations)
 RECOVERY_PROX = 600 * 7 * 1024 * 2
 #: the qmc order of the rule on which ``RECOVERY_PROX`` is set (the presets' coarse rule); a solve
 #: on a larger rule gets as many data steps (:meth:`RecoveryBudget.for_settings`)

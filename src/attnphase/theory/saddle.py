@@ -92,8 +92,7 @@ class Saddle:
                              "mirror share the start, not the minima")
         #: one of :data:`RESPONSES` (docs/model.md (3.3), (3.6), (3.7))
         self.response = response
-        #: proximal problems the data steps solved: starts x nodes x tokens x fields (what RecoveryBudget counts)
-        self.solved = 0
+        self.solved = 0  #: proximal problems the data steps solved (starts x nodes x tokens x fields)
         if spec.value not in ("identity", "gain"):
             raise ValueError("the theory solver covers value = identity and gain only (lowrank and full "
                              "do not enter at leading order, docs/model.md (6.4)); use the simulator")
@@ -200,7 +199,8 @@ class Saddle:
         """The target the proximal problem and the losses use: ``T(h*)`` (docs/model.md (1.2)),
         divided by the gain ``v`` of a ``gain`` value (docs/model.md (6.5); with ``self.C = v^2 C``
         the loss is then ``1/2 tr((T - v S) C (T - v S)^T)``)."""
-        return target_map(hstar, self.spec) / self.gain  # (exact where the gain is 1)
+        T = target_map(hstar, self.spec)
+        return T if self.gain == 1.0 else T / self.gain
 
     def gain_sums(self, ds: DataStep) -> tuple[float, float]:
         """``(E[tr(T C S^T)], E[tr(S C S^T)])`` at the global proximal minimisers of a data step
