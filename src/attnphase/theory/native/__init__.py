@@ -84,7 +84,7 @@ def requested() -> str:
 def chunks(items: int) -> int:
     """The chunks a kernel's loop over ``items`` nodes is cut into, each adding up its own partial
     sums: 64 (fewer for a smaller rule) whatever the number of threads, so that a result is the
-    same bits on any machine, with any thread count and in any sweep worker; the threads take the
+    same bits with any thread count and in any sweep worker; the threads take the
     chunks in turn."""
     return max(1, min(items, 64))
 
