@@ -536,3 +536,59 @@ def test_the_recovery_budget_stops_a_continuation_and_is_reported():
     p = solve_point(ModelSpec(omega=0.3, sigma=2.0, lam=1e-4), 3.0, "trivial", FAST, error_estimate=False,
                     budget=RecoveryBudget(1))
     assert not p.exists and "budget" in p.reason and "before continuations from alpha = 0.5 or" in p.reason
+
+
+class _LinearMap:
+    """A stand-in for the residual of :func:`attnphase.theory.newton.quasi_newton`: the map
+    ``F(x) = x* + B (x - x*)`` in units where ``y = x``, whose full (multi-start) evaluation adds a
+    deterministic ripple of amplitude ``noise`` (a rule's noise floor) and whose warm-started one
+    does not."""
+
+    def __init__(self, noise: float, tol: float = 1e-8, noise_tol: float = 1e-4) -> None:
+        from types import SimpleNamespace
+
+        self.settings = SimpleNamespace(tol=tol, noise_tol=noise_tol)
+        self.evals = 0
+        self.x_star = np.array([1.0, 2.0, -0.5])
+        self.B = np.array([[0.5, 0.1, 0.0], [0.0, 0.4, 0.1], [0.1, 0.0, 0.3]])
+        self.noise = noise
+
+    def full_x(self, y: np.ndarray) -> np.ndarray:
+        return np.array(y, dtype=float)
+
+    def __call__(self, y, ref, given=None):
+        self.evals += 1
+        fx = self.x_star + self.B @ (y - self.x_star)
+        if ref is None:
+            fx = fx + self.noise * np.sin(1e4 * np.arange(1, 4) * y)
+        return fx - y, ("full" if ref is None else "warm", y.copy()), fx
+
+
+@pytest.mark.parametrize("noise", [0.0, 3e-5])
+def test_broyden_replaces_a_jacobian_that_gives_no_decrease_and_returns_the_best_point_at_the_noise_floor(noise):
+    """A Jacobian of the wrong sign gives no decrease along the Newton direction: the iteration
+    takes the forward-difference Jacobian once and converges (without the ripple, to ``tol``).
+    With a ripple of 3e-5 in the full map (between ``tol`` 1e-8 and ``noise_tol`` 1e-4) it cannot
+    reach ``tol`` and ends unconverged at the full check that moved least, below ``noise_tol``,
+    with that move as its residual (what :func:`refine_point` accepts as the noise floor)."""
+    from attnphase.theory.newton import _broyden, rel_change
+
+    res = _LinearMap(noise)
+    y = res.x_star + 0.3
+    r, ref, _ = res(y, ("warm", y))
+    wrong = -(res.B - np.eye(3))  # (the Newton step from it points away from the fixed point)
+    out = _broyden(res, y, r, ref, wrong.copy(), np.inf, None, np.ones(3), 40, True)
+    if noise == 0.0:
+        assert out.ok and out.message == "converged"
+        np.testing.assert_allclose(out.x, res.x_star, rtol=1e-7)
+        np.testing.assert_allclose(out.J, res.B - np.eye(3), atol=1e-4)  # (the fresh Jacobian)
+    else:
+        assert not out.ok and "below noise_tol" in out.message
+        assert res.settings.tol < out.rel < res.settings.noise_tol and out.resid == out.rel
+        assert out.ds[0] == "full" and np.array_equal(out.full_at, out.x) and np.array_equal(out.ds[1], out.x)
+        fx = res.x_star + res.B @ (out.x - res.x_star) + noise * np.sin(1e4 * np.arange(1, 4) * out.x)
+        assert rel_change(fx, out.x, np.ones(3)) == pytest.approx(out.rel)
+    # the same start without the fresh Jacobian (budget too small for it) stops at once
+    res = _LinearMap(noise)
+    short = _broyden(res, y, r, ref, wrong.copy(), np.inf, None, np.ones(3), 3, True)
+    assert not short.ok and short.message == "no decrease along the Newton direction"
