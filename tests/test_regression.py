@@ -90,11 +90,15 @@ def test_the_comparison_fails_on_a_moved_number() -> None:
     """The check itself can fail: a value moved by 1e-8 relative is caught on the pins' platform,
     one moved by 1e-6 (or an error estimate by 1e-2) on any other."""
     pinned = PINNED["transition --omega 0.3"]
+
+    def moved(rel: float) -> dict[str, Any]:
+        return {**pinned, "alpha_c": pinned["alpha_c"] * (1 + rel)}
+
     with pytest.raises(AssertionError, match="alpha_c"):
-        _assert_same(pinned, {**pinned, "alpha_c": pinned["alpha_c"] * (1 + 1e-8)}, "transition")
-    _assert_same(pinned, {**pinned, "alpha_c": pinned["alpha_c"] * (1 + 1e-8)}, "transition", same_platform=False)
+        _assert_same(pinned, moved(1e-8), "transition")
+    _assert_same(pinned, moved(1e-8), "transition", same_platform=False)
     with pytest.raises(AssertionError, match="alpha_c"):
-        _assert_same(pinned, {**pinned, "alpha_c": pinned["alpha_c"] * (1 + 1e-6)}, "transition", same_platform=False)
+        _assert_same(pinned, moved(1e-6), "transition", same_platform=False)
     errors = {k: v * (1 + 1e-2) for k, v in pinned["errors"].items()}
     with pytest.raises(AssertionError, match="errors"):
         _assert_same(pinned, {**pinned, "errors": errors}, "transition", same_platform=False)
