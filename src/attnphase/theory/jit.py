@@ -350,7 +350,12 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
     grad, hess, g2, trial, Lc, y, step, dummy = nw
     L, F = h.shape
     n = L * F
-    val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
+    # (the Hessian flag as a run-time value, not a literal: numba compiles a function once per
+    # literal argument, and _objective with the loss it calls is the largest code here; with
+    # True and False literal and node_kernel's run-time flag it was compiled three times)
+    hess_on = n > 0
+    hess_off = not hess_on
+    val = _objective(h, w, Winv, T, C, M, mask, grad, hess, hess_on, wk)
     mu = 0.0
     for _ in range(max_iter):
         gn = 0.0
@@ -403,7 +408,7 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
             for l in range(L):
                 for a in range(F):
                     trial[l, a] = h[l, a] + step[l * F + a]
-            tval = _objective(trial, w, Winv, T, C, M, mask, g2, dummy, False, wk)
+            tval = _objective(trial, w, Winv, T, C, M, mask, g2, dummy, hess_off, wk)
             pred = 0.0
             for i in range(n):
                 pred += grad[i] * step[i]
@@ -434,7 +439,7 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
                         for a in range(F):
                             h[l, a] = known[k, l, a]
                     return known_val[k], known_gn[k]
-        val = _objective(h, w, Winv, T, C, M, mask, grad, hess, True, wk)
+        val = _objective(h, w, Winv, T, C, M, mask, grad, hess, hess_on, wk)
         mu = mu * 0.25 if mu > 1e-6 else 0.0
     gn = 0.0
     for i in range(n):
