@@ -13,7 +13,14 @@ import pytest
 from attnphase import ModelSpec
 from attnphase.theory import SolverSettings, native
 from attnphase.theory.branches import solve_point, start_point
-from attnphase.theory.channels import AttentionMap, c_prox_library, default_starts, prox_batch, target_map
+from attnphase.theory.channels import (
+    AttentionMap,
+    c_prox_library,
+    default_starts,
+    loss_hessian_batch,
+    prox_batch,
+    target_map,
+)
 from attnphase.theory.geometries import written_out
 from attnphase.theory.quadrature import sobol_gaussian
 from attnphase.theory.refinement import refine_point
@@ -48,7 +55,7 @@ MODELS = [{}, {"L": 3}, {"rank": 2}, {"variant": "untied"}, {"variant": "causal"
 @needs_c
 @pytest.mark.parametrize("kw", MODELS)
 def test_c_kernels_equal_the_numba_kernels_node_by_node(monkeypatch, kw):
-    """Target map, proximal minimisers (every start's), second minima and the Stein sums (plain,
+    """Target map, proximal minimisers (every start's), the loss Hessian, second minima and the Stein sums (plain,
     split between minima, mirror-paired) come out bit for bit the same from the C kernels as from
     numba's generic ones (the written-out proximal kernel folds the geometry's zeros, which changes
     no sum, and the generic kernel sums in its order), at a data step with nodes that have several
@@ -74,6 +81,8 @@ def test_c_kernels_equal_the_numba_kernels_node_by_node(monkeypatch, kw):
             assert np.array_equal(getattr(p0, a), getattr(p1, a)), a
         n_multi += sum(len(np.unique(np.round(c.reshape(len(c), -1), 4), axis=0)) > 1 for c in p0.candidates)
     assert n_multi >= 5, "the test should exercise nodes with several local minima"
+    H0, H1 = _both(monkeypatch, lambda: loss_hessian_batch(p0.h, T0, sd.C, am))  # (the saddle escape's)
+    assert np.array_equal(H0, H1)
     (h20, v20), (h21, v21) = _both(monkeypatch, lambda: second_minimum(p0))
     assert np.array_equal(h20, h21) and np.array_equal(v20, v21)
     cmap = sd.mirror_map(op.replace(q=op.q + 0.05 * np.eye(F), theta=0.5 * op.theta))
@@ -154,7 +163,8 @@ def test_a_refined_solve_is_the_same_with_either_kernels(monkeypatch, kw):
 
 @needs_c
 @pytest.mark.parametrize(("args", "branch"), [
-    (["--alpha", "1", "--omega", "0.3"], "trivial"),
+    # (lambda = 50: every minimiser sits at h = 0, so the saddle escape takes the loss Hessian there)
+    (["--alpha", "1", "--omega", "0.3", "--lam", "50"], "trivial"),
     # (two heads: the written-out heads kernel and the C test-error sum of heads; ~10 s)
     pytest.param(["--heads", "2", "--alpha", "2", "--omega", "0.3", "--preset", "fast"], "specialised",
                  marks=pytest.mark.slow),

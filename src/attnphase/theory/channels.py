@@ -523,9 +523,19 @@ def loss_hessian_batch(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: Attent
 
 def _node_kernel(h: np.ndarray, w: np.ndarray, Winv: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap,
                  val: np.ndarray, grad: np.ndarray, hess: np.ndarray, want_hess: bool) -> None:
+    """The objective, gradient and Hessian at every node: the geometry's written-out C kernel where
+    :func:`prox_batch` runs one (so a solve on the C kernels never compiles numba for the saddle
+    escape), numba's generic kernel otherwise."""
+    f64 = np.float64
+    N, L, F = h.shape
+    h, w, T = (np.ascontiguousarray(a, dtype=f64) for a in (h, w, T))
+    Winv, C = np.ascontiguousarray(Winv, dtype=f64), np.ascontiguousarray(C, dtype=f64)
+    lib = c_prox_library(amap, L)
+    if lib is not None and _fixed_blocks_hold(T, amap, L):
+        lib.node_kernel(N, native.ptr(h), native.ptr(w), native.ptr(Winv), native.ptr(T), native.ptr(C),
+                        int(want_hess), native.ptr(val), native.ptr(grad), native.ptr(hess))
+        return
     from attnphase.theory.jit import node_kernel  # noqa: PLC0415 - (numba: only where it runs)
 
-    f64 = np.float64
-    node_kernel(np.ascontiguousarray(h, dtype=f64), np.ascontiguousarray(w, dtype=f64), np.ascontiguousarray(Winv, dtype=f64),
-                np.ascontiguousarray(T, dtype=f64), np.ascontiguousarray(C, dtype=f64),
-                np.ascontiguousarray(amap.M, dtype=f64), amap.mask, bool(want_hess), val, grad, hess, *amap.kernel_maps())
+    node_kernel(h, w, Winv, T, C, np.ascontiguousarray(amap.M, dtype=f64), amap.mask, bool(want_hess), val, grad, hess,
+                *amap.kernel_maps())

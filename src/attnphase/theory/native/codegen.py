@@ -451,6 +451,33 @@ def _kernel(g: Geometry) -> list[str]:
     ]
 
 
+def _node_kernel(g: Geometry) -> list[str]:
+    """``node_kernel``: ``jit.node_kernel`` for this geometry: the proximal objective, its gradient
+    and, with ``want_hess``, its full Hessian at every node's fields ``h`` (N, n) (with ``W = 0``
+    and ``w = h``: the loss and its derivatives), ``W`` and ``C`` symmetrised first as in
+    :func:`_kernel`. Serial: it serves the checks and the saddle escape, which see few nodes."""
+    n, L = g.L * g.field_dim, g.L
+    return [
+        "void node_kernel(long N, const double *h, const double *w, const double *W, const double *T,",
+        "                 const double *C, int want_hess, double *out_val, double *out_grad, double *out_hess)",
+        "{",
+        f"    double Wt[{n * n}], Ct[{L * L}], g[{n}], H[{n * (n + 1) // 2}];",
+        f"    for (int i = 0; i < {n}; i++)",
+        f"        for (int k = 0; k < {n}; k++) Wt[i * {n} + k] = 0.5 * (W[i * {n} + k] + W[k * {n} + i]);",
+        f"    for (int i = 0; i < {L}; i++)",
+        f"        for (int k = 0; k < {L}; k++) Ct[i * {L} + k] = 0.5 * (C[i * {L} + k] + C[k * {L} + i]);",
+        "    for (long i = 0; i < N; i++) {",
+        f"        out_val[i] = objective(h + i * {n}, w + i * {n}, Wt, T + i * {L * L}, Ct, g, H);",
+        f"        for (int k = 0; k < {n}; k++) out_grad[i * {n} + k] = g[k];",
+        "        if (!want_hess) continue;",
+        f"        for (int a = 0, j = 0; a < {n}; a++)",
+        f"            for (int b = a; b < {n}; b++, j++)",
+        f"                out_hess[(i * {n} + a) * {n} + b] = out_hess[(i * {n} + b) * {n} + a] = H[j];",
+        "    }",
+        "}",
+    ]
+
+
 def c_source(g: Geometry) -> str:
     """The proximal kernel of ``g`` in C (docs/model.md (3.2)): the iteration of the generic numba
     kernel written out on scalars (:mod:`attnphase.theory.native` compiles it on first use)."""
@@ -463,7 +490,7 @@ def c_source(g: Geometry) -> str:
         "",
     ]
     body: list[str] = []
-    for p in (_objective(g, False), _objective(g, True), _newton(g), _kernel(g)):
+    for p in (_objective(g, False), _objective(g, True), _newton(g), _kernel(g), _node_kernel(g)):
         body += p + [""]
     return "\n".join(head + body)
 
