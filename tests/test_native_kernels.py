@@ -98,7 +98,7 @@ def test_c_kernels_equal_the_numba_kernels_node_by_node(monkeypatch, kw):
 
 
 #: (the geometries of ``MODELS`` run here under ``-m slow`` only: they have their
-#: written-out and generic proximal kernels bit for bit too, in
+#: written-out and generic proximal kernels compared bit for bit in
 #: test_c_kernels_equal_the_numba_kernels_node_by_node)
 GEOMETRY_CASES = [*(pytest.param(kw, marks=pytest.mark.slow) for kw in
                     ({}, {"token_corr": 0.4}, {"A": "0.3,0.7;0.8,0.2", "omega": 0.6, "sigma": 1.0}, {"L": 3},
