@@ -70,6 +70,12 @@ def test_arclength_passes_the_fold_the_iteration_cannot():
     below = solve_point(CAUSAL, r.fold - 0.02, "semantic", s, start=OrderParams.from_vector(near.x, 2, 1, 1),
                         error_estimate=False, ramp=False)
     assert not below.exists and below.fixed_point.classified_as == "trivial"
+    # from a start below where the far side meets the trivial branch, the far side is followed back
+    # to the start's alpha only (the interval the walk was to cover), so it does not reach that meeting
+    first = next(p for p in r.points if p.stable and r.fold < p.alpha < r.rejoins)
+    r2 = arclength(CAUSAL, OrderParams.from_vector(first.x, 2, 1, 1), first.alpha, 1.5, "semantic", s, past_fold=30)
+    assert r2.fold == pytest.approx(r.fold, abs=0.01) and r2.rejoins is None
+    assert first.alpha < r2.points[-1].alpha < r.rejoins and r2.points[-2].alpha < first.alpha
 
 
 @pytest.mark.slow
