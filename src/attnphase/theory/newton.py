@@ -97,6 +97,8 @@ class QuasiNewtonResult:
     #: a solve restarted *at that point* may be warm-started from ``ds`` (the warm-started map
     #: then equals the full one, see ``warm_starts``), anywhere else it may not
     full_at: np.ndarray | None = None
+    #: whether the search replaced its Jacobian by forward differences on the way (:func:`_broyden`)
+    refreshed: bool = False
 
 
 class RelativeUnits:
@@ -263,6 +265,7 @@ def _broyden(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep, J: np.
     msg = "evaluation budget spent"
     s_ = np.full(y.size, np.inf)
     fresh = False  # (J is the forward-difference Jacobian at y)
+    refreshed = False  # (J was replaced by forward differences on the way)
     floor: tuple[float, np.ndarray, DataStep] | None = None  # (the full check below noise_tol, least move)
     while res.evals < max_evals:
         try:
@@ -277,7 +280,7 @@ def _broyden(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep, J: np.
             if fd is None:
                 msg = "no decrease along the Newton direction"
                 break
-            J, fresh = fd, True
+            J, fresh, refreshed = fd, True, True
             continue
         if accepted is not None:
             fresh = False
@@ -288,7 +291,7 @@ def _broyden(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep, J: np.
             r = r_new
         if not confirm_full and float(np.max(np.abs(r))) < settings.tol:
             return QuasiNewtonResult(res.full_x(y), ref, float(np.max(np.abs(r))), J, res.evals, True,
-                                     "converged (warm-started map)")
+                                     "converged (warm-started map)", refreshed=refreshed)
         # at the noise floor of the map (no decrease possible) or below tol: full check
         if stalled or float(np.max(np.abs(s_))) < settings.tol or float(np.max(np.abs(r))) < settings.tol:
             # verify with the full multi-start set
@@ -300,7 +303,8 @@ def _broyden(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep, J: np.
             full_at = res.full_x(y)
             rel = rel_change(fx, res.full_x(y), nat)
             if rel < settings.tol:
-                return QuasiNewtonResult(res.full_x(y), ref, rel, J, res.evals, True, "converged", full_at=full_at)
+                return QuasiNewtonResult(res.full_x(y), ref, rel, J, res.evals, True, "converged", full_at=full_at,
+                                         refreshed=refreshed)
             if rel < settings.noise_tol and (floor is None or rel < floor[0]):
                 floor = (rel, full_at, ref)
             if stalled:
@@ -310,8 +314,9 @@ def _broyden(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep, J: np.
     if floor is not None:
         rel, x, ds = floor
         return QuasiNewtonResult(x, ds, rel, J, res.evals, False, f"{msg}; the full map moved its best point by "
-                                 f"{rel:.1e}, below noise_tol", rel, x)
-    return QuasiNewtonResult(res.full_x(y), ref, rel, J, res.evals, False, msg, float(np.max(np.abs(r))), full_at)
+                                 f"{rel:.1e}, below noise_tol", rel, x, refreshed)
+    return QuasiNewtonResult(res.full_x(y), ref, rel, J, res.evals, False, msg, float(np.max(np.abs(r))), full_at,
+                             refreshed)
 
 
 class Anderson:

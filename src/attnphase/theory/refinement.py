@@ -278,8 +278,19 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
     qn = quasi_newton(union, x0, qs, J0=point._jacobian, max_evals=2 * budget if exact else budget,
                       confirm_full=exact, first_full=nested_first(union, n, point, x0, settings))
     tried = [(qn, x0)]
+    x_units = x0
     at_floor = qn is not None and exact and qn.resid < settings.noise_tol
-    if retry and qn is not None and not qn.ok and point._jacobian is not None and not at_floor:
+    if retry and qn is not None and not qn.ok and qn.refreshed and not at_floor:
+        # the first stage already replaced the coarse Jacobian by forward differences where it
+        # stalled: once more from where it stopped, with its Jacobian (the two-head positional
+        # point at alpha = 2, omega = 0.3 had converged on the warm-started map when the budget
+        # ran out; a restart from x0 took forward differences and that path again, 34 data steps
+        # at order 12)
+        x_units = qn.x
+        qn = quasi_newton(union, x_units, qs, J0=qn.J, warm=_warm_at(qn, x_units), max_evals=qn.evals + budget,
+                          confirm_full=exact)
+        tried.append((qn, x_units))
+    elif retry and qn is not None and not qn.ok and point._jacobian is not None and not at_floor:
         # the coarse Jacobian can point the wrong way on the fine map (seen at small omega):
         # once more with forward differences on the fine rule (warm-started from that attempt's
         # full multi-start evaluation where it was made at x0: one full evaluation less)
@@ -300,7 +311,7 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
                          message=f"converged to the rule's noise floor: relative change {qn2.rel:.1e} "
                                  f"(< noise_tol {settings.noise_tol:g}; tol {qs.tol:g} not reached)")
             return qn, qn_start, tried
-    return qn, x0, tried
+    return qn, x_units, tried
 
 
 def _not_refined(point: BranchPoint, info: Refinement) -> BranchPoint:
