@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from attnphase import ModelSpec
-from attnphase.theory import SolverSettings, solve_point
-from attnphase.theory.branches import follow_branch
+from attnphase.theory import SolverSettings, branches, solve_point
+from attnphase.theory.branches import continue_from, follow_branch, origin_point, semantic_by_arclength
 from attnphase.theory.continuation import arclength
 from attnphase.theory.fixed_point import FAST, make_saddle
 from attnphase.theory.saddle import OrderParams
@@ -110,3 +110,24 @@ def test_L3_has_no_positional_branch_at_1_5_in_theory_or_gd():
         gd = float(np.mean([abs(r[key]) for r in runs]))
         th = abs(getattr(sem, key))
         assert abs(gd - th) / th < 0.05, (key, gd, th)
+
+
+def test_the_walk_to_a_fold_starts_from_the_last_point_the_warm_start_continuation_reached(monkeypatch):
+    """Where the continuation with warm starts loses the semantic branch on its way down, the
+    pseudo-arclength walk starts from the last point it reached, not from the origin again, and
+    finds the same fold (causal student, order 10: the branch folds near 1.6)."""
+    s = _settings(10)
+    p0 = origin_point(CAUSAL, 3.0, "semantic", s)
+    trail: list = []
+    assert continue_from(CAUSAL, 1.5, "semantic", s, 3.0, first=p0, trail=trail) is None
+    assert trail[0] is p0 and 1.6 < trail[-1].alpha < 3.0
+    starts = []
+
+    def recorded(spec, start, alpha0, *args, **kwargs):
+        starts.append(alpha0)
+        return arclength(spec, start, alpha0, *args, **kwargs)
+
+    monkeypatch.setattr(branches, "arclength", recorded)
+    mid, why = semantic_by_arclength(CAUSAL, 1.5, s, 3.0, p0, nearer=trail[-1])
+    assert mid is None and starts == [trail[-1].alpha]
+    assert "fold at alpha 1.59" in why or "fold at alpha 1.60" in why

@@ -195,7 +195,7 @@ def ramp_origins(alpha: float, near: bool = True) -> list[float]:
 
 def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
                   origin: float, budget: RecoveryBudget | None = None,
-                  first: BranchPoint | None = None) -> BranchPoint | None:
+                  first: BranchPoint | None = None, trail: list[BranchPoint] | None = None) -> BranchPoint | None:
     """The branch continued from ``origin`` up to ``alpha`` (geometric steps, at least
     ``RAMP_STEPS`` and at most a factor ``RAMP_RATIO`` each), for a direct start that did not
     converge (or, in a single solve, converged to another branch): the starts
@@ -210,13 +210,14 @@ def continue_from(spec: ModelSpec, alpha: float, branch: str, settings: SolverSe
     0.5 and 1 while the branch continues smoothly from 0.2); from 0.1 it is. ``None`` if the
     continuation does not arrive (or ``budget``, a new :class:`RecoveryBudget` where none is
     given, runs out on the way). ``first``: the point at ``origin``, where already solved
-    (:func:`origin_point`)."""
+    (:func:`origin_point`); ``trail``: a list that receives the points of the branch reached on the
+    way (:func:`continue_through`)."""
     budget = budget or RecoveryBudget.for_settings(settings)
     n = max(RAMP_STEPS, int(np.ceil(abs(np.log(alpha / origin)) / np.log(RAMP_RATIO) - 1e-9)))
     grid = np.geomspace(origin, alpha, n + 1)
     if first is None:
         first = origin_point(spec, origin, branch, settings, budget)
-    return continue_through(first, [(spec, float(a)) for a in grid[1:]], branch, settings, budget)
+    return continue_through(first, [(spec, float(a)) for a in grid[1:]], branch, settings, budget, trail)
 
 
 def origin_point(spec: ModelSpec, origin: float, branch: str, settings: SolverSettings,
@@ -227,13 +228,17 @@ def origin_point(spec: ModelSpec, origin: float, branch: str, settings: SolverSe
 
 
 def continue_through(last: BranchPoint, steps: list[tuple[ModelSpec, float]], branch: str,
-                     settings: SolverSettings, budget: RecoveryBudget | None = None) -> BranchPoint | None:
+                     settings: SolverSettings, budget: RecoveryBudget | None = None,
+                     trail: list[BranchPoint] | None = None) -> BranchPoint | None:
     """Continuation of ``branch`` from the point ``last`` through ``steps`` (model, alpha), each
     point started from the previous one (its Jacobian and minimisers); ``None`` if it is lost
-    (or ``budget`` runs out before the last step)."""
+    (or ``budget`` runs out before the last step). ``trail`` (a list) receives every point of the
+    branch reached, ``last`` first."""
     for sp, a in steps:
         if not last.exists or (budget is not None and budget.spent):
             return None
+        if trail is not None:
+            trail.append(last)
         last = solve_point(sp, a, branch, settings, start=last.order_params, error_estimate=False,
                            jacobian=last._jacobian, warm=last._data, draft=True, budget=budget)
     return last if last.exists else None
@@ -561,22 +566,35 @@ PAST_FOLD = 30
 
 
 def semantic_by_arclength(spec: ModelSpec, alpha: float, settings: SolverSettings, origin: float,
-                          p0: BranchPoint | None = None) -> tuple[BranchPoint | None, str | None]:
+                          p0: BranchPoint | None = None,
+                          nearer: BranchPoint | None = None) -> tuple[BranchPoint | None, str | None]:
     """The semantic branch from its point at ``origin`` to ``alpha`` by pseudo-arclength
     continuation (:func:`~attnphase.theory.continuation.arclength`, docs/model.md (7.6)) on the rule of ``settings``, for
     :func:`attnphase.theory.target.solve_refined` where the continuation with warm starts lost it: ``(the point at alpha,
     None)``, or ``(None, why)`` (``None`` where not even the origin was found), e.g. that the
     branch ends at a fold between ``alpha`` and ``origin`` (causal student, ``omega = 0.3``:
     ``alpha = 1.5`` lies below the semantic branch's fold, docs/variants.md). ``p0``: the point at
-    ``origin`` (:func:`origin_point`), where already solved."""
-    if p0 is None:
-        p0 = origin_point(spec, origin, "semantic", settings)
-    if not p0.exists or p0.order_params is None:
-        return None, None
-    end = arclength(spec, p0.order_params, origin, alpha, "semantic", settings, past_fold=PAST_FOLD)
+    ``origin`` (:func:`origin_point`), where already solved. ``nearer``: a point of the branch
+    closer to ``alpha`` (the last one the warm-start continuation reached), the walk's start where
+    its correction holds it (not the causal point at 1.78 on the order-9 rule, near the fold), else
+    the origin: the two-head semantic branch at ``alpha = 2``, ``omega = 0.3``, reached at 2.38,
+    folds at 2.28, 22 points from 4."""
+    end = None
+    if nearer is not None and nearer.exists and nearer.order_params is not None:
+        end = arclength(spec, nearer.order_params, nearer.alpha, alpha, "semantic", settings, past_fold=PAST_FOLD)
+        start = nearer
+        end = end if end.points else None  # (no points: the correction did not hold the start)
+    if end is None:
+        if p0 is None:
+            p0 = origin_point(spec, origin, "semantic", settings)
+        if not p0.exists or p0.order_params is None:
+            return None, None
+        end = arclength(spec, p0.order_params, origin, alpha, "semantic", settings, past_fold=PAST_FOLD)
+        start = p0
     if not end.success or end.reached is None:
         return None, end.message
-    L, F, rs = p0.order_params.m.shape[0], p0.order_params.m.shape[1], p0.order_params.theta.shape[1]
-    start = OrderParams.from_vector(end.reached.x, L, F, rs)
-    pt = solve_point(spec, alpha, "semantic", settings, start=start, error_estimate=False, draft=True, ramp=False)
+    assert start.order_params is not None
+    L, F, rs = start.order_params.m.shape[0], start.order_params.m.shape[1], start.order_params.theta.shape[1]
+    at = OrderParams.from_vector(end.reached.x, L, F, rs)
+    pt = solve_point(spec, alpha, "semantic", settings, start=at, error_estimate=False, draft=True, ramp=False)
     return (pt, None) if pt.exists else (None, f"the point reached ({end.message}) is not a fixed point of the solver")

@@ -131,10 +131,11 @@ def _refine_by_continuation(spec: ModelSpec, alpha: float, branch: str, settings
     how = f"continued {'up' if branch == 'positional' else 'down'} from alpha {origin:g} on order {mid_settings.order}"
     budget = RecoveryBudget.for_settings(mid_settings)  # (the origin's solve and the continuation in alpha)
     p0 = origin_point(spec, origin, branch, mid_settings, budget)  # (the first point of both continuations below)
-    mid = continue_from(spec, alpha, branch, mid_settings, origin, budget, first=p0)
+    trail: list[BranchPoint] = []
+    mid = continue_from(spec, alpha, branch, mid_settings, origin, budget, first=p0, trail=trail)
     lost = budget.message() if budget.spent else "the branch was lost on the way"
     if mid is None and branch == "semantic":
-        mid, end = semantic_by_arclength(spec, alpha, mid_settings, origin, p0)
+        mid, end = semantic_by_arclength(spec, alpha, mid_settings, origin, p0, nearer=trail[-1] if trail else None)
         if mid is None:
             return None, f"{how}: " + (end or lost)
         how += " by pseudo-arclength continuation"
