@@ -934,3 +934,36 @@ def test_raising_the_order_reuses_the_minima_of_the_shared_nodes(branch, monkeyp
     b = refine_point(spec, replace(p, _fine=None), st, tol=st.tol)
     assert np.array_equal(a.order_params.to_vector(), b.order_params.to_vector())
     assert a.error_estimate == b.error_estimate
+
+
+@pytest.mark.parametrize("refreshed", [True, False])
+def test_the_retry_goes_on_from_a_first_stage_that_took_forward_differences(monkeypatch, refreshed):
+    """The refinement's retry stage: where the first quasi-Newton stage already replaced the coarse
+    Jacobian by forward differences, it goes on from where that stage stopped, with its Jacobian;
+    otherwise it restarts from the coarse point with forward differences (``J0=None``)."""
+    from types import SimpleNamespace
+
+    from attnphase.theory import refinement
+    from attnphase.theory.newton import QuasiNewtonResult
+
+    x0, J1 = np.array([0.1, 0.2, 3.0]), 2.0 * np.eye(3)
+    calls = []
+
+    def fake_quasi_newton(union, x, qs, J0=None, warm=None, max_evals=0, confirm_full=True, first_full=None):
+        calls.append((x.copy(), J0, max_evals))
+        if len(calls) == 1:  # (the first stage: out of budget short of tol, above the noise floor)
+            return QuasiNewtonResult(x + 0.01, None, 3e-3, J1, 24, False, "evaluation budget spent", resid=3e-3,
+                                     refreshed=refreshed)
+        return QuasiNewtonResult(x, None, 1e-9, np.eye(3), 5, True, "converged")
+
+    monkeypatch.setattr(refinement, "quasi_newton", fake_quasi_newton)
+    point = SimpleNamespace(_jacobian=np.eye(3), _fine=None)
+    s = SolverSettings(tol=1e-8, noise_tol=1e-4)
+    qn, x_units, tried = refinement._fine_stages(None, 2, point, x0, s, s, True, 12, True)
+    assert qn.ok and len(calls) == 2 and len(tried) == 2
+    x, J0, max_evals = calls[1]
+    if refreshed:
+        assert np.array_equal(x, x0 + 0.01) and J0 is J1 and np.array_equal(x_units, x0 + 0.01)
+    else:
+        assert np.array_equal(x, x0) and J0 is None and np.array_equal(x_units, x0)
+    assert max_evals == 24 + 12
