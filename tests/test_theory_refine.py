@@ -697,11 +697,13 @@ def test_raising_the_order_skips_the_full_solver_fallback(monkeypatch):
 
 @pytest.mark.slow
 def test_unconverged_rule_solves_decide_nothing(monkeypatch):
-    """The decision before the fallback needs every fine rule's own solve to converge: with one
-    Broyden step none does, and the same point goes to the fallback."""
+    """The decision before the fallback needs every fine rule's own solve to converge: with the
+    quasi-Newton stages held to 3 data steps (so that they fail) and one Broyden step for each
+    rule's own solve, none converges, and the same point goes to the fallback."""
     import attnphase.theory.refinement as refinement
     from attnphase.theory.target import solve_refined
 
+    monkeypatch.setattr(refinement, "REFINE_MAX_EVALS", 3)
     monkeypatch.setattr(refinement, "UNRESOLVED_MAX_EVALS", 1)
     monkeypatch.setattr(refinement, "FALLBACK_MAX_ITER", 1)
     q = solve_refined(ModelSpec(omega=0.3, L=3), 3.0, "positional", SolverSettings(order=8, refine_order=11))
