@@ -268,8 +268,10 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
                  retry: bool) -> tuple[QuasiNewtonResult | None, np.ndarray,
                                        list[tuple[QuasiNewtonResult | None, np.ndarray]]]:
     """The quasi-Newton stages of :func:`refine_point` on the union ``union`` of ``n`` fine rules
-    from the coarse fixed point ``x0``: with the coarse Jacobian, then (``retry``) with forward
-    differences, then (an ``exact`` solve, ``qs.tol`` below the noise floor) to the noise floor.
+    from the coarse fixed point ``x0``: with the coarse Jacobian, then (``retry``) from ``x0`` with
+    forward differences or, where the first stage already took forward differences, from where it
+    stopped with its Jacobian, then (an ``exact`` solve, ``qs.tol`` below the noise floor) to the
+    noise floor.
     Returns the last stage's result, the point whose relative units its Jacobian is in (the
     stage's start: the noise-floor stage starts where the first stopped, and an unknown that
     was a tiny non-zero at ``x0`` may be an exact zero there, so the Jacobians differ in size),
