@@ -400,9 +400,7 @@ def prox_batch(
     cand_val = np.empty((N, S))
     n_chunks = native.chunks(N)
     C = np.ascontiguousarray(C, dtype=np.float64)
-    lib = None if generic else c_prox_library(amap, L)
-    if lib is not None and not _fixed_blocks_hold(T, amap, L):
-        lib = None  # (a cross-attention target without its fixed blocks: the generic kernel)
+    lib = None if generic else _written_out_for(amap, T, L)
     if lib is not None:
         lib.prox_kernel(N, S, native.ptr(w), native.ptr(T), native.ptr(starts), native.ptr(Winv), native.ptr(C),
                         int(max_iter), float(gtol), native.ptr(out_h), native.ptr(out_val), native.ptr(out_gn),
@@ -492,6 +490,14 @@ def c_prox_library(amap: AttentionMap, L: int) -> native.Library | None:
     return None if g is None else native.prox_library(g)
 
 
+def _written_out_for(amap: AttentionMap, T: np.ndarray, L: int) -> native.Library | None:
+    """The written-out C library for the targets ``T`` (N, L, L) (:func:`c_prox_library`), or
+    ``None`` where the generic kernel runs: no library, or a cross-attention target without the
+    fixed blocks that the written-out kernel folds in."""
+    lib = c_prox_library(amap, L)
+    return lib if lib is not None and _fixed_blocks_hold(T, amap, L) else None
+
+
 def _metric(V: np.ndarray, L: int, mix: np.ndarray | None) -> np.ndarray:
     """Inverse metric ``(P P^T)^{-1} (x) V^{-1}`` over the flattened fields (``P = I`` by default)."""
     Vinv = np.linalg.inv(V)
@@ -530,8 +536,8 @@ def _node_kernel(h: np.ndarray, w: np.ndarray, Winv: np.ndarray, T: np.ndarray, 
     N, L, F = h.shape
     h, w, T = (np.ascontiguousarray(a, dtype=f64) for a in (h, w, T))
     Winv, C = np.ascontiguousarray(Winv, dtype=f64), np.ascontiguousarray(C, dtype=f64)
-    lib = c_prox_library(amap, L)
-    if lib is not None and _fixed_blocks_hold(T, amap, L):
+    lib = _written_out_for(amap, T, L)
+    if lib is not None:
         lib.node_kernel(N, native.ptr(h), native.ptr(w), native.ptr(Winv), native.ptr(T), native.ptr(C),
                         int(want_hess), native.ptr(val), native.ptr(grad), native.ptr(hess))
         return
