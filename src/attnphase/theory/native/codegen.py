@@ -404,6 +404,18 @@ def _newton(g: Geometry) -> list[str]:
     return out
 
 
+def _symmetrised(n: int, L: int) -> list[str]:
+    """``Wt`` and ``Ct``, the symmetric parts of the ``n x n`` metric ``W`` and the ``L x L``
+    covariance ``C`` (the objective reads their upper triangles only), as ``jit.prox_kernel``
+    takes them."""
+    return [
+        f"    for (int i = 0; i < {n}; i++)",
+        f"        for (int k = 0; k < {n}; k++) Wt[i * {n} + k] = 0.5 * (W[i * {n} + k] + W[k * {n} + i]);",
+        f"    for (int i = 0; i < {L}; i++)",
+        f"        for (int k = 0; k < {L}; k++) Ct[i * {L} + k] = 0.5 * (C[i * {L} + k] + C[k * {L} + i]);",
+    ]
+
+
 def _kernel(g: Geometry) -> list[str]:
     """``prox_kernel``: ``jit.prox_kernel`` for this geometry (fields flattened: ``w`` (N, n),
     ``starts`` (N, S, n), ``out_h`` (N, n), ``cand_h`` (N, S, n)), the nodes cut into ``n_chunks``
@@ -415,10 +427,7 @@ def _kernel(g: Geometry) -> list[str]:
         "                 double *cand_h, double *cand_val, long n_chunks, double snap, int n_threads)",
         "{",
         f"    double Wt[{n * n}], Ct[{L * L}];",
-        f"    for (int i = 0; i < {n}; i++)",
-        f"        for (int k = 0; k < {n}; k++) Wt[i * {n} + k] = 0.5 * (W[i * {n} + k] + W[k * {n} + i]);",
-        f"    for (int i = 0; i < {L}; i++)",
-        f"        for (int k = 0; k < {L}; k++) Ct[i * {L} + k] = 0.5 * (C[i * {L} + k] + C[k * {L} + i]);",
+        *_symmetrised(n, L),
         "    const long size = (N + n_chunks - 1) / n_chunks;",
         "    #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)",
         "    for (long c = 0; c < n_chunks; c++) {",
@@ -462,10 +471,7 @@ def _node_kernel(g: Geometry) -> list[str]:
         "                 const double *C, int want_hess, double *out_val, double *out_grad, double *out_hess)",
         "{",
         f"    double Wt[{n * n}], Ct[{L * L}], g[{n}], H[{n * (n + 1) // 2}];",
-        f"    for (int i = 0; i < {n}; i++)",
-        f"        for (int k = 0; k < {n}; k++) Wt[i * {n} + k] = 0.5 * (W[i * {n} + k] + W[k * {n} + i]);",
-        f"    for (int i = 0; i < {L}; i++)",
-        f"        for (int k = 0; k < {L}; k++) Ct[i * {L} + k] = 0.5 * (C[i * {L} + k] + C[k * {L} + i]);",
+        *_symmetrised(n, L),
         "    for (long i = 0; i < N; i++) {",
         f"        out_val[i] = objective(h + i * {n}, w + i * {n}, Wt, T + i * {L * L}, Ct, g, H);",
         f"        for (int k = 0; k < {n}; k++) out_grad[i * {n} + k] = g[k];",
