@@ -282,7 +282,8 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
     tried = [(qn, x0)]
     x_units = x0
     at_floor = qn is not None and exact and qn.resid < settings.noise_tol
-    if retry and qn is not None and not qn.ok and qn.refreshed and not at_floor:
+    again = retry and qn is not None and not qn.ok and not at_floor  # (a second stage is due)
+    if again and qn is not None and qn.refreshed:
         # the first stage already replaced the coarse Jacobian by forward differences where it
         # stalled: once more from where it stopped, with its Jacobian (the two-head positional
         # point at alpha = 2, omega = 0.3 had converged on the warm-started map when the budget
@@ -292,7 +293,7 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
         qn = quasi_newton(union, x_units, qs, J0=qn.J, warm=_warm_at(qn, x_units), max_evals=qn.evals + budget,
                           confirm_full=exact)
         tried.append((qn, x_units))
-    elif retry and qn is not None and not qn.ok and point._jacobian is not None and not at_floor:
+    elif again and qn is not None and point._jacobian is not None:
         # the coarse Jacobian can point the wrong way on the fine map (seen at small omega):
         # once more with forward differences on the fine rule (warm-started from that attempt's
         # full multi-start evaluation where it was made at x0: one full evaluation less)
