@@ -519,14 +519,16 @@ def test_the_folded_cross_kernel_is_the_generic_kernel_bit_for_bit():
 
 
 def test_the_refinement_order_of_cross_attention_rises_one_order_at_a_time():
-    """docs/model.md (10.6): the error target raises the order of the tied cross-attention student by
-    one order at a time (``target.CROSS_MAX_STEP``), every other model by the predicted decay."""
-    from attnphase.theory.target import CROSS_MAX_STEP, order_step, orders_to_target
+    """docs/model.md (10.6), (11): the error target raises the order of the tied cross-attention
+    student and of two heads by one order at a time (``target.SCATTERED_MAX_STEP``), every other
+    model by the predicted decay."""
+    from attnphase.theory.target import SCATTERED_MAX_STEP, order_step, orders_to_target
 
     predicted = orders_to_target(6.2e-3, 1e-3)
     assert predicted > 1  # (order 11 + 5: capped at the highest, 15)
-    assert order_step(REF, 6.2e-3, 1e-3) == CROSS_MAX_STEP == 1
-    for other in (ModelSpec(), ModelSpec(variant="untied-cross")):
+    for scattered in (REF, ModelSpec(heads=2)):
+        assert order_step(scattered, 6.2e-3, 1e-3) == SCATTERED_MAX_STEP == 1
+    for other in (ModelSpec(), ModelSpec(variant="untied-cross"), ModelSpec(L=3)):
         assert order_step(other, 6.2e-3, 1e-3) == predicted
 
 

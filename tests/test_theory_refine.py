@@ -942,13 +942,14 @@ def test_raising_the_order_reuses_the_minima_of_the_shared_nodes(branch, monkeyp
 def test_the_retry_goes_on_from_a_first_stage_that_took_forward_differences(monkeypatch, refreshed):
     """The refinement's retry stage: where the first quasi-Newton stage already replaced the coarse
     Jacobian by forward differences, it goes on from where that stage stopped, with its Jacobian;
-    otherwise it restarts from the coarse point with forward differences (``J0=None``)."""
+    otherwise it restarts from the coarse point with forward differences (``J0=None``). The Jacobian
+    goes on in the relative units of the new start."""
     from types import SimpleNamespace
 
     from attnphase.theory import refinement
     from attnphase.theory.newton import QuasiNewtonResult
 
-    x0, J1 = np.array([0.1, 0.2, 3.0]), 2.0 * np.eye(3)
+    x0, J1 = np.array([0.1, 0.2, 3.0]), np.array([[2.0, 0.5, 0.1], [0.3, 1.5, 0.2], [0.4, 0.6, 1.2]])
     calls = []
 
     def fake_quasi_newton(union, x, qs, J0=None, warm=None, max_evals=0, confirm_full=True, first_full=None):
@@ -965,7 +966,29 @@ def test_the_retry_goes_on_from_a_first_stage_that_took_forward_differences(monk
     assert qn.ok and len(calls) == 2 and len(tried) == 2
     x, J0, max_evals = calls[1]
     if refreshed:
-        assert np.array_equal(x, x0 + 0.01) and J0 is J1 and np.array_equal(x_units, x0 + 0.01)
+        units = np.outer(x0 / (x0 + 0.01), (x0 + 0.01) / x0)  # (J'_ij = J_ij (s_i / s'_i) (s'_j / s_j))
+        assert np.array_equal(x, x0 + 0.01) and np.allclose(J0, J1 * units, rtol=1e-14)
+        assert np.array_equal(x_units, x0 + 0.01)
     else:
         assert np.array_equal(x, x0) and J0 is None and np.array_equal(x_units, x0)
     assert max_evals == 24 + 12
+
+
+def test_a_jacobian_in_the_units_of_one_point_converts_to_those_of_another():
+    """``in_units``: the Jacobian of a linear residual ``r = A x`` taken in the relative units of one
+    point equals, converted, the one taken directly in those of another (unknowns near zero, where
+    the scale is ``1e-3``, included); points with different free unknowns leave it as it is."""
+    from attnphase.theory.newton import RelativeUnits, in_units
+
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(4, 4))
+
+    def jac(x):  # (d(r / s) / d(x / s) = diag(1/s) A diag(s))
+        s = RelativeUnits(x).scale
+        return A * np.outer(1.0 / s, s)
+
+    a, b = np.array([0.3, -2.0, 1e-5, 0.05]), np.array([0.31, 0.04, -4e-4, 7.0])
+    assert np.allclose(in_units(jac(a), a, b), jac(b), rtol=1e-13, atol=0)
+    assert np.allclose(in_units(in_units(jac(a), a, b), b, a), jac(a), rtol=1e-13, atol=0)
+    J = jac(a)
+    assert in_units(J, a, np.array([0.3, 0.0, 1e-5, 0.05])) is J

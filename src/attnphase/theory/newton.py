@@ -119,6 +119,22 @@ class RelativeUnits:
         return x
 
 
+def in_units(J: np.ndarray, x_from: np.ndarray, x_to: np.ndarray) -> np.ndarray:
+    """The Jacobian ``J`` of a residual in the relative units of ``x_from`` (:class:`RelativeUnits`)
+    expressed in those of ``x_to``: with ``y = x / s`` and ``r_y = r_x / s``,
+    ``J'_ij = J_ij (s_i / s'_i) (s'_j / s_j)``. ``J`` as it is where the two points do not have the
+    same free unknowns (a Jacobian of another size is refused by :func:`quasi_newton` anyway).
+
+    An off-diagonal overlap near zero moves by a large factor between the coarse and the fine
+    rule (the two-head positional point at ``alpha = 2``, ``omega = 0.3``: ``V`` between the heads
+    from 2.24 to -0.033, a ratio of scales of 67), so the Jacobian of one stage, taken in the units
+    of its start, points the wrong way in the units of the next stage's start."""
+    a, b = RelativeUnits(x_from), RelativeUnits(x_to)
+    if a.free.shape != b.free.shape or not np.array_equal(a.free, b.free) or J.shape != (a.scale.size,) * 2:
+        return J
+    return J * np.outer(a.scale / b.scale, b.scale / a.scale)
+
+
 #: one evaluation of :class:`_Residual`: the residual (relative units), the data step, ``F(x)``
 _Evaluation = tuple[np.ndarray, DataStep, np.ndarray]
 

@@ -51,6 +51,7 @@ from attnphase.theory.fixed_point import (
     solve_fixed_point,
     warm_starts,
 )
+from attnphase.theory.newton import in_units
 from attnphase.theory.rule_errors import fine_errors, linear_response_points, rule_fixed_points
 from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle
 
@@ -243,6 +244,7 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     return replace(
         point, train_loss=float(train), test_error=float(test), **overlap_fields(sd, op),
         _fine=(union, n, qn.ds) if keep_fine and full_at_x and settings.method == "qmc" else None,
+        _jacobian=in_units(qn.J, x_units, x) if keep_fine else point._jacobian,
         diagnostics=kept, refinement=info, error_estimate=est,
     )
 
@@ -290,7 +292,7 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
         # ran out; a restart from x0 took forward differences and that path again, 34 data steps
         # at order 12)
         x_units = qn.x
-        qn = quasi_newton(union, x_units, qs, J0=qn.J, warm=_warm_at(qn, x_units), max_evals=qn.evals + budget,
+        qn = quasi_newton(union, x_units, qs, J0=in_units(qn.J, x0, x_units), warm=_warm_at(qn, x_units), max_evals=qn.evals + budget,
                           confirm_full=exact)
         tried.append((qn, x_units))
     elif again and qn is not None and point._jacobian is not None:
@@ -306,8 +308,8 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
         # (the first stage stalling below noise_tol goes straight here: seen on the rank-2 mixed
         # branch, where a retry from x0 with forward differences cost ~9 s for nothing)
         qn_start = qn.x
-        qn2 = quasi_newton(union, qn_start, replace(qs, tol=settings.noise_tol), J0=qn.J, warm=_warm_at(qn, qn_start),
-                           max_evals=2 * budget, confirm_full=True)
+        qn2 = quasi_newton(union, qn_start, replace(qs, tol=settings.noise_tol), J0=in_units(qn.J, x_units, qn_start),
+                           warm=_warm_at(qn, qn_start), max_evals=2 * budget, confirm_full=True)
         tried.append((qn2, qn_start))
         if qn2 is not None and qn2.ok:
             qn = replace(qn2, evals=qn.evals + qn2.evals,

@@ -194,23 +194,35 @@ def orders_to_target(err: float, target: float) -> int:
     return max(1, math.ceil(math.log2(err / target) / TARGET_DECAY - 1e-9))
 
 
-#: the largest raise of the refinement order in one step for the tied cross-attention student (fine
-#: rules without the keys' common shift, docs/model.md (10.6)): its estimates scatter too widely
-#: for the decay ``N^-TARGET_DECAY`` to predict the order from one of them. At ``alpha = 1``,
-#: ``omega = 0.3`` (seeds 0-3; the largest overlap estimate) the trivial branch has 1.6e-3 to
-#: 6.2e-3 at order 11 and 2.4e-4 to 8.1e-4 at order 12 (from order 11 the decay predicted order
-#: 15); the semantic branch of seed 2 has 2.5e-3 at order 12 (predicted: 15) and 9.2e-4 at 13.
+#: the largest raise of the refinement order in one step for the students whose estimates scatter
+#: too widely for the decay ``N^-TARGET_DECAY`` to predict the order from one of them
+#: (:func:`scattered_estimates`). The tied cross-attention student (fine rules without the keys'
+#: common shift, docs/model.md (10.6)), at ``alpha = 1``, ``omega = 0.3`` (seeds 0-3; the largest
+#: overlap estimate): the trivial branch has 1.6e-3 to 6.2e-3 at order 11 and 2.4e-4 to 8.1e-4 at
+#: order 12 (from order 11 the decay predicted order 15); the semantic branch of seed 2 has 2.5e-3
+#: at order 12 (predicted: 15) and 9.2e-4 at 13. Two heads at ``omega = 0.3`` (a soft direction
+#: between the heads, docs/heads.md): the specialised branch at ``alpha = 2`` has 2.8e-3 at order 11
+#: (predicted: 14) and 2.5e-4 at 12; at ``alpha = 1.5`` 3.2e-3, 7.0e-3, 2.6e-4 at orders 11-13; the
+#: positional branch at ``alpha = 3`` 2.5e-3 (predicted: 14) and 3.4e-4 at 12. (The semantic branch
+#: of two heads at ``alpha = 3`` decays as predicted, 1.8e-3, 1.1e-3, 6.6e-4: there the step through
+#: order 12 costs one order more.)
 #: One order at a time costs about 1.5 times a direct raise that lands on the same order (each
 #: order's full evaluation at the nodes it adds is shared with the next order's,
 #: :func:`attnphase.theory.fine_rules.nested_first`), a raise two orders too far four times
-CROSS_MAX_STEP = 1
+SCATTERED_MAX_STEP = 1
+
+
+def scattered_estimates(spec: ModelSpec) -> bool:
+    """Whether the refined estimates of ``spec`` scatter too widely to predict the order that meets
+    a target (``SCATTERED_MAX_STEP``): the tied cross-attention student and several heads."""
+    return spec.variant == "cross" or spec.heads > 1
 
 
 def order_step(spec: ModelSpec, err: float, target: float) -> int:
     """The raise of the refinement order from an estimate ``err`` towards ``target``:
-    :func:`orders_to_target`, at most ``CROSS_MAX_STEP`` for the tied cross-attention student."""
+    :func:`orders_to_target`, at most ``SCATTERED_MAX_STEP`` where :func:`scattered_estimates`."""
     step = orders_to_target(err, target)
-    return min(step, CROSS_MAX_STEP) if spec.variant == "cross" else step
+    return min(step, SCATTERED_MAX_STEP) if scattered_estimates(spec) else step
 
 
 def _refine_to_target(spec: ModelSpec, point: BranchPoint, settings: SolverSettings) -> BranchPoint:
