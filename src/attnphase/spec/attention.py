@@ -214,8 +214,8 @@ ACTIVATIONS: Mapping[str, Activation] = MappingProxyType({a.name: a for a in (
                frozenset({"theory", "simulator"}), Conformance(alpha=3.0, changes=MappingProxyType({"teacher_activation": "linear"}))),
 )})
 
-#: the head gains ``v_h`` of a multi-head student: fixed at ``1 / H`` or trained (the theory
-#: minimises the training error over them, docs/model.md (11.1))
+#: the head gains ``v_h`` of a multi-head student: fixed at ``1 / H`` or trained (the simulator
+#: only; the theory holds them at ``1 / H``, docs/model.md (11.1))
 HEAD_GAINS = ("fixed", "trained")
 
 #: the most heads a student has
