@@ -10,7 +10,15 @@ import dataclasses
 
 import pytest
 
-from attnphase.checks import BOX, VARIANT_MODELS, BoxPoint, check_solve, sample_box, solve_box_point
+from attnphase.checks import (
+    BOX,
+    VARIANT_MODELS,
+    BoxPoint,
+    check_holes,
+    check_solve,
+    sample_box,
+    solve_box_point,
+)
 
 
 def test_sample_box_is_seeded_and_inside_the_box():
@@ -59,6 +67,21 @@ def test_check_solve_finds_a_wrong_global_minimum_and_a_silent_absence(sample_so
     assert any("absent without a reason" in m for m in check_solve(silent))
     nan = dataclasses.replace(res, branches={**res.branches, res.global_minimum: dataclasses.replace(low, q=float("nan"))})
     assert any("not finite: q" in m for m in check_solve(nan))
+
+
+def test_check_holes_finds_a_branch_the_solve_calls_absent():
+    """The hole check can fail: at the reference model's ``alpha = 1`` (``omega = 0.3``, the fast
+    preset) a solve result with its semantic branch dropped is caught, the branch being continued
+    from ``alpha = 0.9`` and confirmed on the fine rules; the full result has no hole."""
+    from attnphase import solve
+
+    res = solve(1.0, omega=0.3, branch="semantic", settings="fast")
+    assert res.branches["semantic"] is not None
+    assert check_holes(res) == ()
+    dropped = dataclasses.replace(res, branches={**res.branches, "semantic": None},
+                                  absent={**res.absent, "semantic": "dropped"})
+    (hole,) = check_holes(dropped)
+    assert hole.startswith("semantic: absent at alpha = 1 by solve, but continued from alpha = 0.9"), hole
 
 
 LARGE_SAMPLE = sample_box(40, seed=7) + sample_box(3 * len(VARIANT_MODELS), seed=8, models=tuple(VARIANT_MODELS))

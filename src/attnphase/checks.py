@@ -160,10 +160,15 @@ def check_holes(res: SolveResult, step: float = 0.1, settings: Any = "fast") -> 
     """The branches ``res`` calls absent that continuation finds: each absent branch is solved at
     ``alpha (1 -+ step)`` and, where it exists there, continued to ``alpha``
     (:func:`attnphase.theory.follow_branch`); a point reached there that the fine rules confirm
-    (:func:`attnphase.theory.confirmation.is_confirmed`) is a hole of the single solve."""
+    (:func:`attnphase.theory.confirmation.is_confirmed`), refined as the points of a followed branch
+    are (:func:`attnphase.theory.refinement.settle_drift`: where the quick refinement moved the
+    defining overlap, to the solver's ``tol``), is a hole of the single solve. (At ``sigma = 1.315``,
+    ``lambda = 0.0927``, ``omega = 0.087``, ``alpha = 0.5775`` the quick refinement of the semantic
+    point continued from 0.52 stopped at ``theta`` 0.0088 on its way from the coarse 0.32 to the
+    trivial branch, where the single solve's refinement ends.)"""
     from attnphase.api import solver_settings
     from attnphase.theory import follow_branch
-    from attnphase.theory.refinement import is_confirmed, refine_point
+    from attnphase.theory.refinement import is_confirmed, refine_point, settle_drift
 
     st = solver_settings(settings, "solve")
     problems: list[str] = []
@@ -172,7 +177,7 @@ def check_holes(res: SolveResult, step: float = 0.1, settings: Any = "fast") -> 
             pts = follow_branch(res.spec, [a, res.alpha], b, st)
             if not (pts[0].exists and pts[1].exists):
                 continue
-            p = refine_point(res.spec, pts[1], st) if st.refine_order else pts[1]
+            p = settle_drift(res.spec, pts[1], refine_point(res.spec, pts[1], st), st) if st.refine_order else pts[1]
             if is_confirmed(p):
                 problems.append(f"{b}: absent at alpha = {res.alpha:g} by solve, but continued from alpha = "
                                 f"{a:.4g} to q {p.q:.4g}, m {p.m:.4g}, theta {p.theta:.4g}, confirmed on the fine rules")
