@@ -169,7 +169,8 @@ def refine_point(spec: ModelSpec, point: BranchPoint, settings: SolverSettings, 
     fail, the full solver from the coarse point (:func:`_fallback_refine`).
 
     ``keep_fine``: the refined point keeps its fine rules and their full data step at it
-    (``BranchPoint._fine``, a few MB at order 11) for a refinement to finer rules from there
+    (``BranchPoint._fine``, a few MB at order 11), and its Jacobian in its own relative units
+    (:func:`attnphase.theory.newton.in_units`), for a refinement to finer rules from there
     (:func:`nested_first`; the overlap target of :func:`solve_refined`).
 
     Standard errors over the fine scrambles are in ``refinement.errors`` (:class:`Refinement`;
@@ -292,8 +293,8 @@ def _fine_stages(union: Saddle, n: int, point: BranchPoint, x0: np.ndarray, sett
         # ran out; a restart from x0 took forward differences and that path again, 34 data steps
         # at order 12)
         x_units = qn.x
-        qn = quasi_newton(union, x_units, qs, J0=in_units(qn.J, x0, x_units), warm=_warm_at(qn, x_units), max_evals=qn.evals + budget,
-                          confirm_full=exact)
+        qn = quasi_newton(union, x_units, qs, J0=in_units(qn.J, x0, x_units), warm=_warm_at(qn, x_units),
+                          max_evals=qn.evals + budget, confirm_full=exact)
         tried.append((qn, x_units))
     elif again and qn is not None and point._jacobian is not None:
         # the coarse Jacobian can point the wrong way on the fine map (seen at small omega):
