@@ -130,7 +130,7 @@ def in_units(J: np.ndarray, x_from: np.ndarray, x_to: np.ndarray) -> np.ndarray:
     from 2.24 to -0.033, a ratio of scales of 67), so the Jacobian of one stage, taken in the units
     of its start, points the wrong way in the units of the next stage's start."""
     a, b = RelativeUnits(x_from), RelativeUnits(x_to)
-    if a.free.shape != b.free.shape or not np.array_equal(a.free, b.free) or J.shape != (a.scale.size,) * 2:
+    if not np.array_equal(a.free, b.free) or J.shape != (a.scale.size,) * 2:  # (array_equal: False for other shapes)
         return J
     return J * np.outer(a.scale / b.scale, b.scale / a.scale)
 
