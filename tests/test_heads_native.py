@@ -17,14 +17,15 @@ from test_native_kernels import kernels_agree, needs_c
 
 
 @needs_c
-@pytest.mark.parametrize("L", [2, pytest.param(3, marks=pytest.mark.slow)])
-def test_written_out_heads_kernel_equals_the_generic_kernel(L):
-    """Two softmax heads with the gains 1/2: the written-out kernel reaches the same local minimum
-    from every start as the generic heads kernel, bit for bit (the same operations in the same
-    order, the zeros of the forms ``e_k e_k^T`` folded, which changes no sum), hence the same
-    global minimiser and value, at random nodes with several minima and at prior variances from
-    small to large."""
-    spec = ModelSpec(heads=2, L=L, omega=0.3)
+@pytest.mark.parametrize("L, gains", [(2, None), (2, (0.7, 0.35)), pytest.param(3, None, marks=pytest.mark.slow),
+                                      pytest.param(3, (0.3, 0.9), marks=pytest.mark.slow)])
+def test_written_out_heads_kernel_equals_the_generic_kernel(L, gains):
+    """Two softmax heads, with the gains 1/2 and with unequal gains (read by the C kernel at run
+    time): the written-out kernel reaches the same local minimum from every start as the generic
+    heads kernel, bit for bit (the same operations in the same order, the zeros of the forms
+    ``e_k e_k^T`` folded, which changes no sum), hence the same global minimiser and value, at
+    random nodes with several minima and at prior variances from small to large."""
+    spec = ModelSpec(heads=2, L=L, omega=0.3, head_gain_values=gains)
     am = AttentionMap.from_spec(spec)
     g = written_out(L, am.M, am.mask, heads=2)
     assert g is not None and g.heads == 2 and c_prox_library(am, L) is not None
@@ -39,14 +40,15 @@ def test_written_out_heads_kernel_equals_the_generic_kernel(L):
 
 def test_heads_geometries_are_told_apart_from_rank_two():
     """Two heads of rank 1 have the fields and ``M = I_2`` of the tied rank-2 student but not its
-    loss: the kernel picker finds each its own geometry, and only softmax heads with the gains
-    ``1/H`` get the written-out kernel of heads (another map runs the generic kernel)."""
+    loss: the kernel picker finds each its own geometry, and softmax heads, whatever their gains,
+    get the written-out kernel of heads (another map runs the generic kernel)."""
     heads = AttentionMap.from_spec(ModelSpec(heads=2))
     rank2 = AttentionMap.from_spec(ModelSpec(rank=2))
     assert np.array_equal(heads.M, rank2.M) and np.array_equal(heads.mask, rank2.mask)
     gh, gr = written_out(2, heads.M, heads.mask, heads=2), written_out(2, rank2.M, rank2.mask)
     assert gh is not None and gr is not None and gh != gr and gh.heads == 2 and gr.heads == 1
-    assert gh.name == "tied_L2_r1_H2" and gh.field_dim == 2 and gh.gain == 0.5
+    assert gh.name == "tied_L2_r1_H2" and gh.field_dim == 2
+    assert c_prox_library(AttentionMap.from_spec(ModelSpec(heads=2, head_gain_values=(0.8, 0.1))), 2) is not None
     assert {g.name for g in HEAD_GEOMETRIES} >= {"tied_L2_r1_H2"}
     sigmoid = AttentionMap.from_spec(ModelSpec(heads=2, activation="sigmoid", teacher_activation="sigmoid"))
     assert c_prox_library(sigmoid, 2) is None

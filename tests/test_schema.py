@@ -51,8 +51,10 @@ VALUES_CROSS = {
 }
 
 #: The heads and attention maps (docs/model.md section 11): several heads need the tied rank-1 student.
-TEXT_HEADS = {"heads": "2", "head_gains": "trained", "activation": "sigmoid", "teacher_activation": "relu"}
-VALUES_HEADS = {"heads": 2, "head_gains": "trained", "activation": "sigmoid", "teacher_activation": "relu"}
+TEXT_HEADS = {"heads": "2", "head_gains": "trained", "head_gain_values": "0.6,0.4", "activation": "sigmoid",
+              "teacher_activation": "relu"}
+VALUES_HEADS = {"heads": 2, "head_gains": "trained", "head_gain_values": ((0.6, 0.4),), "activation": "sigmoid",
+                "teacher_activation": "relu"}
 
 
 def _parser() -> argparse.ArgumentParser:

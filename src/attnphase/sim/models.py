@@ -142,11 +142,11 @@ def attention(spec: ModelSpec, H: torch.Tensor, gains: torch.Tensor | None = Non
 
 
 def head_weights(spec: ModelSpec, gains: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
-    """The gains ``v`` of the heads: the trained ones ``(D, K, 1, H)``, or ``1/H`` each ``(H,)``
-    (docs/model.md (11.1))."""
+    """The gains ``v`` of the heads: the trained ones ``(D, K, 1, H)``, or the fixed ones ``(H,)``
+    (``spec.head_gain_array``: ``1/H`` each by default; docs/model.md (11.1))."""
     if gains is not None:
         return gains
-    return torch.full((spec.heads,), 1.0 / spec.heads, dtype=like.dtype, device=like.device)
+    return torch.as_tensor(spec.head_gain_array, dtype=like.dtype, device=like.device)
 
 
 def combine_heads(A: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -253,7 +253,7 @@ def _analytic_covers(spec: ModelSpec) -> bool:
 
 def head_gains(spec: ModelSpec, params: dict[str, torch.Tensor], d: int) -> torch.Tensor | None:
     """The gains ``v_h`` of trained heads, ``(D, K, 1, H)`` (stored as ``sqrt(d) v``, as the value
-    gain is, docs/model.md (6.5)); ``None`` for fixed gains ``1/H``."""
+    gain is, docs/model.md (6.5)); ``None`` for fixed gains (:func:`head_weights`)."""
     return params["vh"] / math.sqrt(d) if "vh" in params else None
 
 

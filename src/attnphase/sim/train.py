@@ -106,9 +106,9 @@ def init_params(
             if W is not None:
                 W[i, k] = 0.1 * torch.randn(d, spec.value_rank, generator=gen, dtype=torch.float64)
     out = {"P": P}
-    if spec.head_gains == "trained":  # vh = sqrt(d) v_h, start v_h = 1/H (docs/model.md (11.1))
-        out["vh"] = torch.full((len(datasets), len(inits), 1, spec.heads), math.sqrt(d) / spec.heads,
-                               dtype=torch.float64)
+    if spec.head_gains == "trained":  # vh = sqrt(d) v_h, from v_h = head_gain_array (docs/model.md (11.1))
+        start = torch.as_tensor(math.sqrt(d) * spec.head_gain_array, dtype=torch.float64)
+        out["vh"] = start.expand(len(datasets), len(inits), 1, spec.heads).clone()
     if spec.value == "gain":  # g = sqrt(d) v, start v = value_gain (docs/model.md (6.5))
         out["g"] = torch.full((len(datasets), len(inits), 1, 1), math.sqrt(d) * spec.gain_start,
                               dtype=torch.float64)

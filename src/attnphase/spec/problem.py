@@ -236,15 +236,19 @@ class ModelSpec:
     # ---- attention heads and maps (docs/model.md section 11)
     heads: int = described(1, "int", "attention heads H of the student, each of rank 1 with its own tied key and "
                            "query", minimum=1, maximum=_attention.MAX_HEADS, group="attention", extension=True)
-    head_gains: str = described("fixed", "str", "head gains v_h: fixed (1/H) or trained", choices=_attention.HEAD_GAINS,
+    head_gains: str = described("fixed", "str", "head gains v_h: fixed or trained (the theory minimises the training "
+                                "error over them, the simulator trains them)", choices=_attention.HEAD_GAINS,
                                 group="attention", extension=True)
+    head_gain_values: Matrix | None = described(
+        None, "matrix", "the head gains v_1..v_H (one row; default 1/H each): held where head_gains = fixed, the "
+        "start of the search and of training where trained", example="0.6,0.4", group="attention", extension=True)
     activation: str = described("softmax", "str", "the student's attention map", choices=tuple(_attention.ACTIVATIONS),
                                 group="attention", extension=True)
     teacher_activation: str = described("softmax", "str", "the teacher's attention map",
                                         choices=tuple(_attention.ACTIVATIONS), group="attention", extension=True)
 
     def __post_init__(self) -> None:
-        for name in ("mixture_align", "mixture_probs"):  # (a number or a 1-d sequence: one row)
+        for name in ("mixture_align", "mixture_probs", "head_gain_values"):  # (a number or a 1-d sequence: one row)
             v = getattr(self, name)
             if v is not None and not isinstance(v, str) and np.ndim(v) in (0, 1):
                 object.__setattr__(self, name, (tuple(np.atleast_1d(np.asarray(v, dtype=float)).tolist()),))
@@ -349,7 +353,14 @@ class ModelSpec:
         if self.heads == 1:
             if self.head_gains != "fixed":
                 raise ValueError("head_gains applies to several heads (heads > 1)")
+            if self.head_gain_values is not None:
+                raise ValueError("head_gain_values applies to several heads (heads > 1)")
             return
+        if self.head_gain_values is not None:
+            v = np.asarray(self.head_gain_values, dtype=float)
+            if v.size != self.heads or min(v.shape) != 1:
+                raise ValueError(f"head_gain_values must have {self.heads} values (one per head), got shape "
+                                 f"{v.shape[0]}x{v.shape[1]}")
         covering = _attention.names("multi-head")
         if self.variant not in covering:
             raise ValueError(f"several heads cover the variants {', '.join(covering)}, got variant {self.variant!r}")
@@ -473,6 +484,14 @@ class ModelSpec:
             return np.zeros(K)
         a = np.asarray(self.mixture_align, dtype=float).ravel()
         return np.array([a[0], -a[0]]) if a.size == 1 and K == 2 else a
+
+    @property
+    def head_gain_array(self) -> np.ndarray:
+        """The head gains ``v_h`` (``heads`` values; ``1/H`` each unless ``head_gain_values`` is
+        given; docs/model.md (11.1)): the held gains, or the start of the trained ones."""
+        if self.head_gain_values is None:
+            return np.full(self.heads, 1.0 / self.heads)
+        return np.asarray(self.head_gain_values, dtype=float).ravel()
 
     @property
     def mixture_p(self) -> np.ndarray:

@@ -130,7 +130,7 @@ class AttentionMap:
         M = score_form(spec.variant, spec.rank * spec.heads)
         keys = spec.L_keys if spec.is_cross else 0
         return AttentionMap(spec.variant, M.shape[0], M, score_mask(spec.variant, spec.tokens, keys),
-                            spec.activation, spec.heads, (1.0 / spec.heads,) * spec.heads, spec.tokens)
+                            spec.activation, spec.heads, tuple(float(v) for v in spec.head_gain_array), spec.tokens)
 
 
 #: the codes of the attention maps in the generic kernels (docs/model.md (11.2))
@@ -402,7 +402,8 @@ def prox_batch(
     C = np.ascontiguousarray(C, dtype=np.float64)
     lib = None if generic else _written_out_for(amap, T, L)
     if lib is not None:
-        lib.prox_kernel(N, S, native.ptr(w), native.ptr(T), native.ptr(starts), native.ptr(Winv), native.ptr(C),
+        Cg = c_covariance(C, amap)  # (held here: the kernel reads it through a pointer)
+        lib.prox_kernel(N, S, native.ptr(w), native.ptr(T), native.ptr(starts), native.ptr(Winv), native.ptr(Cg),
                         int(max_iter), float(gtol), native.ptr(out_h), native.ptr(out_val), native.ptr(out_gn),
                         native.ptr(cand_h), native.ptr(cand_val), int(n_chunks), float(snap),
                         native.threads_for(N * S, 256))
@@ -479,15 +480,23 @@ def _fixed_blocks_hold(T: np.ndarray, amap: AttentionMap, L: int) -> bool:
 def c_prox_library(amap: AttentionMap, L: int) -> native.Library | None:
     """The compiled C proximal kernel of this geometry (:data:`attnphase.theory.geometries.GEOMETRIES`
     for the :attr:`AttentionMap.standard` map, :data:`attnphase.theory.geometries.HEAD_GEOMETRIES` for
-    several softmax heads with the gains ``1/H``), or ``None`` where there is none or the numba
-    kernels run (:func:`attnphase.theory.native.prox_library`)."""
+    several softmax heads, whatever their gains: :func:`c_covariance`), or ``None`` where there is
+    none or the numba kernels run (:func:`attnphase.theory.native.prox_library`)."""
     if amap.standard:
         g = written_out(L, amap.M, amap.mask)
-    elif amap.heads > 1 and amap.activation == "softmax" and amap.gains == (1.0 / amap.heads,) * amap.heads:
+    elif amap.heads > 1 and amap.activation == "softmax":
         g = written_out(L, amap.M, amap.mask, amap.heads)
     else:
         return None
     return None if g is None else native.prox_library(g)
+
+
+def c_covariance(C: np.ndarray, amap: AttentionMap) -> np.ndarray:
+    """The token covariance as the written-out C kernels read it: ``C`` (L, L) row-major, followed
+    by the heads' gains where there are several heads (the kernel of several heads takes its gains
+    at run time, docs/model.md (11.1))."""
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    return C if amap.heads == 1 else np.concatenate([C.ravel(), np.asarray(amap.gains, dtype=np.float64)])
 
 
 def _written_out_for(amap: AttentionMap, T: np.ndarray, L: int) -> native.Library | None:
@@ -538,7 +547,8 @@ def _node_kernel(h: np.ndarray, w: np.ndarray, Winv: np.ndarray, T: np.ndarray, 
     Winv, C = np.ascontiguousarray(Winv, dtype=f64), np.ascontiguousarray(C, dtype=f64)
     lib = _written_out_for(amap, T, L)
     if lib is not None:
-        lib.node_kernel(N, native.ptr(h), native.ptr(w), native.ptr(Winv), native.ptr(T), native.ptr(C),
+        Cg = c_covariance(C, amap)  # (held here: the kernel reads it through a pointer)
+        lib.node_kernel(N, native.ptr(h), native.ptr(w), native.ptr(Winv), native.ptr(T), native.ptr(Cg),
                         int(want_hess), native.ptr(val), native.ptr(grad), native.ptr(hess))
         return
     from attnphase.theory.jit import node_kernel  # noqa: PLC0415 - (numba: only where it runs)

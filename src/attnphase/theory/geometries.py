@@ -11,8 +11,8 @@ as straight-line C (:mod:`attnphase.theory.native.codegen`): the reference case 
 ``r = 1`` and the sizes of the variants, as the registry of attention models declares them. It is
 plain data, read by the generator and by the
 kernel picker (:func:`attnphase.theory.channels.prox_batch`); this module imports neither.
-:data:`HEAD_GEOMETRIES` lists those of several softmax heads of rank 1 with the fixed gains
-``1/H`` (docs/model.md (11.1)) whose kernel is written out as well.
+:data:`HEAD_GEOMETRIES` lists those of several softmax heads of rank 1 (any gains, given at run
+time; docs/model.md (11.1)) whose kernel is written out as well.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def score_form(variant: str, rank: int) -> np.ndarray:
 class Geometry:
     """``L`` tokens, a student ``variant`` and its ``rank`` (a geometry whose proximal kernel is
     written out); cross-attention: ``keys`` of the ``L`` tokens are keys (docs/model.md (10.2));
-    ``heads`` softmax heads of rank 1 with the gains ``1/heads`` (docs/model.md (11.1): ``rank`` 1,
+    ``heads`` softmax heads of rank 1, their gains given at run time (docs/model.md (11.1): ``rank`` 1,
     head ``k`` reads field ``k``, ``M_k = e_k e_k^T``)."""
 
     variant: str
@@ -68,11 +68,6 @@ class Geometry:
         return score_form(self.variant, self.rank * self.heads)
 
     @property
-    def gain(self) -> float:
-        """The gain ``1/heads`` of every head (docs/model.md (11.1))."""
-        return 1.0 / self.heads
-
-    @property
     def mask(self) -> np.ndarray:
         return score_mask(self.variant, self.L, self.keys)
 
@@ -90,7 +85,7 @@ HEAD_GEOMETRIES: tuple[Geometry, ...] = (Geometry("tied", 2, 1, heads=2), Geomet
 
 def written_out(L: int, M: np.ndarray, mask: np.ndarray, heads: int = 1) -> Geometry | None:
     """The geometry of :data:`GEOMETRIES` (one head) or :data:`HEAD_GEOMETRIES` (``heads`` softmax
-    heads with the gains ``1/heads``) with ``L`` tokens, score form ``M`` and ``mask``, if there is
+    heads of rank 1) with ``L`` tokens, score form ``M`` and ``mask``, if there is
     one."""
     for g in GEOMETRIES + HEAD_GEOMETRIES:
         if (g.heads == heads and g.L == L and g.M.shape == M.shape and np.array_equal(g.M, M)

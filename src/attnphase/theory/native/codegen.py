@@ -205,12 +205,13 @@ def _loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Val], di
 
 def _heads_loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Val], dict[tuple[int, int], Val] | None]:
     """Emit ``ell`` (docs/model.md (11.3)) of ``g.heads`` softmax heads of rank 1 with the gains
-    ``1/heads`` (``M_k = e_k e_k^T``), its gradient and Hessian: the operations of
+    ``v0 .. v{heads-1}`` (read at run time, :func:`_objective`; ``M_k = e_k e_k^T``), its gradient
+    and Hessian: the operations of
     ``jit_maps.heads_loss_grad_hess`` in its order (each head's row divided by its sum; a gradient
     term and a second-order term of the scores added as the pair ``gamma^k_ab M_k + gamma^k_ba M_k^T``),
     the zeros of the forms and the mask folded away; the inputs as in :func:`_loss`."""
     L, F, K = g.L, g.field_dim, g.heads
-    mask, v = g.mask, g.gain
+    mask, v = g.mask, [f"v{k}" for k in range(g.heads)]
     n = L * F
     h = [[f"h{l * F + a}" for a in range(F)] for l in range(L)]
     T = [[f"T[{l * L + j}]" for j in range(L)] for l in range(L)]
@@ -223,10 +224,10 @@ def _heads_loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Va
                             reciprocal=False)
 
     P = [[row(k, l) for l in range(L)] for k in range(K)]
-    S = [[em.add([em.mul(v, P[k][l][j]) for k in range(K)]) for j in range(L)] for l in range(L)]
+    S = [[em.add([em.mul(v[k], P[k][l][j]) for k in range(K)]) for j in range(L)] for l in range(L)]
     E, val = _quadratic_loss(em, S, T, C, L)
     ep = [[em.sum_products([(E[l][j], P[k][l][j]) for j in range(L)]) for l in range(L)] for k in range(K)]
-    gam = [[[em.mul(v, P[k][l][j], em.sub(E[l][j], ep[k][l])) if P[k][l][j] != 0.0 else 0.0 for j in range(L)]
+    gam = [[[em.mul(v[k], P[k][l][j], em.sub(E[l][j], ep[k][l])) if P[k][l][j] != 0.0 else 0.0 for j in range(L)]
             for l in range(L)] for k in range(K)]
     grad = [em.add([em.add([em.mul(gam[k][a][j], Mh[k][j][mu]), em.mul(gam[k][j][a], Mh[k][j][mu])])
                     for k in range(K) for j in range(L)]) for a in range(L) for mu in range(F)]
@@ -235,7 +236,7 @@ def _heads_loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Va
     KL = K * L
     terms: dict[tuple[int, int], list[Val]] = {(i, c): [] for i in range(n) for c in range(i, n)}
     for l in range(L):
-        J = [[[em.mul(v, P[k][l][a], em.sub(1.0 if a == j else 0.0, P[k][l][j])) if P[k][l][a] != 0.0 else 0.0
+        J = [[[em.mul(v[k], P[k][l][a], em.sub(1.0 if a == j else 0.0, P[k][l][j])) if P[k][l][a] != 0.0 else 0.0
                for j in range(L)] for a in range(L)] for k in range(K)]
         CJ = [[[em.sum_products([(C[a][b], J[k][b][j]) for b in range(L)]) for j in range(L)] for a in range(L)]
               for k in range(K)]
@@ -250,7 +251,7 @@ def _heads_loss(g: Geometry, em: Emitter, want_hess: bool) -> tuple[Val, list[Va
                                 parts.append(gam[k][l][j])
                             if P[k][l][j] != 0.0 and P[k][l][i] != 0.0:
                                 ee = em.add([E[l][j], E[l][i], em.mul(-2.0, ep[k][l])])
-                                parts.append(em.mul(-v, P[k][l][j], P[k][l][i], ee))
+                                parts.append(em.mul(-1.0, v[k], P[k][l][j], P[k][l][i], ee))
                         Hk[k * L + j][m * L + i] = em.add(parts)
         # Dk[(k, j)][(a, mu)] = d s^k_lj / d h_a,mu = delta_la (M_k h_j)_mu + delta_ja (M_k^T h_l)_mu
         Dk = [[em.add(([Mh[k][j][i % F]] if i // F == l else []) + ([Mh[k][l][i % F]] if i // F == j else []))
@@ -285,6 +286,8 @@ def _objective(g: Geometry, want_hess: bool) -> list[str]:
     em.lines.append("    " + " ".join(f"const double h{i} = h[{i}];" for i in range(n)))
     em.lines.append("    " + " ".join(f"const double C{k}{j} = C[{k * g.L + j}];" for k in range(g.L)
                                       for j in range(k, g.L)))
+    if g.heads > 1:  # (the heads' gains follow the token covariance: channels.c_covariance)
+        em.lines.append("    " + " ".join(f"const double v{k} = C[{g.L * g.L + k}];" for k in range(g.heads)))
     val, grad, hess = (_heads_loss if g.heads > 1 else _loss)(g, em, want_hess)
     q = [em.let(f"h{i} - w[{i}]") for i in range(n)]
     Wq = [em.sum_products([(f"W[{min(i, k) * n + max(i, k)}]", q[k]) for k in range(n)]) for i in range(n)]
@@ -404,15 +407,18 @@ def _newton(g: Geometry) -> list[str]:
     return out
 
 
-def _symmetrised(n: int, L: int) -> list[str]:
+def _symmetrised(n: int, L: int, heads: int) -> list[str]:
     """``Wt`` and ``Ct``, the symmetric parts of the ``n x n`` metric ``W`` and the ``L x L``
     covariance ``C`` (the objective reads their upper triangles only), as ``jit.prox_kernel``
-    takes them."""
+    takes them; several heads: their gains after ``C``, copied (``channels.c_covariance``)."""
+    gains = [f"    for (int k = 0; k < {heads}; k++) Ct[{L * L} + k] = C[{L * L} + k];"] if heads > 1 else []
     return [
+        f"    double Wt[{n * n}], Ct[{L * L + (heads if heads > 1 else 0)}];",
         f"    for (int i = 0; i < {n}; i++)",
         f"        for (int k = 0; k < {n}; k++) Wt[i * {n} + k] = 0.5 * (W[i * {n} + k] + W[k * {n} + i]);",
         f"    for (int i = 0; i < {L}; i++)",
         f"        for (int k = 0; k < {L}; k++) Ct[i * {L} + k] = 0.5 * (C[i * {L} + k] + C[k * {L} + i]);",
+        *gains,
     ]
 
 
@@ -426,8 +432,7 @@ def _kernel(g: Geometry) -> list[str]:
         "                 const double *C, int max_iter, double gtol, double *out_h, double *out_val, double *out_gn,",
         "                 double *cand_h, double *cand_val, long n_chunks, double snap, int n_threads)",
         "{",
-        f"    double Wt[{n * n}], Ct[{L * L}];",
-        *_symmetrised(n, L),
+        *_symmetrised(n, L, g.heads),
         "    const long size = (N + n_chunks - 1) / n_chunks;",
         "    #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)",
         "    for (long c = 0; c < n_chunks; c++) {",
@@ -470,8 +475,8 @@ def _node_kernel(g: Geometry) -> list[str]:
         "void node_kernel(long N, const double *h, const double *w, const double *W, const double *T,",
         "                 const double *C, int want_hess, double *out_val, double *out_grad, double *out_hess)",
         "{",
-        f"    double Wt[{n * n}], Ct[{L * L}], g[{n}], H[{n * (n + 1) // 2}];",
-        *_symmetrised(n, L),
+        f"    double g[{n}], H[{n * (n + 1) // 2}];",
+        *_symmetrised(n, L, g.heads),
         "    for (long i = 0; i < N; i++) {",
         f"        out_val[i] = objective(h + i * {n}, w + i * {n}, Wt, T + i * {L * L}, Ct, g, H);",
         f"        for (int k = 0; k < {n}; k++) out_grad[i * {n} + k] = g[k];",
