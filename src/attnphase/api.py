@@ -99,10 +99,11 @@ def model_spec(spec: ModelSpec | None = None, **model: Any) -> ModelSpec:
     return spec.replace(**model) if model else spec
 
 
-def check_theory_value(spec: ModelSpec) -> None:
+def check_theory_value(spec: ModelSpec, trained_heads: bool = False) -> None:
     """``ValueError`` (one line) unless the theory covers ``spec``'s value: ``identity`` or ``gain``
     (docs/model.md (6.4)), ``value_gain`` only with ``gain``; and its heads and attention maps
-    (:func:`attnphase.theory.channels.check_attention_covered`)."""
+    (:func:`attnphase.theory.channels.check_attention_covered`; trained head gains where the
+    computation minimises over them, ``trained_heads``)."""
     if spec.value not in ("identity", "gain"):
         raise ValueError(f"the theory covers value = identity and gain only, got {spec.value} (lowrank and full do "
                          "not enter at leading order, docs/model.md (6.4)); use the simulator")
@@ -110,7 +111,7 @@ def check_theory_value(spec: ModelSpec) -> None:
         raise ValueError(f"value_gain is the gain of value = gain; got value = {spec.value}")
     from attnphase.theory.channels import check_attention_covered
 
-    check_attention_covered(spec)
+    check_attention_covered(spec, trained_heads=trained_heads)
 
 
 def solver_settings(settings: SolverSettings | str | None, command: str) -> SolverSettings:
@@ -176,7 +177,7 @@ def solve(
         ``settings`` that are neither :class:`SolverSettings` nor a preset name.
     """
     spec = model_spec(spec, **model)
-    check_theory_value(spec)
+    check_theory_value(spec, trained_heads=True)
     check_alpha(alpha)
     alpha = float(alpha)
     known = branches_for(spec)
@@ -190,6 +191,8 @@ def solve(
     report = progress_callback(progress, "solve", "branches")
     if spec.value == "gain":
         return _solve_gain(spec, alpha, names, st, report)
+    if spec.head_gains == "trained":
+        return _solve_head_gains(spec, alpha, names, st, report)
     points = {}
     for i, b in enumerate(names):
         points[b] = solve_refined(spec, alpha, b, st)
@@ -237,6 +240,41 @@ def _solve_gain(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverS
     message = res.message + "".join(f"; {b}: optimal gain {r.gain:.6g} +- {r.gain_error:.1e}"
                                     for b, r in branches.items() if r is not None and spec.optimal_gain)
     message += "".join(f"; {b}: the gain search failed: {why}" for b, why in failed.items())
+    return dataclasses.replace(res, branches=ReadOnlyDict(branches), success=res.success and not failed,
+                               message=message)
+
+
+def _solve_head_gains(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverSettings,
+                      progress: Progress | None) -> SolveResult:
+    """:func:`solve` for trained head gains (docs/model.md (11.4)): each branch at the gains that
+    minimise its training error (:func:`attnphase.theory.head_gains.solve_head_gains`, started at
+    ``head_gain_values``). A branch with no stationary gains (not found at the start, or its
+    training error falling towards the end of the branch) is absent with the reason; a search
+    that fails otherwise makes ``success`` false and says why in ``message``."""
+    from attnphase.theory.head_gains import solve_head_gains
+
+    points: dict[str, BranchPoint] = {}
+    gains: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+    failed: dict[str, str] = {}
+    for i, b in enumerate(names):
+        g = solve_head_gains(spec, alpha, b, st)
+        if g.success and g.point is not None:
+            points[b] = g.point
+            gains[b] = (g.gains, g.gains_error)
+        else:
+            points[b] = BranchPoint(b, alpha, False, f"no {b} point at stationary head gains: {g.message}")
+            if g.history and g.point is not None:  # (found at stationary gains, then the refinement failed)
+                failed[b] = g.message
+        if progress is not None:
+            progress(i + 1, len(names))
+    res = SolveResult.from_points(spec, alpha, st, points, linear_test_error(spec), _solve_params(spec, alpha, st))
+    branches = {b: None if r is None or b not in gains else
+                dataclasses.replace(r, head_gains=gains[b][0], head_gains_error=gains[b][1])
+                for b, r in res.branches.items()}
+    message = res.message + "".join(
+        f"; {b}: head gains " + ", ".join(f"{v:.4g} +- {e:.1e}" for v, e in zip(*gains[b], strict=True))
+        for b in branches if b in gains)
+    message += "".join(f"; {b}: the head-gain search failed: {why}" for b, why in failed.items())
     return dataclasses.replace(res, branches=ReadOnlyDict(branches), success=res.success and not failed,
                                message=message)
 

@@ -154,6 +154,11 @@ class BranchResult:
     #: gain, ``attnphase.theory.value.solve_gain``; ``nan`` on the coarse rule only, ``None``
     #: for a fixed gain)
     gain_error: float | None = None
+    #: several heads with ``head_gains = "trained"``: the gains ``v_h`` the training error is
+    #: minimised at (docs/model.md (11.4)); ``None`` otherwise
+    head_gains: tuple[float, ...] | None = None
+    #: their error estimates (``attnphase.theory.head_gains.solve_head_gains``)
+    head_gains_error: tuple[float, ...] | None = None
     #: Gaussian-mixture tokens: ``s_k = mu_k^T Q / d`` (K x F, docs/model.md (9.1)); empty otherwise
     s_matrix: tuple[tuple[float, ...], ...] = ()
     #: an error estimate was made (``error_estimate`` holds numbers; else NaN, and its ``method``
@@ -216,6 +221,8 @@ class BranchResult:
 
     def __repr__(self) -> str:
         gain = "" if self.gain is None else f", gain = {fmt_g(self.gain)}"
+        if self.head_gains is not None:
+            gain += ", head gains = " + ", ".join(fmt_g(v) for v in self.head_gains)
         return (f"BranchResult({self.branch!r}, alpha={self.alpha:g})\n"
                 f"  q = {fmt_g(self.q)}, m = {fmt_g(self.m)}, theta = {fmt_g(self.theta)}, V = {fmt_g(self.V)}{gain}\n"
                 f"  train_loss = {fmt_g(self.train_loss)}, test_error = {fmt_g(self.test_error)}\n"
@@ -228,8 +235,11 @@ class BranchResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The branch's entry under ``branches`` in ``attnphase solve --json`` (with ``gain`` and
-        ``gain_error`` for the value gain, ``s`` for Gaussian-mixture tokens)."""
-        gain = {} if self.gain is None else {"gain": self.gain, "gain_error": self.gain_error}
+        ``gain_error`` for the value gain, ``head_gains`` and ``head_gains_error`` for trained head
+        gains, ``s`` for Gaussian-mixture tokens)."""
+        gain: dict[str, Any] = {} if self.gain is None else {"gain": self.gain, "gain_error": self.gain_error}
+        if self.head_gains is not None:
+            gain.update(head_gains=list(self.head_gains), head_gains_error=list(self.head_gains_error or ()))
         # (the solver's estimate as it made it, ``null`` where none was made)
         est = None if self.estimate is None else self.estimate.to_dict()
         return jsonable({**{k: getattr(self, k) for k in SUMMARY_KEYS}, "error_estimate": est,

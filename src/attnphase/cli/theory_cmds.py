@@ -224,14 +224,18 @@ def _stability(spec: Any, alpha: float, res: SolveResult, settings: SolverSettin
 
 
 def _print_gains(res: SolveResult) -> None:
-    """The value gain of each branch (``--value gain``, docs/model.md (6.5)) under the table."""
+    """The value gain of each branch (``--value gain``, docs/model.md (6.5)) or its trained head
+    gains (``--head-gains trained``, (11.4)) under the table."""
     for b, r in res.branches.items():
         if r is not None and r.gain is not None:
             how = f"optimal, +- {r.gain_error:.1e}" if res.spec.optimal_gain else "fixed"
             print(f"value gain: {b} v = {r.gain:.6f} ({how})")
+        if r is not None and r.head_gains is not None:
+            vals = ", ".join(f"{v:.6f} +- {e:.1e}" for v, e in zip(r.head_gains, r.head_gains_error or (), strict=True))
+            print(f"head gains (optimal): {b} v = {vals}")
     if not res.success:
         for part in res.message.split("; "):
-            if "the gain search failed" in part:
+            if "search failed" in part:
                 print(f"note: {part}")
 
 

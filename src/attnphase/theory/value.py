@@ -49,11 +49,12 @@ def gain_update(sd: Saddle, ds: DataStep) -> float:
     return a / b
 
 
-def gain_update_by_rule(sd: Saddle, ds: DataStep, n: int) -> np.ndarray:
-    """:func:`gain_update` on each of the ``n`` equal parts of a union rule (the fine rules of a
-    refinement, stored one after the other)."""
+def update_by_rule(update: Callable[[Saddle, DataStep], Any], sd: Saddle, ds: DataStep, n: int) -> np.ndarray:
+    """``update`` (the stationary value gain :func:`gain_update`, or the head gains of
+    :func:`attnphase.theory.head_gains.head_gain_update`) on each of the ``n`` equal parts of a
+    union rule (the fine rules of a refinement, stored one after the other), stacked."""
     N = sd.rule.size // n
-    out = np.empty(n)
+    out = []
     for k in range(n):
         part = slice(k * N, (k + 1) * N)
         sub = Saddle.__new__(Saddle)
@@ -61,8 +62,8 @@ def gain_update_by_rule(sd: Saddle, ds: DataStep, n: int) -> np.ndarray:
         sub.rule = dataclasses.replace(sd.rule, x=sd.rule.x[part], w=sd.rule.w[part] * n)
         dsk = DataStep(ds.hats, ds.mean_M, type(ds.prox)(*(a[part] for a in ds.prox.arrays())), ds.w[part],
                        ds.T[part], ds.second[part])
-        out[k] = gain_update(sub, dsk)
-    return out
+        out.append(update(sub, dsk))
+    return np.asarray(out, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -106,18 +107,25 @@ def _gain_spec(spec: ModelSpec, v: float) -> ModelSpec:
     return spec.replace(value="gain", value_gain=float(v))
 
 
+def coarse_point(sp: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
+                 warm: BranchPoint | None) -> BranchPoint:
+    """``branch`` of ``sp`` on the coarse rule, warm-started from ``warm`` (the point at the
+    previous value of a global parameter: the value gain, the head gains), else from its direct
+    start: one step of the searches over those parameters."""
+    if warm is not None and warm.exists:
+        p = solve_point(sp, alpha, branch, settings, start=warm.order_params, jacobian=warm._jacobian,
+                        warm=warm._data, error_estimate=False, draft=True, ramp=False)
+        if p.exists:
+            return p
+    return solve_point(sp, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
+
+
 def _coarse(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, v: float,
             warm: BranchPoint | None) -> tuple[BranchPoint, float]:
     """The branch on the coarse rule at gain ``v`` (warm-started from ``warm``) and the stationary
     gain there."""
     sp = _gain_spec(spec, v)
-    if warm is not None and warm.exists:
-        p = solve_point(sp, alpha, branch, settings, start=warm.order_params, jacobian=warm._jacobian,
-                        warm=warm._data, error_estimate=False, draft=True, ramp=False)
-        if not p.exists:
-            p = solve_point(sp, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
-    else:
-        p = solve_point(sp, alpha, branch, settings, error_estimate=False, draft=True, thorough=True)
+    p = coarse_point(sp, alpha, branch, settings, warm)
     if not p.exists or p._data is None:
         return p, math.nan
     return p, gain_update(make_saddle(sp, alpha, settings), p._data)
@@ -183,7 +191,7 @@ def solve_gain(spec: ModelSpec, alpha: float, branch: str, settings: SolverSetti
         assert point.order_params is not None
         ds = union.data_step(point.order_params)
         v_fine = gain_update(union, ds)
-        per_rule = gain_update_by_rule(union, ds, len(fine))
+        per_rule = update_by_rule(gain_update, union, ds, len(fine))
         err = float(np.std(per_rule, ddof=1) / math.sqrt(len(fine))) if len(fine) > 1 else math.nan
         r = v_fine - v
         # (what the fine rules' offset of the gain moves the overlaps by, relative; the training error
