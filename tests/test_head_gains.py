@@ -90,11 +90,12 @@ def test_the_search_finds_a_minimum_of_the_training_error_over_the_gains():
 def test_a_branch_whose_training_error_falls_to_its_end_has_no_stationary_gains():
     """At ``omega = 0.3``, ``alpha = 2`` the specialised branch's training error falls as the
     positional head's gain shrinks, until the branch ends: no stationary gains, and the reason
-    names where the search was heading."""
+    names where the search was heading (the positional head falling idle)."""
     spec = ModelSpec(heads=2, omega=0.3, head_gains="trained")
     g = solve_head_gains(spec, 2.0, "specialised", FAST, refine=False)
     assert not g.success and g.point is None
     assert "falls from the gains" in g.message and "where the branch ends" in g.message
+    assert "head 2's gain falls towards 0" in g.message  # (the limit: one semantic head with the value gain)
     (v0, _), (v1, _) = g.history[0], g.history[-1]
     assert v1[1] < 0.5 * v0[1]  # (the positional head's gain fell)
     at = {v: coarse_point(gains_spec(spec, np.array(v)), 2.0, "specialised", FAST, None) for v in ((0.5, 0.5), (0.8, 0.2))}

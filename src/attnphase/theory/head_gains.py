@@ -42,6 +42,12 @@ MAX_COARSE = 24
 #: Broyden steps at most on the fine rules (each a refined solve) where their stationary gains
 #: differ from the coarse ones by more than their standard errors
 FINE_STEPS = 2
+#: the largest offset of the fine rules' stationary gains that a Broyden step on the fine rules
+#: follows: a larger one says the coarse rule does not resolve the gains (two heads of nearly one
+#: map, whose gains' difference barely moves the training error), and it is the error estimate
+FINE_STEP_MAX = 0.05
+#: a gain the search heads below this fraction of the largest falls idle (:func:`_idle_note`)
+IDLE_GAIN = 0.1
 #: steps halved where the branch is not found at their end, before the search concludes that the
 #: stationary gains lie beyond the branch's end
 BOUNDARY_HITS = 2
@@ -108,11 +114,24 @@ def _tuple(v: np.ndarray) -> tuple[float, ...]:
     return tuple(float(x) for x in v)
 
 
+def _idle_note(v: np.ndarray, target: np.ndarray) -> str:
+    """Where the search heads to a gain near zero: that head falls idle (its weights pay the ridge
+    and carry nothing), and the limit is the student without it, one head with the value gain
+    (docs/model.md (6.5))."""
+    k = int(np.argmin(target))
+    if target[k] > IDLE_GAIN * float(np.max(np.abs(target))) or target[k] >= v[k]:
+        return ""
+    return (f"; head {k + 1}'s gain falls towards 0: the limit is the student without that head, one head with "
+            "the value gain (attnphase solve --value gain)")
+
+
 def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings
                    ) -> tuple[np.ndarray | None, np.ndarray, list[tuple[np.ndarray, np.ndarray]], str]:
     """The stationary head gains on the coarse rule from ``spec.head_gain_array``: Broyden's
     method on ``r(v) = G(v) - v``, its first step the plain update ``v <- G(v)``, each step at
-    most ``STEP_MAX`` in every gain. Where the branch is not found at a step's end the step is
+    most ``STEP_MAX`` in every gain; where Broyden's step is not a descent direction (``r`` is
+    one, below; the coarse rule's ``r`` is rough where the minimisers of its nodes switch) the
+    plain update, doubled while ``r`` keeps its direction. Where the branch is not found at a step's end the step is
     halved; where that happens ``BOUNDARY_HITS`` times the stationary gains lie beyond the end of
     the branch (``r`` is a descent direction of the training error: its gradient in ``v`` is
     ``-(b - A v)``, ``A`` positive semi-definite), and the branch has no point at its optimal
@@ -124,7 +143,7 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
     warm: BranchPoint | None = None
     prev: tuple[np.ndarray, np.ndarray] | None = None
     step = np.zeros_like(v)
-    hits = 0
+    hits, boost = 0, 1.0
     for _ in range(MAX_COARSE):
         p = coarse_point(gains_spec(spec, v), alpha, branch, settings, warm)
         found = p.exists and p._data is not None
@@ -135,7 +154,8 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
             continue
         if not found:
             where = "" if prev is None else (f": its training error falls from the gains {np.round(prev[0], 4).tolist()} "
-                                             f"towards {np.round(prev[0] + prev[1], 4).tolist()}, where the branch ends")
+                                             f"towards {np.round(prev[0] + prev[1], 4).tolist()}, where the branch ends"
+                                             + _idle_note(prev[0], prev[0] + prev[1]))
             return None, J, hist, f"no {branch} point at the gains {np.round(v, 4).tolist()}{where} ({p.reason})"
         assert p._data is not None  # (found)
         g = head_gain_update(make_saddle(gains_spec(spec, v), alpha, settings), p._data)
@@ -149,11 +169,16 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
                 J = J + np.outer(dr - J @ dv, dv) / (dv @ dv)
         if np.max(np.abs(r)) < GAIN_TOL:
             return v, J, hist, "ok"
-        prev, warm = (v.copy(), r), p
         try:
             step = -np.linalg.solve(J, r)
         except np.linalg.LinAlgError:
-            step = r
+            step = -r
+        if step @ r <= 0:  # (not a descent direction: the plain update, doubled while it keeps its direction)
+            boost = 2.0 * boost if prev is not None and prev[1] @ r > 0.9 * np.linalg.norm(prev[1]) * np.linalg.norm(r) else 1.0
+            step = boost * r
+        else:
+            boost = 1.0
+        prev, warm = (v.copy(), r), p
         step = step * min(1.0, STEP_MAX / max(float(np.max(np.abs(step))), 1e-300))
         v = v + step
     return None, J, hist, (f"the coarse search of the head gains did not converge in {MAX_COARSE} solves (at the "
@@ -198,7 +223,7 @@ def solve_head_gains(spec: ModelSpec, alpha: float, branch: str, settings: Solve
             dv = v - prev[0]
             if dv @ dv > 0:
                 J = J + np.outer(r - prev[1] - J @ dv, dv) / (dv @ dv)
-        if steps < FINE_STEPS and off.any():
+        if steps < FINE_STEPS and off.any() and np.max(np.abs(r)) <= FINE_STEP_MAX:
             prev = (v.copy(), r)
             try:
                 v = v - np.linalg.solve(J, r)
