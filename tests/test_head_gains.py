@@ -126,3 +126,18 @@ def test_the_simulator_holds_and_starts_the_gains_given():
     trained = spec.replace(head_gains="trained")
     params = init_params(trained, [make_dataset(trained, 100, 10, seed=0)], ["random"])
     np.testing.assert_allclose(params["vh"].reshape(-1).numpy() / 10.0, [0.7, 0.2])  # (vh = sqrt(d) v)
+
+
+@pytest.mark.slow
+def test_a_head_falling_idle_is_compared_with_the_student_of_one_head_fewer():
+    """At ``omega = 0.3``, ``alpha = 2`` the specialised search lets the positional head fall
+    idle: the solve reports the limit, one head at its optimal value gain (docs/model.md (6.5)),
+    whose semantic state lies below the branch found with both heads active."""
+    import attnphase as ap
+
+    res = ap.solve(2.0, heads=2, head_gains="trained", omega=0.3, branch="all", settings="fast", progress=False)
+    assert res.idle_limit is not None and res.idle_limit["branch"] == "semantic" and res.idle_limit["below"]
+    one = ap.solve(2.0, value="gain", omega=0.3, branch="semantic", settings="fast", progress=False)
+    assert res.idle_limit["train_loss"] == one.branches["semantic"].train_loss
+    assert all(r.train_loss > res.idle_limit["train_loss"] for r in res.branches.values() if r is not None)
+    assert "idle_limit" in res.to_dict() and "a head idle" in res.message

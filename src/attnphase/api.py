@@ -275,8 +275,36 @@ def _solve_head_gains(spec: ModelSpec, alpha: float, names: Sequence[str], st: S
         f"; {b}: head gains " + ", ".join(f"{v:.4g} +- {e:.1e}" for v, e in zip(*gains[b], strict=True))
         for b in branches if b in gains)
     message += "".join(f"; {b}: the head-gain search failed: {why}" for b, why in failed.items())
+    idle = None
+    if any("falls towards 0" in why for why in res.absent.values()):
+        idle = _idle_limit(spec, alpha, st, res)
+        message += "; " + idle["message"]
     return dataclasses.replace(res, branches=ReadOnlyDict(branches), success=res.success and not failed,
-                               message=message)
+                               message=message, idle_limit=idle)
+
+
+def _idle_limit(spec: ModelSpec, alpha: float, st: SolverSettings, res: SolveResult) -> dict[str, Any]:
+    """Where the gain search lets a head fall idle, the limit it heads to: the student of one
+    head fewer at its optimal value gain (docs/model.md (6.5), (11.4)), its lowest branch, and
+    whether that lies below every branch of ``res`` (then the global minimum over the gains has
+    a head idle)."""
+    fewer = spec.replace(heads=spec.heads - 1, head_gains="fixed", head_gain_values=None,
+                         **({"value": "gain"} if spec.heads == 2 else {}))
+    one = solve(alpha, spec=fewer, branch="all", settings=st, progress=False)
+    g = one.global_minimum
+    if g is None:
+        return {"branch": None, "below": False, "message": "with a head idle (one head at its value gain) no branch "
+                                                            "was found"}
+    r = one.branches[g]
+    assert r is not None
+    ours = res.branches.get(res.global_minimum) if res.global_minimum else None
+    below = ours is None or r.train_loss < ours.train_loss
+    what = (f"with a head idle the student is {spec.heads - 1} head(s) at its value gain: its {g} state (training error "
+            f"{r.train_loss:.4g}, test error {r.test_error:.4g}, gain {r.gain:.4g})")
+    verdict = (" lies below every branch with both heads active: the global minimum over the gains has a head idle"
+               if below else f" lies above the {res.global_minimum} branch")
+    return {"branch": g, "train_loss": r.train_loss, "test_error": r.test_error, "gain": r.gain,
+            "below": below, "message": what + verdict}
 
 
 @internal_errors

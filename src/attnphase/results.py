@@ -291,6 +291,10 @@ class SolveResult:
     diagnostics: Mapping[str, Mapping[str, Any]] = field(repr=False)
     success: bool
     message: str
+    #: trained head gains whose search lets a head fall idle (docs/model.md (11.4)): the limit,
+    #: the student of one head fewer at its optimal value gain (branch, training and test error,
+    #: gain), and whether it lies below every branch with all heads active; ``None`` otherwise
+    idle_limit: Mapping[str, Any] | None = None
 
     @classmethod
     def from_points(cls, spec: ModelSpec, alpha: float, settings: SolverSettings,
@@ -329,6 +333,7 @@ class SolveResult:
             "diagnostics": jsonable(self.diagnostics),
             "success": self.success,
             "message": self.message,
+            **({"idle_limit": jsonable(self.idle_limit)} if self.idle_limit is not None else {}),
         }
 
     def __repr__(self) -> str:

@@ -153,6 +153,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
             print(f"{b:<11}{'-':>10}{'-':>10}{'-':>10}{'-':>10}{'-':>12}{'-':>12}  {res.absent[b]}")
     if args.branch == "all" or len(known) == 1:
         glob = f"global minimum: {res.global_minimum or 'none found'}"
+        if res.idle_limit is not None and res.idle_limit.get("below"):
+            glob += " among the branches with both heads active (below: a head idle)"
     else:  # (one branch alone: nothing was compared, so no global minimum is claimed)
         glob = f"global minimum: not compared (only {args.branch} solved; --branch all compares the branches)"
     print(f"{glob}; linear baseline test error {res.linear_test_error:.6f}")
@@ -233,6 +235,8 @@ def _print_gains(res: SolveResult) -> None:
         if r is not None and r.head_gains is not None:
             vals = ", ".join(f"{v:.6f} +- {e:.1e}" for v, e in zip(r.head_gains, r.head_gains_error or (), strict=True))
             print(f"head gains (optimal): {b} v = {vals}")
+    if res.idle_limit is not None:
+        print(f"note: {res.idle_limit['message']}")
     if not res.success:
         for part in res.message.split("; "):
             if "search failed" in part:
