@@ -17,6 +17,7 @@ one call each that loads them; ``--nodes 0`` skips it).
 
     python benchmarks/bench_heads.py                        # default preset, 3 repeats
     python benchmarks/bench_heads.py --preset fast --repeats 5
+    python benchmarks/bench_heads.py --trained --nodes 0     # also trained head gains (omega 0.6, alpha 3)
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ import numpy as np
 
 HEADS = "attnphase solve --heads 2 --alpha 2 --omega 0.3 --branch all"
 BASELINE = "attnphase solve --alpha 2 --omega 0.3 --branch all"
+#: trained head gains (docs/model.md (11.4)) where their specialised state is the global minimum
+TRAINED = "attnphase solve --heads 2 --head-gains trained --alpha 3 --omega 0.6 --branch all"
 OVERLAPS = ("q_user", "m_user", "theta_user")
 
 
@@ -61,7 +64,8 @@ def specialised(out: dict[str, Any]) -> str:
     overlap = max((est[k] for k in OVERLAPS if est.get(k) is not None), default=float("nan"))
     target = (out["diagnostics"].get("specialised") or {}).get("target") or {}
     met = target.get("met")
-    return (f"specialised: training error {b['train_loss']:.4g}, test error {b['test_error']:.4g}, "
+    gains = f"gains {', '.join(f'{v:.4f}' for v in b['head_gains'])}, " if b.get("head_gains") else ""
+    return (f"specialised: {gains}training error {b['train_loss']:.4g}, test error {b['test_error']:.4g}, "
             f"overlap estimate {overlap:.2g}, test-error estimate {est.get('test_error', float('nan')):.2g}, "
             f"target {'met' if met else 'not met' if met is not None else '-'}; global minimum {out['global_minimum']}")
 
@@ -99,15 +103,18 @@ def main() -> None:
     ap.add_argument("--kernels", default="auto", choices=("auto", "c", "numba"))
     ap.add_argument("--nodes", type=int, default=16384, help="nodes of the kernel comparison (0: none)")
     ap.add_argument("--skip-solves", action="store_true", help="only the kernel comparison")
+    ap.add_argument("--trained", action="store_true", help=f"also the trained head gains: {TRAINED}")
     args = ap.parse_args()
     extra = f" --preset {args.preset}" if args.preset else ""
     cases = {"one head": BASELINE + extra, "two heads": HEADS + extra}
+    if args.trained:
+        cases["trained"] = TRAINED + extra
     times: dict[str, list[float]] = {k: [] for k in cases}
     for rep in range(0 if args.skip_solves else args.repeats):
         for name, cmd in cases.items():
             t, out = run(cmd, args.kernels)
             times[name].append(t)
-            note = specialised(out) if name == "two heads" else f"global minimum {out['global_minimum']}"
+            note = specialised(out) if name != "one head" else f"global minimum {out['global_minimum']}"
             print(f"repeat {rep} {name}: {t:.1f} s | {cmd} | {note}", flush=True)
     if not args.skip_solves:
         base = statistics.median(times["one head"])
