@@ -25,8 +25,10 @@ def test_registry_entry_and_bad_input(name):
 def test_the_suite_runs_on_every_registered_model_map_and_heads():
     known = cases()
     assert set(names()) < set(known) and len(MODELS) >= 7
-    assert {f"tied/{a}" for a in ACTIVATIONS if a != "softmax"} | {"tied/2-heads"} == set(known) - set(MODELS)
+    assert ({f"tied/{a}" for a in ACTIVATIONS if a != "softmax"} | {"tied/2-heads", "tied/2-heads-trained"}
+            == set(known) - set(MODELS))
     assert known["tied/2-heads"].spec.heads == 2 and known["tied/relu"].spec.activation == "relu"
+    assert known["tied/2-heads-trained"].spec.head_gains == "trained" and theory_covers("tied/2-heads-trained")
 
 
 def test_a_broken_entry_fails_the_registry_check(monkeypatch):

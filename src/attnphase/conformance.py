@@ -38,6 +38,7 @@ from attnphase.spec.attention import (
     ACTIVATIONS,
     HEADS_CONFORMANCE,
     MODELS,
+    TRAINED_HEADS_CONFORMANCE,
     Conformance,
     attention_model,
     score_mask,
@@ -119,12 +120,14 @@ class Case:
 def cases() -> dict[str, Case]:
     """Every conformance case the registry declares, by name: each model of
     :data:`~attnphase.spec.attention.MODELS` (its name), the tied student with each attention map
-    other than the softmax (``tied/<map>``) and with two heads (``tied/2-heads``)."""
+    other than the softmax (``tied/<map>``) and with two heads, their gains fixed (``tied/2-heads``)
+    and trained (``tied/2-heads-trained``)."""
     out = {name: Case(name, name, m.conformance, {}) for name, m in MODELS.items()}
     for a in ACTIVATIONS.values():
         if a.name != "softmax":
             out[f"tied/{a.name}"] = Case(f"tied/{a.name}", "tied", a.conformance, {"activation": a.name})
     out["tied/2-heads"] = Case("tied/2-heads", "tied", HEADS_CONFORMANCE, {})
+    out["tied/2-heads-trained"] = Case("tied/2-heads-trained", "tied", TRAINED_HEADS_CONFORMANCE, {})
     return out
 
 
@@ -141,7 +144,7 @@ def theory_covers(name: str) -> bool:
     from attnphase.theory.channels import check_attention_covered
 
     try:
-        check_attention_covered(case(name).spec)
+        check_attention_covered(case(name).spec, trained_heads=True)  # (the check's theory is a single solve)
     except ValueError:
         return False
     return True
@@ -246,7 +249,7 @@ def check_model(name: str, *, d: int = 500, seeds: int = 4, train: bool = True, 
     ----------
     name : str
         A conformance case (:func:`cases`: a name of :data:`attnphase.spec.attention.MODELS`,
-        ``tied/<map>`` or ``tied/2-heads``; ``ValueError`` listing them otherwise).
+        ``tied/<map>``, ``tied/2-heads`` or ``tied/2-heads-trained``; ``ValueError`` listing them otherwise).
     d : int
         The simulator's dimension (500).
     seeds : int

@@ -214,8 +214,9 @@ ACTIVATIONS: Mapping[str, Activation] = MappingProxyType({a.name: a for a in (
                frozenset({"theory", "simulator"}), Conformance(alpha=3.0, changes=MappingProxyType({"teacher_activation": "linear"}))),
 )})
 
-#: the head gains ``v_h`` of a multi-head student: fixed at ``1 / H`` or trained (the simulator
-#: only; the theory holds them at ``1 / H``, docs/model.md (11.1))
+#: the head gains ``v_h`` of a multi-head student: fixed (``1 / H`` or ``head_gain_values``) or
+#: trained (the simulator; the theory minimises the training error over them in a single solve,
+#: docs/model.md (11.4))
 HEAD_GAINS = ("fixed", "trained")
 
 #: the most heads a student has
@@ -224,6 +225,11 @@ MAX_HEADS = 8
 #: where the conformance check compares theory and training for two heads: the specialised state
 #: (docs/model.md (11.1))
 HEADS_CONFORMANCE = Conformance(alpha=2.0, branch="specialised", changes=MappingProxyType({"heads": 2}))
+
+#: the same for two heads with trained gains: the specialised state at ``omega = 0.6``, where it
+#: is the global minimum over the gains (docs/model.md (11.4))
+TRAINED_HEADS_CONFORMANCE = Conformance(alpha=3.0, branch="specialised",
+                                        changes=MappingProxyType({"heads": 2, "head_gains": "trained", "omega": 0.6}))
 
 
 def activation(name: str) -> Activation:
