@@ -95,7 +95,7 @@ def test_a_branch_whose_training_error_falls_to_its_end_has_no_stationary_gains(
     g = solve_head_gains(spec, 2.0, "specialised", FAST, refine=False)
     assert not g.success and g.point is None
     assert "falls from the gains" in g.message and "where the branch ends" in g.message
-    assert "head 2's gain falls towards 0" in g.message  # (the limit: one semantic head with the value gain)
+    assert "head 2's gain falls towards 0" in g.message  # (at gain 0: one semantic head with the value gain)
     (v0, _), (v1, _) = g.history[0], g.history[-1]
     assert v1[1] < 0.5 * v0[1]  # (the positional head's gain fell)
     at = {v: coarse_point(gains_spec(spec, np.array(v)), 2.0, "specialised", FAST, None) for v in ((0.5, 0.5), (0.8, 0.2))}

@@ -96,10 +96,11 @@ def solve_head_gains(spec: ModelSpec, alpha: float, names: Sequence[str], st: So
 
 
 def _idle_limit(spec: ModelSpec, alpha: float, st: SolverSettings, res: SolveResult) -> dict[str, Any]:
-    """Where the gain search lets a head fall idle, the limit it heads to: the student of one
-    head fewer at its optimal value gain (docs/model.md (6.5), (11.4)), its lowest branch, and
-    whether that lies below every branch of ``res`` (then the global minimum over the gains has
-    a head idle)."""
+    """Where the gain search lets a head fall idle, the student at that head's gain 0: one head
+    fewer at its optimal value gain (docs/model.md (6.5), (11.4)), its lowest branch, and whether
+    that lies below every branch of ``res``. The training error over the gains is then at most
+    that branch's; it is not the infimum (a head at zero weights adds its gain times the uniform
+    map, a direction of falling training error the search does not follow: (11.4))."""
     fewer = spec.replace(heads=spec.heads - 1, head_gains="fixed", head_gain_values=None,
                          **({"value": "gain"} if spec.heads == 2 else {}))
     one = solve_value_gain(fewer, alpha, branches_for(fewer), st, None, {})
@@ -111,9 +112,10 @@ def _idle_limit(spec: ModelSpec, alpha: float, st: SolverSettings, res: SolveRes
     assert r is not None
     ours = res.branches.get(res.global_minimum) if res.global_minimum else None
     below = ours is None or r.train_loss < ours.train_loss
-    what = (f"with a head idle the student is {spec.heads - 1} head(s) at its value gain: its {g} state (training error "
-            f"{r.train_loss:.4g}, test error {r.test_error:.4g}, gain {r.gain:.4g})")
-    verdict = (" lies below every branch with both heads active: the global minimum over the gains has a head idle"
+    what = (f"with a head idle (gain 0) the student is {spec.heads - 1} head(s) at its value gain: its {g} state "
+            f"(training error {r.train_loss:.4g}, test error {r.test_error:.4g}, gain {r.gain:.4g})")
+    verdict = (" lies below every branch with both heads active: the training error over the gains is at most "
+               f"{r.train_loss:.4g}, with a head idle or beyond (docs/model.md (11.4))"
                if below else f" lies above the {res.global_minimum} branch")
     return {"branch": g, "train_loss": r.train_loss, "test_error": r.test_error, "gain": r.gain,
             "below": below, "message": what + verdict}

@@ -291,9 +291,10 @@ class SolveResult:
     diagnostics: Mapping[str, Mapping[str, Any]] = field(repr=False)
     success: bool
     message: str
-    #: trained head gains whose search lets a head fall idle (docs/model.md (11.4)): the limit,
-    #: the student of one head fewer at its optimal value gain (branch, training and test error,
-    #: gain), and whether it lies below every branch with all heads active; ``None`` otherwise
+    #: trained head gains whose search lets a head fall idle (docs/model.md (11.4)): the student at
+    #: that head's gain 0, one head fewer at its optimal value gain (branch, training and test
+    #: error, gain), and whether it lies below every branch with all heads active (the training
+    #: error over the gains is then at most its); ``None`` otherwise
     idle_limit: Mapping[str, Any] | None = None
 
     @classmethod

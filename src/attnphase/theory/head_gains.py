@@ -115,14 +115,15 @@ def _tuple(v: np.ndarray) -> tuple[float, ...]:
 
 
 def _idle_note(v: np.ndarray, target: np.ndarray) -> str:
-    """Where the search heads to a gain near zero: that head falls idle (its weights pay the ridge
-    and carry nothing), and the limit is the student without it, one head with the value gain
-    (docs/model.md (6.5))."""
+    """Where the search heads to a gain near zero: that head falls idle (at gain 0 its weights pay
+    the ridge and carry nothing: the student without it, one head with the value gain,
+    docs/model.md (6.5)); past 0 its gain goes on with the head at zero weights, a direction the
+    search does not follow (docs/model.md (11.4))."""
     k = int(np.argmin(target))
     if target[k] > IDLE_GAIN * float(np.max(np.abs(target))) or target[k] >= v[k]:
         return ""
-    return (f"; head {k + 1}'s gain falls towards 0: the limit is the student without that head, one head with "
-            "the value gain (attnphase solve --value gain)")
+    return (f"; head {k + 1}'s gain falls towards 0, where the student is one head with the value gain (attnphase "
+            "solve --value gain)")
 
 
 def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings
