@@ -158,7 +158,10 @@ def solve(
         :class:`ModelSpec` fields. ``value="gain"`` (``V = v I``, docs/model.md (6.5)): with
         ``value_gain`` unset (the default) each branch is solved at the gain that minimises its
         training error (``attnphase.theory.value.solve_gain``; ``BranchResult.gain`` and
-        ``gain_error``), with ``value_gain=v`` at that gain held fixed.
+        ``gain_error``), with ``value_gain=v`` at that gain held fixed. ``heads=2,
+        head_gains="trained"``: each branch at the head gains that minimise its training error
+        (docs/model.md (11.4); ``BranchResult.head_gains``, ``head_gains_error``; where a head
+        falls idle, ``SolveResult.idle_limit``).
 
     Returns
     -------

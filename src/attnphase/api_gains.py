@@ -19,12 +19,11 @@ __all__ = ["solve_head_gains", "solve_value_gain"]
 
 def solve_value_gain(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverSettings,
                      progress: Progress | None, params: dict[str, Any]) -> SolveResult:
-    """:func:`solve` for the value gain ``V = v I`` (docs/model.md (6.5)): each branch at the gain
+    """:func:`attnphase.solve` for the value gain ``V = v I`` (docs/model.md (6.5)): each branch at the gain
     that minimises its training error (``value_gain`` unset; :func:`attnphase.theory.value.solve_gain`)
     or at the fixed ``value_gain``. A branch with no fixed point at the start gain is absent; a gain
     search that fails after it started (no convergence, the branch lost on the way, the refinement
     at the optimal gain not converged) makes ``success`` false and says why in ``message``."""
-
     from attnphase.theory.value import solve_gain
 
     points: dict[str, BranchPoint] = {}
@@ -57,7 +56,7 @@ def solve_value_gain(spec: ModelSpec, alpha: float, names: Sequence[str], st: So
 
 def solve_head_gains(spec: ModelSpec, alpha: float, names: Sequence[str], st: SolverSettings,
                      progress: Progress | None, params: dict[str, Any]) -> SolveResult:
-    """:func:`solve` for trained head gains (docs/model.md (11.4)): each branch at the gains that
+    """:func:`attnphase.solve` for trained head gains (docs/model.md (11.4)): each branch at the gains that
     minimise its training error (:func:`attnphase.theory.head_gains.solve_head_gains`, started at
     ``head_gain_values``). A branch with no stationary gains (not found at the start, or its
     training error falling towards the end of the branch) is absent with the reason; a search
