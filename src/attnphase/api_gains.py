@@ -87,7 +87,7 @@ def solve_head_gains(spec: ModelSpec, alpha: float, names: Sequence[str], st: So
         for b in branches if b in gains)
     message += "".join(f"; {b}: the head-gain search failed: {why}" for b, why in failed.items())
     idle = None
-    if any("falls towards 0" in why for why in res.absent.values()):
+    if any("where the branch ends" in why for why in res.absent.values()):  # (a search heading to unequal gains)
         idle = _idle_limit(spec, alpha, st, res)
         message += "; " + idle["message"]
     return dataclasses.replace(res, branches=ReadOnlyDict(branches), success=res.success and not failed,
@@ -95,7 +95,8 @@ def solve_head_gains(spec: ModelSpec, alpha: float, names: Sequence[str], st: So
 
 
 def _idle_limit(spec: ModelSpec, alpha: float, st: SolverSettings, res: SolveResult) -> dict[str, Any]:
-    """Where the gain search lets a head fall idle, the student at that head's gain 0: one head
+    """Where a gain search heads towards unequal gains and loses its branch on the way (a head
+    falling idle, or heading that way), the student at one head's gain 0: one head
     fewer at its optimal value gain (docs/model.md (6.5), (11.4)), its lowest branch, and whether
     that lies below every branch of ``res``. The training error over the gains is then at most
     that branch's; it is not the infimum (a head at zero weights adds its gain times the uniform
