@@ -141,3 +141,29 @@ def test_a_head_falling_idle_is_compared_with_the_student_of_one_head_fewer():
     assert res.idle_limit["train_loss"] == one.branches["semantic"].train_loss
     assert all(r.train_loss > res.idle_limit["train_loss"] for r in res.branches.values() if r is not None)
     assert "idle_limit" in res.to_dict() and "a head idle" in res.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [5, 11])
+def test_trained_gains_end_cleanly_across_the_box(seed):
+    """Seeded points of the box (``sigma`` 0.2-1.5, ``lambda`` 1e-3 to 0.3, ``omega`` 0.05-0.8,
+    ``alpha`` 0.3-5): every branch ends with gains and their error estimates or absent with a
+    reason, the global minimum is the lowest branch found, and an idle limit said to be below lies
+    below every branch found."""
+    import attnphase as ap
+
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        sigma, lam = np.exp(rng.uniform(np.log(0.2), np.log(1.5))), np.exp(rng.uniform(np.log(1e-3), np.log(0.3)))
+        omega, alpha = rng.uniform(0.05, 0.8), np.exp(rng.uniform(np.log(0.3), np.log(5)))
+        res = ap.solve(alpha, heads=2, head_gains="trained", omega=omega, sigma=sigma, lam=lam, branch="all",
+                       settings="fast", progress=False)
+        found = {b: r for b, r in res.branches.items() if r is not None}
+        for r in found.values():
+            assert r.head_gains is not None and len(r.head_gains) == 2 and np.all(np.isfinite(r.head_gains_error))
+        for b, why in res.absent.items():
+            assert why.startswith(f"no {b} point at stationary head gains: ")
+        if found:
+            assert res.global_minimum == min(found, key=lambda b: found[b].train_loss)
+        if res.idle_limit is not None and res.idle_limit["below"]:
+            assert all(r.train_loss > res.idle_limit["train_loss"] for r in found.values())
