@@ -112,7 +112,8 @@ def _idle_limit(spec: ModelSpec, alpha: float, st: SolverSettings, res: SolveRes
     assert r is not None
     ours = res.branches.get(res.global_minimum) if res.global_minimum else None
     below = ours is None or r.train_loss < ours.train_loss
-    what = (f"with a head idle (gain 0) the student is {spec.heads - 1} head(s) at its value gain: its {g} state "
+    fewer_heads = "one head" if spec.heads == 2 else f"{spec.heads - 1} heads"
+    what = (f"with a head idle (gain 0) the student is {fewer_heads} at its value gain: its {g} state "
             f"(training error {r.train_loss:.4g}, test error {r.test_error:.4g}, gain {r.gain:.4g})")
     verdict = (" lies below every branch with both heads active: the training error over the gains is at most "
                f"{r.train_loss:.4g}, with a head idle or beyond (docs/model.md (11.4))"
