@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from _write_csv import read_rows, write_rows
+from _write_csv import add_table_flags, read_rows, save_figure, tabulate_and_plot
 
 FIELDS = ("heads", "omega", "alpha_c", "alpha_c_error", "kind", "exchange", "spinodal_positional",
           "spinodal_other", "other_branch", "alpha_l", "alpha_l_error", "reason")
@@ -84,10 +84,7 @@ def plot(csv_path: Path, out: Path) -> None:
     ax.set_title(r"Two heads against one: $\sigma = 0.5$, $\lambda = 0.01$ (theory)", fontsize=10)
     ax.legend(fontsize=7, frameon=False, loc="lower right")
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
-    print(f"wrote {out}")
+    save_figure(fig, out)
 
 
 def main() -> None:
@@ -95,16 +92,11 @@ def main() -> None:
     ap_.add_argument("--omegas", default="0.05:0.65:7", help="start:stop:num")
     ap_.add_argument("--heads", default="1,2")
     ap_.add_argument("--store", default="heads_phase.sqlite")
-    ap_.add_argument("--csv", type=Path, default=Path("heads_phase.csv"))
-    ap_.add_argument("--out", type=Path, default=Path("heads_phase.png"))
-    ap_.add_argument("--plot-only", action="store_true")
+    add_table_flags(ap_, "heads_phase")
     args = ap_.parse_args()
-    if not args.plot_only:
-        a, b, n = args.omegas.split(":")
-        omegas = np.linspace(float(a), float(b), int(n))
-        write_rows(args.csv, compute(omegas, [int(h) for h in args.heads.split(",")], args.store), FIELDS)
-        print(f"wrote {args.csv}")
-    plot(args.csv, args.out)
+    a, b, n = args.omegas.split(":")
+    tabulate_and_plot(args, lambda: compute(np.linspace(float(a), float(b), int(n)),
+                                            [int(h) for h in args.heads.split(",")], args.store), FIELDS, plot)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from _write_csv import read_rows, write_rows
+from _write_csv import add_table_flags, read_rows, save_figure, tabulate_and_plot
 
 BRANCHES = ("semantic", "positional", "trivial", "specialised")
 FIELDS = ("alpha", "omega", *(f"{b}_{k}" for b in BRANCHES for k in ("train", "test", "v1", "v2")),
@@ -87,10 +87,7 @@ def plot(csv_path: Path, out: Path) -> None:
     axg.set_ylabel("gain")
     axg.legend(fontsize=7, frameon=False)
     axg.grid(alpha=0.3)
-    fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
-    print(f"wrote {out}")
+    save_figure(fig, out)
 
 
 def main() -> None:
@@ -98,15 +95,11 @@ def main() -> None:
     ap_.add_argument("--omega", type=float, default=0.6)
     ap_.add_argument("--alphas", default="2:4:9", help="start:stop:num")
     ap_.add_argument("--preset", default="fast")
-    ap_.add_argument("--csv", type=Path, default=Path("heads_trained.csv"))
-    ap_.add_argument("--out", type=Path, default=Path("heads_trained.png"))
-    ap_.add_argument("--plot-only", action="store_true")
+    add_table_flags(ap_, "heads_trained")
     args = ap_.parse_args()
-    if not args.plot_only:
-        a, b, n = args.alphas.split(":")
-        write_rows(args.csv, compute(np.linspace(float(a), float(b), int(n)), args.omega, args.preset), FIELDS)
-        print(f"wrote {args.csv}")
-    plot(args.csv, args.out)
+    a, b, n = args.alphas.split(":")
+    tabulate_and_plot(args, lambda: compute(np.linspace(float(a), float(b), int(n)), args.omega, args.preset),
+                      FIELDS, plot)
 
 
 if __name__ == "__main__":
