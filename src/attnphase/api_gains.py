@@ -61,14 +61,15 @@ def solve_head_gains(spec: ModelSpec, alpha: float, names: Sequence[str], st: So
     ``head_gain_values``). A branch with no stationary gains (not found at the start, or its
     training error falling towards the end of the branch) is absent with the reason; a search
     that fails otherwise makes ``success`` false and says why in ``message``."""
-
     from attnphase.theory.head_gains import solve_head_gains as search_head_gains
 
     points: dict[str, BranchPoint] = {}
     gains: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {}
     failed: dict[str, str] = {}
+    ended = False  # (a search lost its branch on the way to unequal gains)
     for i, b in enumerate(names):
         g = search_head_gains(spec, alpha, b, st)
+        ended = ended or g.ended
         if g.success and g.point is not None:
             points[b] = g.point
             gains[b] = (g.gains, g.gains_error)
@@ -87,7 +88,7 @@ def solve_head_gains(spec: ModelSpec, alpha: float, names: Sequence[str], st: So
         for b in branches if b in gains)
     message += "".join(f"; {b}: the head-gain search failed: {why}" for b, why in failed.items())
     idle = None
-    if any("where the branch ends" in why for why in res.absent.values()):  # (a search heading to unequal gains)
+    if ended:
         idle = _idle_limit(spec, alpha, st, res)
         message += "; " + idle["message"]
     return dataclasses.replace(res, branches=ReadOnlyDict(branches), success=res.success and not failed,

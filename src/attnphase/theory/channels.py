@@ -228,11 +228,17 @@ def student_map(h: np.ndarray, amap: AttentionMap) -> np.ndarray:
     if amap.standard:
         s = np.einsum("nla,ab,nkb->nlk", h, amap.M, h)
         return softmax_rows(s, amap.mask)
-    L = amap.tokens or amap.mask.shape[0]
     out = np.zeros(h.shape[:1] + amap.mask.shape)
-    for v, M in zip(amap.gains, amap.forms, strict=True):
-        out += v * apply_map(amap.activation, np.einsum("nla,ab,nkb->nlk", h, M, h), amap.mask, L)
+    for v, P in zip(amap.gains, head_maps(h, amap), strict=True):
+        out += v * P
     return out
+
+
+def head_maps(h: np.ndarray, amap: AttentionMap) -> list[np.ndarray]:
+    """Each head's map ``phi(h M_k h^T)`` (N, L, L) at the fields ``h`` (N, L, field_dim), without
+    its gain (docs/model.md (11.1))."""
+    L = amap.tokens or amap.mask.shape[0]
+    return [apply_map(amap.activation, np.einsum("nla,ab,nkb->nlk", h, M, h), amap.mask, L) for M in amap.forms]
 
 
 def loss_numpy(h: np.ndarray, T: np.ndarray, C: np.ndarray, amap: AttentionMap) -> np.ndarray:

@@ -26,9 +26,10 @@ import numpy as np
 
 from attnphase.spec.problem import ModelSpec, check_alpha
 from attnphase.theory.branches import BranchPoint
-from attnphase.theory.channels import apply_map
+from attnphase.theory.channels import head_maps
 from attnphase.theory.fine_rules import fine_union
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
+from attnphase.theory.newton import broyden_update
 from attnphase.theory.saddle import DataStep, Saddle
 from attnphase.theory.target import solve_refined
 from attnphase.theory.value import GAIN_TOL, coarse_point, update_by_rule
@@ -53,19 +54,10 @@ IDLE_GAIN = 0.1
 BOUNDARY_HITS = 2
 
 
-def head_maps(sd: Saddle, h: np.ndarray) -> np.ndarray:
-    """Each head's map ``P_k = phi(h M_k h^T)`` at the fields ``h`` (N, L, F): (N, H, L, L)
-    (docs/model.md (11.1), without the gains)."""
-    amap = sd.amap
-    L = amap.tokens or amap.mask.shape[0]
-    return np.stack([apply_map(amap.activation, np.einsum("nla,ab,nkb->nlk", h, M, h), amap.mask, L)
-                     for M in amap.forms], axis=1)
-
-
 def head_gain_sums(sd: Saddle, ds: DataStep) -> tuple[np.ndarray, np.ndarray]:
     """``(A, b)``: ``A_kk' = E[tr(P_k C P_k'^T)]`` and ``b_k = E[tr(T C P_k^T)]`` at the global
     proximal minimisers of a data step (docs/model.md (11.4))."""
-    P = head_maps(sd, ds.prox.h)
+    P = np.stack(head_maps(ds.prox.h, sd.amap), axis=1)  # (N, H, L, L)
     PC = P @ sd.C
     A = np.einsum("n,nklj,nmlj->km", sd.rule.w, PC, P)
     b = np.einsum("n,nklj,nlj->k", sd.rule.w, PC, ds.T)
@@ -92,7 +84,8 @@ class HeadGainPoint:
     the offset of the fine rules' stationary gains where that is larger (``nan`` on the coarse
     rule only); ``point``: the branch solved at those gains (its errors, overlaps and their
     estimates, as :func:`attnphase.theory.target.solve_refined` gives them); ``history``: the coarse
-    ``(v, stationary v)`` pairs of the search."""
+    ``(v, stationary v)`` pairs of the search; ``ended``: the search lost its branch on the way
+    to unequal gains (its training error falling towards the branch's end)."""
 
     branch: str
     alpha: float
@@ -102,11 +95,12 @@ class HeadGainPoint:
     gains_error: tuple[float, ...] = ()
     point: BranchPoint | None = None
     history: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...] = field(default=())
+    ended: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"branch": self.branch, "alpha": self.alpha, "success": self.success, "message": self.message,
                 "gains": list(self.gains), "gains_error": list(self.gains_error),
-                "history": [[list(v), list(g)] for v, g in self.history],
+                "history": [[list(v), list(g)] for v, g in self.history], "ended": self.ended,
                 "point": None if self.point is None else self.point.to_dict()}
 
 
@@ -127,7 +121,8 @@ def _idle_note(v: np.ndarray, target: np.ndarray) -> str:
 
 
 def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings
-                   ) -> tuple[np.ndarray | None, np.ndarray, list[tuple[np.ndarray, np.ndarray]], str]:
+                   ) -> tuple[np.ndarray | None, BranchPoint | None, np.ndarray, list[tuple[np.ndarray, np.ndarray]],
+                              str, bool]:
     """The stationary head gains on the coarse rule from ``spec.head_gain_array``: Broyden's
     method on ``r(v) = G(v) - v``, its first step the plain update ``v <- G(v)``, each step at
     most ``STEP_MAX`` in every gain; where Broyden's step is not a descent direction (``r`` is
@@ -136,8 +131,9 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
     halved; where that happens ``BOUNDARY_HITS`` times the stationary gains lie beyond the end of
     the branch (``r`` is a descent direction of the training error: its gradient in ``v`` is
     ``-(b - A v)``, ``A`` positive semi-definite), and the branch has no point at its optimal
-    gains. Returns the gains (``None``: not found, with why in the message), the last Jacobian
-    estimate of ``r`` and the history ``(v, G(v))``."""
+    gains. Returns the gains (``None``: not found, with why in the message), the coarse point
+    there, the last Jacobian estimate of ``r``, the history ``(v, G(v))``, the message and whether
+    the branch ended on the way."""
     hist: list[tuple[np.ndarray, np.ndarray]] = []
     v = spec.head_gain_array.astype(float)
     J = -np.eye(v.size)  # (r's Jacobian where G does not depend on v: the plain update)
@@ -146,7 +142,8 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
     step = np.zeros_like(v)
     hits, boost = 0, 1.0
     for _ in range(MAX_COARSE):
-        p = coarse_point(gains_spec(spec, v), alpha, branch, settings, warm)
+        sp = gains_spec(spec, v)
+        p = coarse_point(sp, alpha, branch, settings, warm)
         found = p.exists and p._data is not None
         if not found and prev is not None and hits < BOUNDARY_HITS:
             hits += 1
@@ -157,19 +154,18 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
             where = "" if prev is None else (f": its training error falls from the gains {np.round(prev[0], 4).tolist()} "
                                              f"towards {np.round(prev[0] + prev[1], 4).tolist()}, where the branch ends"
                                              + _idle_note(prev[0], prev[0] + prev[1]))
-            return None, J, hist, f"no {branch} point at the gains {np.round(v, 4).tolist()}{where} ({p.reason})"
+            return None, None, J, hist, f"no {branch} point at the gains {np.round(v, 4).tolist()}{where} ({p.reason})", \
+                prev is not None
         assert p._data is not None  # (found)
-        g = head_gain_update(make_saddle(gains_spec(spec, v), alpha, settings), p._data)
+        g = head_gain_update(make_saddle(sp, alpha, settings), p._data)
         if not np.all(np.isfinite(g)):
-            return None, J, hist, f"the stationary gains are not finite at {np.round(v, 6).tolist()}"
+            return None, None, J, hist, f"the stationary gains are not finite at {np.round(v, 6).tolist()}", False
         hist.append((v.copy(), g))
         r = g - v
         if prev is not None:
-            dv, dr = v - prev[0], r - prev[1]
-            if dv @ dv > 0:
-                J = J + np.outer(dr - J @ dv, dv) / (dv @ dv)
+            broyden_update(J, v - prev[0], r - prev[1])
         if np.max(np.abs(r)) < GAIN_TOL:
-            return v, J, hist, "ok"
+            return v, p, J, hist, "ok", False
         try:
             step = -np.linalg.solve(J, r)
         except np.linalg.LinAlgError:
@@ -182,8 +178,8 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
         prev, warm = (v.copy(), r), p
         step = step * min(1.0, STEP_MAX / max(float(np.max(np.abs(step))), 1e-300))
         v = v + step
-    return None, J, hist, (f"the coarse search of the head gains did not converge in {MAX_COARSE} solves (at the "
-                           f"gains {np.round(v, 4).tolist()})")
+    return None, None, J, hist, (f"the coarse search of the head gains did not converge in {MAX_COARSE} solves (at "
+                                 f"the gains {np.round(v, 4).tolist()})"), False
 
 
 def solve_head_gains(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings | None = None,
@@ -193,14 +189,13 @@ def solve_head_gains(spec: ModelSpec, alpha: float, branch: str, settings: Solve
     only."""
     check_alpha(alpha)
     settings = settings or SolverSettings.preset("default")
-    v, J, hist, msg = _coarse_search(spec, alpha, branch, settings)
+    v, coarse, J, hist, msg, ended = _coarse_search(spec, alpha, branch, settings)
     history = tuple((_tuple(a), _tuple(b)) for a, b in hist)
     if v is None:
-        return HeadGainPoint(branch, float(alpha), False, msg, history=history)
+        return HeadGainPoint(branch, float(alpha), False, msg, history=history, ended=ended)
     if not refine or not settings.refine_order:
-        point = coarse_point(gains_spec(spec, v), alpha, branch, settings, None)
         return HeadGainPoint(branch, float(alpha), True, "coarse rule only", _tuple(v), (math.nan,) * v.size,
-                             point, history)
+                             coarse, history)
     first: np.ndarray | None = None  # (the fine rules' offset at the coarse gains)
     prev: tuple[np.ndarray, np.ndarray] | None = None
     for steps in range(FINE_STEPS + 1):
@@ -221,9 +216,7 @@ def solve_head_gains(spec: ModelSpec, alpha: float, branch: str, settings: Solve
         off = np.abs(r) > np.maximum(2.0 * np.nan_to_num(err), GAIN_TOL)
         first = r if first is None else first
         if prev is not None:  # (Broyden's update with the fine rules' residuals)
-            dv = v - prev[0]
-            if dv @ dv > 0:
-                J = J + np.outer(r - prev[1] - J @ dv, dv) / (dv @ dv)
+            broyden_update(J, v - prev[0], r - prev[1])
         if steps < FINE_STEPS and off.any() and np.max(np.abs(r)) <= FINE_STEP_MAX:
             prev = (v.copy(), r)
             try:

@@ -257,6 +257,12 @@ def _line_search(res: _Residual, y: np.ndarray, dy: np.ndarray, r: np.ndarray,
     return step, None
 
 
+def broyden_update(J: np.ndarray, dx: np.ndarray, dr: np.ndarray) -> None:
+    """Broyden's ("good") rank-one update of the Jacobian estimate ``J``, in place, for the step
+    ``dx`` that changed the residual by ``dr`` (a zero step leaves ``J`` as it is)."""
+    J += np.outer(dr - J @ dx, dx) / max(float(dx @ dx), 1e-300)
+
+
 def _broyden(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep, J: np.ndarray, rel: float,
              full_at: np.ndarray | None, nat: np.ndarray, max_evals: int, confirm_full: bool) -> QuasiNewtonResult:
     """The Broyden iteration of :func:`quasi_newton` from ``y`` (residual ``r``, Jacobian ``J``,
@@ -302,7 +308,7 @@ def _broyden(res: _Residual, y: np.ndarray, r: np.ndarray, ref: DataStep, J: np.
             fresh = False
             s_ = step * dy
             r_new = accepted[0]
-            J += np.outer(r_new - r - J @ s_, s_) / max(float(s_ @ s_), 1e-300)
+            broyden_update(J, s_, r_new - r)
             y = y + s_
             r = r_new
         if not confirm_full and float(np.max(np.abs(r))) < settings.tol:
