@@ -86,6 +86,19 @@ def test_the_search_finds_a_minimum_of_the_training_error_over_the_gains():
     assert loss[0.0] < loss[0.05] and loss[0.0] < loss[-0.05]
 
 
+def test_a_start_the_coarse_rule_misses_is_searched_on_the_mid_rule():
+    """Two positional heads at ``omega = 0.6``, ``alpha = 3.5``: at the start gains 1/2 the coarse
+    rule's iteration does not find the branch, which a single solve reaches on the rule one order
+    below the fine rules; the search runs there, and its stationary gains are refined. The two
+    heads hold nearly one map: the gains' sum is what is determined."""
+    spec = ModelSpec(heads=2, omega=0.6, head_gains="trained")
+    assert not coarse_point(gains_spec(spec, np.array([0.5, 0.5])), 3.5, "positional", FAST, None).exists
+    g = solve_head_gains(spec, 3.5, "positional", FAST)
+    assert g.success and g.point is not None and g.point.exists, g.message
+    assert abs(sum(g.gains) - 1.0) < 0.01 and min(g.gains) > 0.3
+    assert g.point.m > 0.3 and g.point.theta == 0.0
+
+
 @pytest.mark.slow
 def test_a_branch_whose_training_error_falls_to_its_end_has_no_stationary_gains():
     """At ``omega = 0.3``, ``alpha = 2`` the specialised branch's training error falls as the

@@ -30,6 +30,7 @@ from attnphase.theory.channels import head_maps
 from attnphase.theory.fine_rules import fine_union
 from attnphase.theory.fixed_point import SolverSettings, make_saddle
 from attnphase.theory.newton import broyden_update
+from attnphase.theory.refinement import mid_rule_settings
 from attnphase.theory.saddle import DataStep, Saddle
 from attnphase.theory.target import solve_refined
 from attnphase.theory.value import GAIN_TOL, coarse_point, update_by_rule
@@ -185,11 +186,22 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
 def solve_head_gains(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings | None = None,
                      refine: bool = True) -> HeadGainPoint:
     """``branch`` at ``alpha`` with the head gains minimising the training error (docs/model.md
-    (11.4)), the search started at ``spec.head_gain_array``. ``refine=False``: the coarse rule
-    only."""
+    (11.4)), the search started at ``spec.head_gain_array``, on the coarse rule or, where the
+    branch is not found there at the start, on the rule one order below the fine rules.
+    ``refine=False``: that rule only."""
     check_alpha(alpha)
     settings = settings or SolverSettings.preset("default")
     v, coarse, J, hist, msg, ended = _coarse_search(spec, alpha, branch, settings)
+    mid = mid_rule_settings(settings)
+    if v is None and not hist and mid is not None:
+        # (the branch not found at the start gains on the coarse rule: the search on the rule one
+        # order below the fine rules, where a single solve's second try finds it: two heads,
+        # omega = 0.6, the positional branch at alpha 3.25 and 3.5, preset fast)
+        found = _coarse_search(spec, alpha, branch, mid)
+        if found[3]:
+            v, coarse, J, hist, msg, ended = found
+        else:
+            msg = f"{msg} (nor on the order-{mid.order} rule)"
     history = tuple((_tuple(a), _tuple(b)) for a, b in hist)
     if v is None:
         return HeadGainPoint(branch, float(alpha), False, msg, history=history, ended=ended)
@@ -203,9 +215,9 @@ def solve_head_gains(spec: ModelSpec, alpha: float, branch: str, settings: Solve
         point = solve_refined(sp, alpha, branch, settings)
         refined = point.refinement
         if not point.exists or refined is None or not refined.applied:
+            why = (refined.reason if point.exists and refined is not None else None) or point.reason
             return HeadGainPoint(branch, float(alpha), False, f"refinement at the gains {np.round(v, 6).tolist()}: "
-                                 f"{point.reason or (refined.reason if refined else '')}", _tuple(v),
-                                 (math.nan,) * v.size, point, history)
+                                 f"{why}", _tuple(v), (math.nan,) * v.size, point, history)
         assert refined.order is not None and point.order_params is not None
         fine, union = fine_union(sp, alpha, replace(settings, refine_order=refined.order), branch)
         ds = union.data_step(point.order_params)
