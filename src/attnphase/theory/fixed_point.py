@@ -78,10 +78,9 @@ STALL_RUN = 60
 STALL_GAIN = 0.9
 #: stalls (above ``polish_below``) that start the quasi-Newton stage from the current point, as a
 #: period-2 cycle does, before a further stall ends the iteration: two heads at ``omega = 0.6``
-#: (``solve --heads 2 --branch all --preset fast``, ``alpha`` 1.5 to 3.5 by 0.25) stalled where
-#: the branch exists, the semantic start at a relative change of 4e-2 to 7e-2 (``alpha`` 1.75 and
-#: 2), the positional one wandering at 0.16 to 1.6 after coming down to 2e-3 to 6e-3 (2, 3.25 and
-#: 3.5), and those branches were absent; the stage converges there (docs/model.md (7.2))
+#: (``solve --heads 2 --branch all --preset fast``, ``alpha`` 1.5 to 3.5 by 0.25) stalled at a
+#: relative change of 2e-2 to 4e-2 where the branch exists (the semantic one at 1.75 and 2, the
+#: positional one at 2, 3.25 and 3.5 were absent); the stage converges there (docs/model.md (7.2))
 STALL_RESCUES = 1
 #: ``q`` (in units of ``sigma^2``) below which the iteration has collapsed to ``Q = 0`` (all prior
 #: means ``w`` zero). That is a fixed point where the proximal minimiser at ``w = 0`` is ``h = 0``
