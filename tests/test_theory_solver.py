@@ -494,23 +494,6 @@ def test_a_wandering_iteration_ends_stalled_on_its_branch():
     assert np.all(res.op.theta == 0.0) and np.all(res.op.m == 0.0)
 
 
-def test_a_stall_hands_over_to_the_quasi_newton_stage_once():
-    """Two heads at omega = 0.6, alpha = 2, positional start: the damped iteration comes to 2e-3,
-    then wanders up to ~1.6 where the branch exists; STALL_RUN iterations after its smallest change
-    the quasi-Newton stage takes over from there, and the solve converges on the branch
-    (docs/model.md (7.2)), where the stall used to end it."""
-    from attnphase.theory.branch_point import start_point
-    from attnphase.theory.fixed_point import STALL_RUN, make_saddle, solve_fixed_point
-
-    spec = ModelSpec(omega=0.6, heads=2)
-    sd = make_saddle(spec, 2.0, FAST)
-    res = solve_fixed_point(sd, sd.from_paper(start_point(spec, "positional", sd.F)), FAST)
-    assert res.converged, res.reason
-    smallest = int(np.argmin(res.history[:STALL_RUN]))  # (the first smallest change, before the stall)
-    assert len(res.history) > smallest + STALL_RUN and min(res.history[smallest + 1:smallest + STALL_RUN]) > res.history[smallest]
-    assert np.all(res.op.theta == 0.0) and np.max(np.abs(res.op.m[0])) > 0.1 * np.sqrt(sd.s2)
-
-
 def _fields_for_starts(sd, op):
     """The arguments of ``Saddle.full_starts`` at ``op``: prior means, teacher fields, target, ``V``."""
     w, hstar, *_ = sd.fields(op)

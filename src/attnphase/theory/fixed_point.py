@@ -76,12 +76,6 @@ OSCILLATION_RUN = 3
 #: after a plateau of 40 iterations at 0.3-0.48, converged in 137)
 STALL_RUN = 60
 STALL_GAIN = 0.9
-#: stalls (above ``polish_below``) that start the quasi-Newton stage from the current point, as a
-#: period-2 cycle does, before a further stall ends the iteration: two heads at ``omega = 0.6``
-#: (``solve --heads 2 --branch all --preset fast``, ``alpha`` 1.5 to 3.5 by 0.25) stalled at a
-#: relative change of 2e-2 to 4e-2 where the branch exists (the semantic one at 1.75 and 2, the
-#: positional one at 2, 3.25 and 3.5 were absent); the stage converges there (docs/model.md (7.2))
-STALL_RESCUES = 1
 #: ``q`` (in units of ``sigma^2``) below which the iteration has collapsed to ``Q = 0`` (all prior
 #: means ``w`` zero). That is a fixed point where the proximal minimiser at ``w = 0`` is ``h = 0``
 #: (large lambda: the ridge wins), but not where it is not (``I/V + ell''(0)`` indefinite at some
@@ -158,7 +152,6 @@ def solve_fixed_point(
     last_J: np.ndarray | None = None  # the Jacobian of the last polish
     ds_at_x = False  # the last data step was evaluated exactly at the returned x
     best_rel, best_it = np.inf, 0  # the smallest relative change (by STALL_GAIN) and its iteration
-    n_stall_rescued, stalled = 0, False
     for it in range(1, settings.max_iter + 1):
         op = OrderParams.from_vector(x, L, F, rs)
         if not is_valid(op):
@@ -190,20 +183,14 @@ def solve_fixed_point(
         if rel < STALL_GAIN * best_rel:
             best_rel, best_it = rel, it
         elif it - best_it >= STALL_RUN:
-            if (n_stall_rescued >= STALL_RESCUES or n_rescued >= settings.max_rescue
-                    or rel < settings.polish_below):
-                reason = (f"stalled: the relative change has not fallen below {STALL_GAIN:g} of its smallest "
-                          f"value ({best_rel:.1e}) in {STALL_RUN} iterations")
-                break
-            n_stall_rescued += 1
-            stalled = True
+            reason = (f"stalled: the relative change has not fallen below {STALL_GAIN:g} of its smallest "
+                      f"value ({best_rel:.1e}) in {STALL_RUN} iterations")
+            break
         polish = rel < settings.polish_below and full and n_polished < settings.max_polish
-        # a period-2 cycle of the damped iteration (see OSCILLATION_RUN) or a stall (STALL_RESCUES):
-        # the quasi-Newton stage from the current point (forward-difference Jacobian), and a halved
-        # step afterwards
+        # a period-2 cycle of the damped iteration (see OSCILLATION_RUN): the quasi-Newton stage
+        # from the current point (forward-difference Jacobian), and a halved step afterwards
         rescue = (not polish and rel >= settings.polish_below and n_rescued < settings.max_rescue
-                  and (stalled or _alternating(signs, OSCILLATION_RUN)))
-        stalled = False
+                  and _alternating(signs, OSCILLATION_RUN))
         if polish or rescue:
             if polish:
                 n_polished += 1
