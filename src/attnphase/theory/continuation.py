@@ -27,6 +27,7 @@ import numpy as np
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory.classification import classify, combined_branch
 from attnphase.theory.fixed_point import RelativeUnits, SolverSettings, is_valid, make_saddle, warm_starts
+from attnphase.theory.newton import broyden_update
 from attnphase.theory.saddle import DataStep, Hats, OrderParams, Saddle
 
 #: largest ``max |G|`` (relative units) at which a corrector has converged; the warm-started map is
@@ -200,7 +201,7 @@ def _correct(ex: _Extended, y: np.ndarray, a: float, ref: DataStep, J: np.ndarra
         gn = None if dsn is None else ex.G(un[:n], float(un[n]), dsn)
         if gn is None or dsn is None or not np.max(np.abs(gn)) < 2 * max(np.max(np.abs(g)), 1e-6):
             return None
-        J += np.outer(gn - g - J @ du, du) / float(du @ du)
+        broyden_update(J, du, gn - g)
         u, g, ds = un, gn, dsn
     return (u[:n], float(u[n]), g, ds) if np.max(np.abs(g)) < CORRECTOR_TOL else None
 

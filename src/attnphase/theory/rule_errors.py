@@ -12,7 +12,7 @@ import numpy as np
 from attnphase.theory.diagnostics import ErrorEstimate
 from attnphase.theory.estimates import user_errors
 from attnphase.theory.fixed_point import SolverSettings, is_valid
-from attnphase.theory.newton import RelativeUnits
+from attnphase.theory.newton import RelativeUnits, broyden_update
 from attnphase.theory.saddle import DataStep, OrderParams, Saddle
 
 #: tolerance (relative step) and Broyden evaluations of each fine rule's own fixed point
@@ -83,7 +83,7 @@ def rule_fixed_points(sd: Saddle, fine: list[Saddle], steps: list, x: np.ndarray
             if not np.all(np.isfinite(rn)):
                 msg = "non-finite residual"
                 break
-            Jk += np.outer(rn - r - Jk @ dy, dy) / max(float(dy @ dy), 1e-300)
+            broyden_update(Jk, dy, rn - r)
             y, r = yn, rn
         out.append(y)
         status.append(msg)
