@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -121,9 +121,20 @@ def _idle_note(v: np.ndarray, target: np.ndarray) -> str:
             "solve --value gain)")
 
 
-def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings
-                   ) -> tuple[np.ndarray | None, BranchPoint | None, np.ndarray, list[tuple[np.ndarray, np.ndarray]],
-                              str, bool]:
+class _Search(NamedTuple):
+    """What :func:`_coarse_search` ends with: the gains (``None``: not found, with why in the
+    ``message``), the coarse point there, the last Jacobian estimate of ``r``, the history
+    ``(v, G(v))``, and whether the branch ended on the way."""
+
+    gains: np.ndarray | None
+    point: BranchPoint | None
+    jacobian: np.ndarray
+    history: list[tuple[np.ndarray, np.ndarray]]
+    message: str
+    ended: bool
+
+
+def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings) -> _Search:
     """The stationary head gains on the coarse rule from ``spec.head_gain_array``: Broyden's
     method on ``r(v) = G(v) - v``, its first step the plain update ``v <- G(v)``, each step at
     most ``STEP_MAX`` in every gain; where Broyden's step is not a descent direction (``r`` is
@@ -132,9 +143,7 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
     halved; where that happens ``BOUNDARY_HITS`` times the stationary gains lie beyond the end of
     the branch (``r`` is a descent direction of the training error: its gradient in ``v`` is
     ``-(b - A v)``, ``A`` positive semi-definite), and the branch has no point at its optimal
-    gains. Returns the gains (``None``: not found, with why in the message), the coarse point
-    there, the last Jacobian estimate of ``r``, the history ``(v, G(v))``, the message and whether
-    the branch ended on the way."""
+    gains (:class:`_Search`)."""
     hist: list[tuple[np.ndarray, np.ndarray]] = []
     v = spec.head_gain_array.astype(float)
     J = -np.eye(v.size)  # (r's Jacobian where G does not depend on v: the plain update)
@@ -155,18 +164,18 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
             where = "" if prev is None else (f": its training error falls from the gains {np.round(prev[0], 4).tolist()} "
                                              f"towards {np.round(prev[0] + prev[1], 4).tolist()}, where the branch ends"
                                              + _idle_note(prev[0], prev[0] + prev[1]))
-            return None, None, J, hist, f"no {branch} point at the gains {np.round(v, 4).tolist()}{where} ({p.reason})", \
-                prev is not None
+            return _Search(None, None, J, hist, f"no {branch} point at the gains {np.round(v, 4).tolist()}{where} "
+                                                f"({p.reason})", prev is not None)
         assert p._data is not None  # (found)
         g = head_gain_update(make_saddle(sp, alpha, settings), p._data)
         if not np.all(np.isfinite(g)):
-            return None, None, J, hist, f"the stationary gains are not finite at {np.round(v, 6).tolist()}", False
+            return _Search(None, None, J, hist, f"the stationary gains are not finite at {np.round(v, 6).tolist()}", False)
         hist.append((v.copy(), g))
         r = g - v
         if prev is not None:
             broyden_update(J, v - prev[0], r - prev[1])
         if np.max(np.abs(r)) < GAIN_TOL:
-            return v, p, J, hist, "ok", False
+            return _Search(v, p, J, hist, "ok", False)
         try:
             step = -np.linalg.solve(J, r)
         except np.linalg.LinAlgError:
@@ -179,8 +188,8 @@ def _coarse_search(spec: ModelSpec, alpha: float, branch: str, settings: SolverS
         prev, warm = (v.copy(), r), p
         step = step * min(1.0, STEP_MAX / max(float(np.max(np.abs(step))), 1e-300))
         v = v + step
-    return None, None, J, hist, (f"the coarse search of the head gains did not converge in {MAX_COARSE} solves (at "
-                                 f"the gains {np.round(v, 4).tolist()})"), False
+    return _Search(None, None, J, hist, (f"the coarse search of the head gains did not converge in {MAX_COARSE} solves "
+                                         f"(at the gains {np.round(v, 4).tolist()})"), False)
 
 
 def solve_head_gains(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings | None = None,
@@ -191,17 +200,16 @@ def solve_head_gains(spec: ModelSpec, alpha: float, branch: str, settings: Solve
     ``refine=False``: that rule only."""
     check_alpha(alpha)
     settings = settings or SolverSettings.preset("default")
-    v, coarse, J, hist, msg, ended = _coarse_search(spec, alpha, branch, settings)
+    search = _coarse_search(spec, alpha, branch, settings)
     mid = mid_rule_settings(settings)
-    if v is None and not hist and mid is not None:
+    if search.gains is None and not search.history and mid is not None:
         # (the branch not found at the start gains on the coarse rule: the search on the rule one
         # order below the fine rules, where a single solve's second try finds it: two heads,
-        # omega = 0.6, the positional branch at alpha 3.25 and 3.5, preset fast)
-        found = _coarse_search(spec, alpha, branch, mid)
-        if found[3]:
-            v, coarse, J, hist, msg, ended = found
-        else:
-            msg = f"{msg} (nor on the order-{mid.order} rule)"
+        # omega = 0.6, the positional branch at alpha 3.5, preset fast)
+        on_mid = _coarse_search(spec, alpha, branch, mid)
+        search = on_mid if on_mid.history else search._replace(message=f"{search.message} (nor on the "
+                                                                          f"order-{mid.order} rule)")
+    v, coarse, J, hist, msg, ended = search
     history = tuple((_tuple(a), _tuple(b)) for a, b in hist)
     if v is None:
         return HeadGainPoint(branch, float(alpha), False, msg, history=history, ended=ended)
