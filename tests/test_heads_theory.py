@@ -170,6 +170,37 @@ def test_default_starts_reach_the_grid_minimum(heads: int, act: str) -> None:
     assert np.max(best.grad_norm) < 1e-6
 
 
+def test_two_heads_are_rugged_by_their_gains_and_the_default_starts_suffice() -> None:
+    """The ruggedness scale of several heads is ``c V |g|^2`` (docs/model.md (7.2)): at the fixed
+    point with both heads semantic (``alpha = 2``, ``omega = 0.3``, preset fast) ``c V`` is above
+    ``RUGGED`` and ``c V |g|^2`` below, so the full start set is the default one; no start of a
+    9^4 grid over the ball around ``w`` (radius 2.5 ``V^{1/2}``) ends lower at any node of 64."""
+    from attnphase.theory import SolverSettings
+    from attnphase.theory.branches import solve_point
+    from attnphase.theory.channels import RUGGED, rugged
+    from attnphase.theory.fixed_point import make_saddle
+
+    spec = ModelSpec(heads=2, omega=0.3)
+    st = SolverSettings.preset("fast")
+    p = solve_point(spec, 2.0, "semantic", st, error_estimate=False)
+    assert p.exists, p.reason
+    sd = make_saddle(spec, 2.0, st)
+    op = p.order_params
+    scale = float(np.linalg.eigvalsh(sd.C).max() * np.linalg.eigvalsh(op.V).max())
+    assert scale > RUGGED > 0.5 * scale
+    assert rugged(op.V, sd.C) and not rugged(op.V, sd.C, gains=sd.amap.gains)
+    w, hstar, *_ = sd.fields(op)
+    w, hstar = w[:64], hstar[:64]
+    T = sd.target(hstar)
+    starts = sd.full_starts(w, hstar, T, op.V)
+    assert starts.shape[1] == 3 + 2 * 4  # (w, -w, 0 and the offsets of four field coordinates)
+    best = prox_batch(w, T, op.V, sd.C, sd.amap, starts=starts)
+    axis = np.linspace(-2.5, 2.5, 9) * np.sqrt(np.linalg.eigvalsh(op.V).max())
+    grid = np.stack(np.meshgrid(*([axis] * 4), indexing="ij"), axis=-1).reshape(-1, 2, 2)
+    brute = prox_batch(w, T, op.V, sd.C, sd.amap, starts=np.ascontiguousarray(w[:, None] + grid[None]))
+    assert np.all(best.value <= brute.value + 1e-9)
+
+
 def test_classification_names_the_specialised_branch() -> None:
     """Two heads: a fixed point with ``theta`` and ``m`` is ``specialised`` (docs/model.md (11.3)),
     where rank 2 calls it ``mixed``; the branches of two heads include it."""

@@ -260,7 +260,7 @@ class Saddle:
         starts = default_starts(self.unmix(w), V, tokens=cross_offset_tokens(self.amap, keys))
         if self.mix is not None:
             starts = np.einsum("lk,nska->nsla", self.mix, starts)
-        if rugged(V, self.C, self.mix):
+        if rugged(V, self.C, self.mix, self.amap.gains):
             starts = np.concatenate([starts, landscape_starts(w, hstar, T, V, self.C, self.amap, self.mix)], axis=1)
         return starts
 
