@@ -38,7 +38,7 @@ import numpy as np
 from attnphase.spec.attention import ACTIVATIONS, activation, attention_model
 from attnphase.spec.problem import ModelSpec
 from attnphase.theory import native
-from attnphase.theory.geometries import score_form, score_mask, written_out
+from attnphase.theory.geometries import score_form, score_mask, score_orbit, written_out
 
 #: the most heads the theory covers (docs/model.md section 11)
 THEORY_MAX_HEADS = 2
@@ -124,6 +124,12 @@ class AttentionMap:
         rule). Several heads are not: only permutations of the heads leave their scores
         unchanged (docs/model.md (11.3))."""
         return self.rank >= 2 and self.heads == 1
+
+    @property
+    def orbit(self) -> int:
+        """The continuous symmetry of the scores that the proximal kernels follow
+        (:func:`attnphase.theory.geometries.score_orbit`)."""
+        return score_orbit(self.M, self.heads)
 
     @staticmethod
     def from_spec(spec: ModelSpec) -> AttentionMap:
@@ -314,9 +320,8 @@ def cross_offset_tokens(amap: AttentionMap, keys: int) -> int | None:
     return amap.mask.shape[0] - 1
 
 
-#: ``c_max(C) * lambda_max(V) * |g|^2`` (the loss's scale over the proximal curvature, both in the
-#: actual field coordinates; ``g`` the heads' gains, ``|g|^2 = 1`` for one head) above which the full
-#: multi-start set gets :func:`landscape_starts`. Measured against brute-force starts: the default
+#: :func:`loss_to_prior` (``c V``) above which the full multi-start set gets
+#: :func:`landscape_starts`. Measured against brute-force starts: the default
 #: starts missed the global minimum at 2-48 of 1024 nodes at ``sigma`` 1-2 (``c V`` 10.9-143;
 #: ``sigma = 1``, ``alpha = 1``: 4 nodes, enough to keep the trivial and positional solves from
 #: converging) and at none at ``sigma = 0.5`` (``c V`` up to 7.5 at ``lambda = 0.01``, 9.3 for rank
@@ -336,10 +341,25 @@ def rugged(V: np.ndarray, C: np.ndarray, mix: np.ndarray | None = None,
     node around ``w`` (two heads, 1024 nodes, the fixed points of every branch at ``omega`` 0.3 and
     0.6, ``alpha`` 1-3, ``sigma`` 0.5 and 1, ``lambda`` 1e-3 and 0.01; ``c V |g|^2`` 2.0-33): the
     default starts alone found the global minimum at every node."""
+    return loss_to_prior(V, C, mix, gains) > RUGGED
+
+
+def loss_to_prior(V: np.ndarray, C: np.ndarray, mix: np.ndarray | None = None,
+                  gains: tuple[float, ...] = (1.0,)) -> float:
+    """``c_max(C) lambda_max(V) |g|^2`` (times ``lambda_max(P P^T)`` with a position mixing ``P``):
+    the loss's curvature against the quadratic term's in the proximal problem (docs/model.md (3.2)),
+    as :func:`rugged` and :data:`ORBIT_FROM` read it."""
     scale = float(np.linalg.eigvalsh(C).max() * np.linalg.eigvalsh(V).max()) * float(np.sum(np.square(gains)))
-    if mix is not None:
-        scale *= float(np.linalg.eigvalsh(mix @ mix.T).max())
-    return scale > RUGGED
+    return scale if mix is None else scale * float(np.linalg.eigvalsh(mix @ mix.T).max())
+
+
+#: the proximal kernels follow the orbit of the scores' symmetry (:attr:`AttentionMap.orbit`,
+#: ``jit_orbit.follow_orbit``) where :func:`loss_to_prior` is above this: the quadratic term, the
+#: only part of the objective that changes along the orbit, is weak there, and without the move the
+#: Newton steps crept along a curved valley and solves stalled (``solve --preset fast`` at rank-2
+#: and untied box points with ``c V`` 904, 2361, 13747, 19538: 86, 70, 15, 59 s without, 14, 26, 12,
+#: 21 s with; two had missed the trivial branch); below, it costs more than it saves (``c V`` 8-735)
+ORBIT_FROM = 200.0
 
 
 def teacher_like(hstar: np.ndarray, amap: AttentionMap) -> np.ndarray:
@@ -400,6 +420,11 @@ def prox_batch(
     the generic numba kernel runs. The two give the same numbers bit for bit: the generic kernel
     runs every sum in the written-out order (``tests/test_native_kernels.py``,
     ``tests/test_heads_native.py``).
+
+    Where the scores have a continuous symmetry (:attr:`AttentionMap.orbit`: tied rank 2, untied
+    rank 1) and the loss outweighs the quadratic term (:data:`ORBIT_FROM`), each start and each
+    damped Newton step is moved along the symmetry's orbit to lower the quadratic term
+    (``jit_orbit.follow_orbit``; docs/model.md (3.2)).
     """
     w = np.ascontiguousarray(w, dtype=np.float64)
     T = np.ascontiguousarray(T, dtype=np.float64)
@@ -416,18 +441,19 @@ def prox_batch(
     cand_val = np.empty((N, S))
     n_chunks = native.chunks(N)
     C = np.ascontiguousarray(C, dtype=np.float64)
+    orbit = amap.orbit if amap.orbit and loss_to_prior(V, C, mix) > ORBIT_FROM else 0
     lib = None if generic else _written_out_for(amap, T, L)
     if lib is not None:
         Cg = c_covariance(C, amap)  # (held here: the kernel reads it through a pointer)
         lib.prox_kernel(N, S, native.ptr(w), native.ptr(T), native.ptr(starts), native.ptr(Winv), native.ptr(Cg),
                         int(max_iter), float(gtol), native.ptr(out_h), native.ptr(out_val), native.ptr(out_gn),
-                        native.ptr(cand_h), native.ptr(cand_val), int(n_chunks), float(snap),
+                        native.ptr(cand_h), native.ptr(cand_val), int(n_chunks), float(snap), int(orbit > 0),
                         native.threads_for(N * S, 256))
     else:
         from attnphase.theory.jit import prox_kernel  # noqa: PLC0415 - (numba: only where it runs)
 
         prox_kernel(w, T, starts, Winv, C, np.ascontiguousarray(amap.M, dtype=np.float64), amap.mask, max_iter,
-                    gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap, *amap.kernel_maps())
+                    gtol, out_h, out_val, out_gn, cand_h, cand_val, n_chunks, snap, orbit, *amap.kernel_maps())
     return ProxResult(out_h, out_val, out_gn, cand_h, cand_val)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from attnphase.spec.attention import MODELS, attention_model, score_mask
 
-__all__ = ["Geometry", "score_form", "score_mask"]
+__all__ = ["Geometry", "score_form", "score_mask", "score_orbit"]
 
 
 def score_form(variant: str, rank: int) -> np.ndarray:
@@ -34,6 +34,23 @@ def score_form(variant: str, rank: int) -> np.ndarray:
         M[:rank, rank:] = np.eye(rank)
         return M
     return np.eye(rank)
+
+
+#: Newton steps in the orbit's parameter per move along it (``jit_orbit.follow_orbit`` and its C
+#: twin; a module constant of the numba kernels: a change here needs their cache cleared)
+ORBIT_NEWTON = 1
+
+
+def score_orbit(M: np.ndarray, heads: int = 1) -> int:
+    """The continuous symmetry of one head's scores ``h_l^T M h_j`` that the proximal kernels follow
+    along its orbit (docs/model.md (3.2)): 1, the rotations ``h_l -> R^T h_l`` of the two fields of
+    tied rank 2 (``M = I_2``); 2, the scalings ``(c h_Q, h_K / c)`` of untied rank 1 (``M = [[0, 1],
+    [0, 0]]``); 0, none followed (a discrete symmetry only, several heads, or a larger group)."""
+    if heads != 1 or M.shape != (2, 2):
+        return 0
+    if np.array_equal(M, np.eye(2)):
+        return 1
+    return 2 if np.array_equal(M, np.array([[0.0, 1.0], [0.0, 0.0]])) else 0
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,11 @@ class Geometry:
     @property
     def mask(self) -> np.ndarray:
         return score_mask(self.variant, self.L, self.keys)
+
+    @property
+    def orbit(self) -> int:
+        """:func:`score_orbit` of the geometry's scores."""
+        return score_orbit(self.M, self.heads)
 
 
 #: the geometries whose proximal kernel is written out in C: the sizes each registered model

@@ -69,7 +69,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
                           _i]),
     "test_loss_sum": (_d, [_l, _p, _p, _l, _p, _p, _l, _l, _l, _p, _p, _p, _p, _p, _p, _p, _d, _p, _i, _p, _l, _i,
                            _l, _p, _p]),
-    "prox_kernel": (None, [_l, _l, _p, _p, _p, _p, _p, _i, _d, _p, _p, _p, _p, _p, _l, _d, _i]),
+    "prox_kernel": (None, [_l, _l, _p, _p, _p, _p, _p, _i, _d, _p, _p, _p, _p, _p, _l, _d, _i, _i]),
     "node_kernel": (None, [_l, _p, _p, _p, _p, _p, _i, _p, _p, _p]),
 }
 

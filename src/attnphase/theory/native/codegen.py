@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from attnphase.theory.geometries import GEOMETRIES, HEAD_GEOMETRIES, Geometry
+from attnphase.theory.native.orbit import c_orbit
 
 Val = str | float  # an emitted variable name or a constant folded at generation time
 
@@ -349,14 +350,15 @@ def _newton(g: Geometry) -> list[str]:
         "static inline void newton(double *restrict h_io, const double *restrict w, const double *restrict W,",
         "                          const double *restrict T, const double *restrict C, int max_iter, double gtol,",
         "                          const double *restrict known, const double *restrict known_val,",
-        "                          const double *restrict known_gn, int n_known, double snap,",
+        "                          const double *restrict known_gn, int n_known, double snap, int follow,",
         "                          double *restrict val_out, double *restrict gn_out)",
         "{",
         f"    double g[{n}], H[{len(tri)}], trial[{n}], h[{n}];",
         f"    for (int i = 0; i < {n}; i++) h[i] = h_io[i];",
+        *(["    if (follow) orbit(h, w, W, trial);"] if g.orbit else []),
+        f"    for (int i = 0; i < {n}; i++) trial[i] = h[i];",
         "    double val = objective(h, w, W, T, C, g, H);",
         "    double shift = 0.0;",
-        f"    for (int i = 0; i < {n}; i++) trial[i] = h[i];",
         "    " + " ".join(f"double L{i}_{k} = 1.0;" for i in range(n) for k in range(i + 1)),
         "    for (int it = 0; it < max_iter; it++) {",
         f"        const double gn = {gn};",
@@ -385,6 +387,7 @@ def _newton(g: Geometry) -> list[str]:
         "        }",
         "        if (!accepted) break;",
         f"        for (int i = 0; i < {n}; i++) h[i] = trial[i];",
+        *(["        if (follow && shift > 0.0) orbit(h, w, W, trial);"] if g.orbit else []),
         "        if (shift == 0.0) {",
         "            for (int k = 0; k < n_known; k++) {",
         "                const double d = " + Emitter.maxof([f"fabs(h[{i}] - known[k * {n} + {i}])" for i in range(n)]) + ";",
@@ -430,7 +433,7 @@ def _kernel(g: Geometry) -> list[str]:
     return [
         "void prox_kernel(long N, long S, const double *w, const double *T, const double *starts, const double *W,",
         "                 const double *C, int max_iter, double gtol, double *out_h, double *out_val, double *out_gn,",
-        "                 double *cand_h, double *cand_val, long n_chunks, double snap, int n_threads)",
+        "                 double *cand_h, double *cand_val, long n_chunks, double snap, int follow, int n_threads)",
         "{",
         *_symmetrised(n, L, g.heads),
         "    const long size = (N + n_chunks - 1) / n_chunks;",
@@ -447,7 +450,7 @@ def _kernel(g: Geometry) -> list[str]:
         f"                double h[{n}], val, gn;",
         f"                for (int k = 0; k < {n}; k++) h[k] = starts[(i * S + s) * {n} + k];",
         f"                newton(h, wi, Wt, Ti, Ct, max_iter, gtol, cand_h + i * S * {n},",
-        "                       cand_val + i * S, cand_gn, (int)s, snap, &val, &gn);",
+        "                       cand_val + i * S, cand_gn, (int)s, snap, follow, &val, &gn);",
         "                cand_gn[s] = gn;",
         f"                for (int k = 0; k < {n}; k++) cand_h[(i * S + s) * {n} + k] = h[k];",
         "                cand_val[i * S + s] = val;",
@@ -498,10 +501,11 @@ def c_source(g: Geometry) -> str:
         "#include <math.h>",
         "#include <stdlib.h>",
         "#define PYMAX(a, b) ((b) > (a) ? (b) : (a))",
+        "#define PYMIN(a, b) ((b) < (a) ? (b) : (a))",
         "",
     ]
     body: list[str] = []
-    for p in (_objective(g, False), _objective(g, True), _newton(g), _kernel(g), _node_kernel(g)):
+    for p in (_objective(g, False), _objective(g, True), c_orbit(g), _newton(g), _kernel(g), _node_kernel(g)):
         body += p + [""]
     return "\n".join(head + body)
 
