@@ -347,18 +347,15 @@ def rugged(V: np.ndarray, C: np.ndarray, mix: np.ndarray | None = None,
 def loss_to_prior(V: np.ndarray, C: np.ndarray, mix: np.ndarray | None = None,
                   gains: tuple[float, ...] = (1.0,)) -> float:
     """``c_max(C) lambda_max(V) |g|^2`` (times ``lambda_max(P P^T)`` with a position mixing ``P``):
-    the loss's curvature against the quadratic term's in the proximal problem (docs/model.md (3.2)),
-    as :func:`rugged` and :data:`ORBIT_FROM` read it."""
+    the loss's curvature against the quadratic term's in the proximal problem (docs/model.md (3.2))."""
     scale = float(np.linalg.eigvalsh(C).max() * np.linalg.eigvalsh(V).max()) * float(np.sum(np.square(gains)))
     return scale if mix is None else scale * float(np.linalg.eigvalsh(mix @ mix.T).max())
 
 
-#: the proximal kernels follow the orbit of the scores' symmetry (:attr:`AttentionMap.orbit`,
-#: ``jit_orbit.follow_orbit``) where :func:`loss_to_prior` is above this: the quadratic term, the
-#: only part of the objective that changes along the orbit, is weak there, and without the move the
-#: Newton steps crept along a curved valley and solves stalled (``solve --preset fast`` at rank-2
-#: and untied box points with ``c V`` 904, 2361, 13747, 19538: 86, 70, 15, 59 s without, 14, 26, 12,
-#: 21 s with; two had missed the trivial branch); below, it costs more than it saves (``c V`` 8-735)
+#: the proximal kernels follow the orbit of the scores' symmetry (:attr:`AttentionMap.orbit`) where
+#: :func:`loss_to_prior` is above this (docs/model.md (3.2); ``solve --preset fast`` at rank-2 and
+#: untied box points with ``c V`` 904-19538: 86, 70, 15, 59 s without, 14, 26, 12, 21 s with; two
+#: had missed the trivial branch); below, it costs more than it saves (``c V`` 8-735)
 ORBIT_FROM = 200.0
 
 
@@ -389,8 +386,13 @@ def landscape_starts(w: np.ndarray, hstar: np.ndarray, T: np.ndarray, V: np.ndar
         zero[:, i, i // F, i % F] = 0.0
     h = teacher_like(hstar, amap)
     pm = np.ascontiguousarray(np.stack([h, -h], axis=1))
-    loss_min = prox_batch(h, T, V * 1e6, C, amap, starts=pm, mix=mix).candidates
+    loss_min = prox_batch(h, T, V * 1e6, C, amap, starts=pm, mix=mix, max_iter=60).candidates  # (starts only)
     return np.concatenate([zero, pm, loss_min], axis=1)
+
+
+#: Newton steps per start at most in :func:`prox_batch` (docs/model.md (3.2): 60 left the rank-2 map
+#: rough at ``c V`` ~ 2400; the cost per data step is the same)
+NEWTON_MAX_ITER = 100
 
 
 def prox_batch(
@@ -400,7 +402,7 @@ def prox_batch(
     C: np.ndarray,
     amap: AttentionMap,
     starts: np.ndarray | None = None,
-    max_iter: int = 60,
+    max_iter: int | None = None,
     gtol: float = 1e-11,
     mix: np.ndarray | None = None,
     snap: float = 1e-6,
@@ -421,10 +423,8 @@ def prox_batch(
     runs every sum in the written-out order (``tests/test_native_kernels.py``,
     ``tests/test_heads_native.py``).
 
-    Where the scores have a continuous symmetry (:attr:`AttentionMap.orbit`: tied rank 2, untied
-    rank 1) and the loss outweighs the quadratic term (:data:`ORBIT_FROM`), each start and each
-    damped Newton step is moved along the symmetry's orbit to lower the quadratic term
-    (``jit_orbit.follow_orbit``; docs/model.md (3.2)).
+    Where the scores have a continuous symmetry (:attr:`AttentionMap.orbit`) and :data:`ORBIT_FROM`
+    holds, starts and damped steps move along its orbit (``jit_orbit.follow_orbit``).
     """
     w = np.ascontiguousarray(w, dtype=np.float64)
     T = np.ascontiguousarray(T, dtype=np.float64)
@@ -441,6 +441,7 @@ def prox_batch(
     cand_val = np.empty((N, S))
     n_chunks = native.chunks(N)
     C = np.ascontiguousarray(C, dtype=np.float64)
+    max_iter = NEWTON_MAX_ITER if max_iter is None else max_iter
     orbit = amap.orbit if amap.orbit and loss_to_prior(V, C, mix) > ORBIT_FROM else 0
     lib = None if generic else _written_out_for(amap, T, L)
     if lib is not None:
