@@ -32,6 +32,10 @@ NAMED = {
                          "--variant untied"),
     "rank2 small alpha": ("attnphase solve --alpha 0.06281 --omega 0.1433 --sigma 1.11 --lam 0.0007325 --preset fast "
                           "--rank 2"),
+    "rank2 omega 0.76": ("attnphase solve --alpha 0.05917 --omega 0.7618 --sigma 1.254 --lam 0.003206 --preset fast "
+                         "--rank 2"),
+    "untied sigma 1.5": ("attnphase solve --alpha 0.4962 --omega 0.3717 --sigma 1.496 --lam 0.0002849 --preset fast "
+                         "--variant untied"),
 }
 
 

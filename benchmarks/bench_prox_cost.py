@@ -7,7 +7,7 @@ At the trivial branch's coarse point (preset ``fast``) of the reference solve (`
 ``--repeats`` (the multi-start Newton solve of docs/model.md (3.2) at every node), per proximal
 problem solved (starts x nodes x tokens x fields, :attr:`Saddle.solved`); the nodes whose best
 minimum is not converged (gradient above 1e-9) when each start may take 20 Newton steps instead of
-60; and the objective's curvature at the minimisers along the symmetry of the scores that only
+100; and the objective's curvature at the minimisers along the symmetry of the scores that only
 the prior breaks, against a random direction and against ``1/V``: the rotations ``h -> h R`` of
 rank-2 fields (scores ``h h^T``), the rescaling ``(hQ, hK) -> (c hQ, hK / c)`` of untied keys and
 queries (scores ``hQ hK^T``).

@@ -354,8 +354,8 @@ def loss_to_prior(V: np.ndarray, C: np.ndarray, mix: np.ndarray | None = None,
 
 #: the proximal kernels follow the orbit of the scores' symmetry (:attr:`AttentionMap.orbit`) where
 #: :func:`loss_to_prior` is above this (docs/model.md (3.2); ``solve --preset fast`` at rank-2 and
-#: untied box points with ``c V`` 904-19538: 86, 70, 15, 59 s without, 14, 26, 12, 21 s with; two
-#: had missed the trivial branch); below, it costs more than it saves (``c V`` 8-735)
+#: untied box points with ``c V`` 904-19538, 60 Newton steps: 86, 70, 15, 59 s without, 14, 26, 12,
+#: 21 s with; two had left the trivial branch unrefined); below, it costs more than it saves
 ORBIT_FROM = 200.0
 
 
