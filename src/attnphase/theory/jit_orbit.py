@@ -47,6 +47,16 @@ def _orbit_move(h, c, s, orbit, out):  # pragma: no cover - jitted
 
 
 @nb.njit(cache=True)
+def _tangent(h, i, orbit):  # pragma: no cover - jitted
+    """Entry ``i`` of the flattened ``h X``, the orbit's tangent at ``h`` (``X = [[0, -1], [1, 0]]``
+    for the rotation, ``orbit`` 1; ``diag(1, -1)`` for the scaling, 2)."""
+    l, a = i // 2, i % 2
+    if orbit == 1:
+        return h[l, 1] if a == 0 else -h[l, 0]
+    return h[l, 0] if a == 0 else -h[l, 1]
+
+
+@nb.njit(cache=True)
 def follow_orbit(h, w, Winv, orbit, trial):  # pragma: no cover - jitted
     """Move ``h`` (in place) along its orbit under the symmetry of the scores towards the least
     quadratic term: the loss is the same along it, so the objective falls by what the quadratic
@@ -87,17 +97,12 @@ def follow_orbit(h, w, Winv, orbit, trial):  # pragma: no cover - jitted
         d1 = 0.0
         d2 = 0.0
         for i in range(n):
-            u_i = h[i // F, 1] if i % F == 0 else -h[i // F, 0]
-            if orbit == 2:
-                u_i = h[i // F, 0] if i % F == 0 else -h[i // F, 1]
+            u_i = _tangent(h, i, orbit)
             q_acc = 0.0
             u_acc = 0.0
             for k in range(n):
-                u_k = h[k // F, 1] if k % F == 0 else -h[k // F, 0]
-                if orbit == 2:
-                    u_k = h[k // F, 0] if k % F == 0 else -h[k // F, 1]
                 q_acc += Winv[i, k] * (h[k // F, k % F] - w[k // F, k % F])
-                u_acc += Winv[i, k] * u_k
+                u_acc += Winv[i, k] * _tangent(h, k, orbit)
             d1 += u_i * q_acc
             d2 += u_i * u_acc + sgn * h[i // F, i % F] * q_acc
         if not d2 > 0.0:
