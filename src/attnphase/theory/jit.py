@@ -352,7 +352,7 @@ def _newton(h, w, Winv, T, C, M, mask, max_iter, gtol, wk, nw, known, known_val,
     ``orbit`` (:attr:`attnphase.theory.channels.AttentionMap.orbit`, or 0): where the scores have a
     continuous symmetry, the start and every damped step (``mu > 0``) are moved along its orbit by
     :func:`attnphase.theory.jit_orbit.follow_orbit` (the minimum lies where the quadratic term is
-    least along it; without the move, at ``V`` ~ 2000 a third of the starts of tied rank 2 had not
+    least along it; without the move, at ``V`` ~ 2000 a quarter of the starts of tied rank 2 had not
     met ``gtol`` after 60 steps).
     """
     grad, hess, g2, trial, Lc, y, step, dummy = nw
@@ -465,7 +465,8 @@ def prox_kernel(w, T, starts, Winv, C, M, mask, max_iter, gtol, out_h, out_val, 
     Newton (:func:`_newton`) from each of ``starts[i]``, the lowest objective kept (``out_h``,
     ``out_val``, ``out_gn``), every start's minimum in ``cand_h``, ``cand_val``; the nodes cut into
     ``n_chunks`` chunks; the student map ``M`` (one softmax head) or, where ``maps[0] >= 0``,
-    the heads and map of ``forms``, ``gains``, ``maps`` (:func:`student_heads`). ``Winv`` and ``C`` are symmetrised first, as the written-out C kernels
+    the heads and map of ``forms``, ``gains``, ``maps`` (:func:`student_heads`); ``orbit`` the
+    symmetry whose orbit :func:`_newton` follows (0: none). ``Winv`` and ``C`` are symmetrised first, as the written-out C kernels
     do (which read their upper triangles only)."""
     N, L, F = w.shape
     S = starts.shape[1]
