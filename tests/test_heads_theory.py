@@ -177,7 +177,7 @@ def test_two_heads_are_rugged_by_their_gains_and_the_default_starts_suffice() ->
     9^4 grid over the ball around ``w`` (radius 2.5 ``V^{1/2}``) ends lower at any node of 64."""
     from attnphase.theory import SolverSettings
     from attnphase.theory.branches import solve_point
-    from attnphase.theory.channels import RUGGED, rugged
+    from attnphase.theory.channels import RUGGED, loss_to_prior, rugged
     from attnphase.theory.fixed_point import make_saddle
 
     spec = ModelSpec(heads=2, omega=0.3)
@@ -186,7 +186,7 @@ def test_two_heads_are_rugged_by_their_gains_and_the_default_starts_suffice() ->
     assert p.exists, p.reason
     sd = make_saddle(spec, 2.0, st)
     op = p.order_params
-    scale = float(np.linalg.eigvalsh(sd.C).max() * np.linalg.eigvalsh(op.V).max())
+    scale = loss_to_prior(op.V, sd.C)
     assert scale > RUGGED > 0.5 * scale
     assert rugged(op.V, sd.C) and not rugged(op.V, sd.C, gains=sd.amap.gains)
     w, hstar, *_ = sd.fields(op)

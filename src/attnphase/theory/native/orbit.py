@@ -26,7 +26,11 @@ def c_orbit(g: Geometry) -> list[str]:
              "        orbit_move(h, (1.0 + 0.5 * t) / (1.0 - 0.5 * t), 0.0, trial);"])
     # (x - y z written x + y (-z), the same number: GCC 12's SLP vectoriser fuses an add and a
     # subtract side by side into vfmsubadd despite -ffp-contract=off, which rounds once instead of twice)
-    u = ("(k % 2 == 0 ? h[k + 1] : -h[k - 1])" if kind == 1 else "(k % 2 == 0 ? h[k] : -h[k])")
+
+    def tangent(i: str) -> str:
+        """Entry ``i`` of the orbit's tangent ``h X`` (``jit_orbit._tangent``)."""
+        return f"({i} % 2 == 0 ? h[{i} + 1] : -h[{i} - 1])" if kind == 1 else f"({i} % 2 == 0 ? h[{i}] : -h[{i}])"
+
     align = [] if kind != 1 else [
         "    double a = 0.0, b = 0.0;",
         f"    for (int l = 0; l < {L}; l++) {{",
@@ -73,12 +77,11 @@ def c_orbit(g: Geometry) -> list[str]:
         f"    for (int r = 0; r < {ORBIT_NEWTON}; r++) {{",
         "        double d1 = 0.0, d2 = 0.0;",
         f"        for (int i = 0; i < {n}; i++) {{",
-        "            const int k_ = i;",
-        f"            const double u_i = {u.replace('k', 'k_')};",
+        f"            const double u_i = {tangent('i')};",
         "            double q_acc = 0.0, u_acc = 0.0;",
         f"            for (int k = 0; k < {n}; k++) {{",
         f"                q_acc += W[i * {n} + k] * (h[k] - w[k]);",
-        f"                u_acc += W[i * {n} + k] * {u};",
+        f"                u_acc += W[i * {n} + k] * {tangent('k')};",
         "            }",
         "            d1 += u_i * q_acc;",
         f"            d2 += u_i * u_acc + {'-1.0' if kind == 1 else '1.0'} * h[i] * q_acc;",
