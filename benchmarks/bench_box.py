@@ -36,6 +36,10 @@ NAMED = {
                          "--rank 2"),
     "untied sigma 1.5": ("attnphase solve --alpha 0.4962 --omega 0.3717 --sigma 1.496 --lam 0.0002849 --preset fast "
                          "--variant untied"),
+    "causal sigma 1.5": ("attnphase solve --alpha 2.582 --omega 0.2911 --sigma 1.505 --lam 0.001753 --preset fast "
+                         "--variant causal"),
+    "untied alpha 8": ("attnphase solve --alpha 8.164 --omega 0.4539 --sigma 0.7473 --lam 0.0004789 --preset fast "
+                       "--variant untied"),
 }
 
 

@@ -791,6 +791,22 @@ def test_semantic_branch_the_coarse_rule_misses_is_continued_from_above(alpha, b
     assert abs(p.theta) > 0.25  # (docs/variants.md: 0.287 / 0.323 at order 12 by continuation)
 
 
+def test_a_branch_the_coarse_rule_has_nowhere_near_is_not_looked_for_again(monkeypatch):
+    """Reference model, omega = 0.3, lambda = 1e-3, alpha = 0.2, far below the semantic branch's
+    end: the coarse semantic start converges to another branch, and so does every continuation's
+    origin (0.1 and the neighbours 0.18 and 0.22). The branch is absent with what was tried; it is
+    not continued on a finer rule, nor in the ridge (the start converged)."""
+    import attnphase.theory.target as T
+
+    origins = []
+    orig = T.origin_point
+    monkeypatch.setattr(T, "origin_point", lambda *a, **k: origins.append(a[1]) or orig(*a, **k))
+    p = T.solve_refined(ModelSpec(omega=0.3, lam=1e-3), 0.2, "semantic", SolverSettings(order=8, refine_order=10))
+    assert not p.exists and p.converged and T.converged_elsewhere(p)
+    assert "nor by continuation from alpha = 0.1 or alpha = 0.181818 or alpha = 0.22)" in p.reason, p.reason
+    assert "lambda" not in p.reason and "order 9" not in p.reason and origins == []
+
+
 @pytest.mark.slow  # (refined solves below the branch's end: about 3 s)
 def test_semantic_point_below_the_end_of_the_branch_stays_absent():
     """Below the fold of the causal semantic branch (alpha 1.5) the second try is made and fails:
