@@ -32,12 +32,7 @@ from attnphase.theory.classification import has_mixed as has_mixed
 from attnphase.theory.continuation import ArclengthResult, RecoveryBudget, arclength, parabola
 from attnphase.theory.estimates import linear_response_estimate
 from attnphase.theory.fixed_point import FixedPointResult as FixedPointResult
-from attnphase.theory.fixed_point import (
-    SolverSettings,
-    is_valid,
-    make_saddle,
-    solve_fixed_point,
-)
+from attnphase.theory.fixed_point import SolverSettings, is_valid, make_saddle, solve_fixed_point
 from attnphase.theory.saddle import DataStep, OrderParams
 from attnphase.theory.saddle import Saddle as Saddle
 from attnphase.theory.saddle import check_response as check_response
@@ -126,7 +121,8 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
     as ``diagnostics["not_tried"]``) and the alphas where a continuation reached the branch before
     losing it (``diagnostics["reached_at"]``)."""
     budget = budget or RecoveryBudget.for_settings(settings)
-    ramped, tried, skipped, trail = None, [], [], []
+    ramped, tried, skipped = None, [], []
+    trail: list[BranchPoint] = []  # (every point of the branch the continuations reached)
     for a0 in ramp_origins(alpha, near=thorough):
         if budget.spent:
             skipped.append(f"alpha = {a0:g}")
@@ -140,7 +136,7 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
             skipped.append(f"lambda = {LAM_RAMP[0]:g}")
         else:
             tried.append(f"lambda = {LAM_RAMP[0]:g}")
-            ramped = _lam_ramp(spec, alpha, branch, settings, thorough, budget)
+            ramped = _lam_ramp(spec, alpha, branch, settings, budget)
     if ramped is not None:
         if not draft:
             ramped = final_test_error(spec, ramped, settings)
@@ -249,16 +245,18 @@ LAM_RAMP = (0.01, 0.003, 0.001, 0.0003)
 
 
 def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettings,
-              thorough: bool, budget: RecoveryBudget | None = None) -> BranchPoint | None:
+              budget: RecoveryBudget | None = None) -> BranchPoint | None:
     """The branch continued in the ridge from ``lambda = LAM_RAMP[0]`` (where the starts of
     :func:`start_point` were tuned) down to ``spec.lam``, for a direct start (and the continuations in
     ``alpha``) that failed at a smaller ridge: ``V`` grows as ``lambda`` falls (trivial branch at
     ``alpha = 1``, ``omega = 0.3``: ``V`` 28.6, 66, 131, 245, 552 at ``lambda`` 0.01, 0.003,
-    0.001, 3e-4, 0) and the start (``V = 14.6``) left the valid domain at ``lambda = 0``.
-    ``None`` if the continuation does not arrive."""
+    0.001, 3e-4, 0) and the start (``V = 14.6``) left the valid domain at ``lambda = 0``. The
+    first point is the direct start at ``LAM_RAMP[0]``, not rescued in turn by continuations in
+    ``alpha`` (which doubled the ramp's cost; no ramp arrived over the slow box sample with them
+    either). ``None`` if the continuation does not arrive."""
     lams = [lam for lam in LAM_RAMP if lam > spec.lam] + [spec.lam]
     first = solve_point(spec.replace(lam=lams[0]), alpha, branch, settings, error_estimate=False, draft=True,
-                        thorough=thorough, budget=budget)
+                        ramp=False, budget=budget)
     return continue_through(first, [(spec.replace(lam=lam), alpha) for lam in lams[1:]], branch, settings, budget)
 
 
