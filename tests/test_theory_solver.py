@@ -67,12 +67,22 @@ def test_trivial_branch_of_five_tokens_is_reached_from_small_alpha():
     assert t.m == 0.0 and t.theta == 0.0 and 0.3 < t.q < 1.0
 
 
-def test_ridgeless_trivial_branch_is_reached_by_continuation_in_lambda():
+def test_ridgeless_trivial_branch_is_reached_by_continuation_in_lambda(monkeypatch):
     """lambda = 0: V grows as the ridge falls (552 at alpha = 1); the start, tuned at lambda 0.01,
     left the valid domain (it converges since the step damped in ``V^-1``, test below), and so
     did the continuations in alpha; the continuation in lambda from 0.01 reaches the branch. A
     singular K on the way is an invalid step, not an exception. The positional start finds
-    nothing: followed from lambda = 0.01 the branch ends between 0.01 and 0.005 (alpha 2)."""
+    nothing: followed from lambda = 0.01 the branch ends between 0.01 and 0.005 (alpha 2). The
+    ridge's first point, at 0.01, is its direct start there, not rescued by continuations in alpha
+    in turn: at alpha = 4 they reached only a point with m = -0.0075 that the fine rules do not
+    resolve (`attnphase solve --lam 0 --alpha 4` reports no positional branch either way)."""
+    import attnphase.theory.branches as B
+
+    rescued = []
+    orig = B._by_continuation
+    monkeypatch.setattr(B, "_by_continuation", lambda spec, *a, **k: rescued.append(spec.lam) or orig(spec, *a, **k))
+    p4 = solve_point(ModelSpec(omega=0.3, lam=0.0), 4.0, "positional", FAST, thorough=True)
+    assert not p4.exists and "lambda = 0.01" in p4.reason and rescued == [0.0], (p4.reason, rescued)
     t = solve_point(ModelSpec(omega=0.3, lam=0.0), 1.0, "trivial", FAST)
     assert t.exists and t.converged, t.reason
     assert t.V > 300 and t.m == 0.0 and t.theta == 0.0
