@@ -253,7 +253,8 @@ def _lam_ramp(spec: ModelSpec, alpha: float, branch: str, settings: SolverSettin
     0.001, 3e-4, 0) and the start (``V = 14.6``) left the valid domain at ``lambda = 0``. The
     first point is the direct start at ``LAM_RAMP[0]``, not rescued in turn by continuations in
     ``alpha`` (which doubled the ramp's cost; no ramp arrived over the slow box sample with them
-    either). ``None`` if the continuation does not arrive."""
+    either, and at ``lambda = 0``, ``alpha = 4`` they reached only a positional point with ``m``
+    -0.0075 that the fine rules do not resolve). ``None`` if the continuation does not arrive."""
     lams = [lam for lam in LAM_RAMP if lam > spec.lam] + [spec.lam]
     first = solve_point(spec.replace(lam=lams[0]), alpha, branch, settings, error_estimate=False, draft=True,
                         ramp=False, budget=budget)
