@@ -142,6 +142,13 @@ class BranchPoint:
     _fine: tuple[Saddle, int, DataStep] | None = field(default=None, repr=False, compare=False)
 
     @property
+    def converged_to(self) -> str | None:
+        """The branch the fixed-point solve converged to (:func:`classify`; ``None`` where it did not
+        converge or was not recorded): another branch than ``branch`` where the start went
+        elsewhere."""
+        return self.fixed_point.classified_as if self.converged and self.fixed_point is not None else None
+
+    @property
     def order_params(self) -> OrderParams | None:
         """The fixed point's order parameters in paper convention (``None`` where the branch is absent)."""
         return self._op

@@ -425,7 +425,7 @@ def locate_end(branch: str, held: Sequence[BranchPoint], bad: float, failed: Bra
                 where = float(np.clip(av, lo, hi))
                 x_e = xv
                 kind = "collapse" if abs(xv) < COLLAPSE_FRACTION * abs(getattr(last, key)) else "fold"
-    found = failed.fixed_point.classified_as if failed.converged and failed.fixed_point is not None else None
+    found = failed.converged_to
     to_zero = found == "trivial" or (not failed.converged and abs(getattr(failed, key)) < CLASSIFY_TOL)
     if branch in DEFINING and kind != "collapse" and to_zero and abs(getattr(last, key)) < COLLAPSE_NEAR * CLASSIFY_TOL:
         kind, where, x_e = "collapse", 0.5 * (lo + hi), 0.0  # (merged within the classification's resolution)

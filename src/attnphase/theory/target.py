@@ -175,8 +175,7 @@ def converged_elsewhere(point: BranchPoint) -> bool:
     every continuation that its :class:`RecoveryBudget` allowed (none was left out:
     ``diagnostics["not_tried"]``) converged to another branch at its origin
     (:func:`solve_point`; none reached the branch: ``diagnostics["reached_at"]``)."""
-    fp = point.fixed_point
-    return (not point.exists and point.converged and fp is not None and fp.classified_as != point.branch
+    return (not point.exists and point.converged_to not in (None, point.branch)
             and not point.diagnostics.get("not_tried") and not point.diagnostics.get("reached_at"))
 
 
