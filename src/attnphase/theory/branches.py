@@ -145,9 +145,10 @@ def _by_continuation(spec: ModelSpec, alpha: float, branch: str, settings: Solve
         notes = [f"nor by continuation from {' or '.join(tried)}"] if tried else []
         if skipped:
             notes.append(f"{budget.message()} before continuations from {' or '.join(skipped)}")
-            failed = replace(failed, diagnostics={**failed.diagnostics, "not_tried": skipped})
-        reached = {"reached_at": sorted({p.alpha for p in trail})} if trail else {}
-        return replace(failed, reason=f"{failed.reason} ({'; '.join(notes)})", diagnostics={**failed.diagnostics, **reached})
+        extra: dict[str, Any] = {"not_tried": skipped} if skipped else {}
+        if trail:
+            extra["reached_at"] = sorted({p.alpha for p in trail})
+        return replace(failed, reason=f"{failed.reason} ({'; '.join(notes)})", diagnostics={**failed.diagnostics, **extra})
     return failed
 
 
